@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# libbft developer entry point. Installs what is missing (apt packages, a Python virtual
+# environment), configures and builds incrementally, then runs what was asked:
+#   ./dev.sh run [args]   the main job: `bft replay` (trace replay) with the built-in default
+#   ./dev.sh test         every C++ (ctest/GoogleTest) and Python (pytest) test
+#   ./dev.sh build        set up and build everything (library, tests, Python module)
+#   ./dev.sh asan         the C++ suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   ./dev.sh bench [args] the Google Benchmark programs in bench/ (args go to each program)
+#   ./dev.sh wheel        `pip install .` into a fresh virtual environment and solve a small MILP
+#   ./dev.sh format       reformat the C++ sources with clang-format (format-check: only check)
+# Environment: BFT_BUILD_DIR (default build/dev), BFT_JOBS (default: number of cores).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+BUILD_DIR="${BFT_BUILD_DIR:-build/dev}"
+JOBS="${BFT_JOBS:-$(nproc)}"
+APT_PACKAGES=(g++ pkg-config libglpk-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
+              coinor-libcbc-dev zlib1g-dev clang-format)
+PY_PACKAGES=("cmake>=3.22" ninja "pybind11>=2.12" "scikit-build-core>=0.10" "numpy>=1.22" scipy
+             matplotlib "pytest>=7" hypothesis)
+
+log() { printf '\033[1m[dev.sh]\033[0m %s\n' "$*" >&2; }
+
+ensure_apt() {
+  local missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  log "installing system packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_venv() {
+  local stamp="$VENV/.bft-packages"
+  local want="${PY_PACKAGES[*]}"
+  if [ -x "$PY" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+  log "setting up the Python environment in .venv"
+  [ -x "$PY" ] || python3 -m venv "$VENV"
+  "$PY" -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
+  echo "$want" >"$stamp"
+}
+
+setup() {
+  ensure_apt
+  ensure_venv
+  export PATH="$VENV/bin:$PATH"
+}
+
+# configure <build dir> [extra cmake args]: configure once; later builds are incremental.
+configure() {
+  local dir="$1"; shift
+  [ -f "$dir/build.ninja" ] && return
+  log "configuring $dir"
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBFT_BUILD_TESTS=ON \
+    -DBFT_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PY" -Dpybind11_DIR="$("$PY" -m pybind11 --cmakedir)" \
+    "$@" >/dev/null
+}
+
+build() {
+  local dir="$1"; shift
+  cmake --build "$dir" -j "$JOBS" "$@"
+}
+
+run_pytest() {
+  # pytest exits 5 when it collects nothing; that is a failure of the suite, not a pass.
+  PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" -m pytest -q tests/python "$@"
+}
+
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  run)
+    setup; configure "$BUILD_DIR"; build "$BUILD_DIR" --target bft_python
+    PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" -m bft replay "$@"
+    ;;
+  build)
+    setup; configure "$BUILD_DIR"; build "$BUILD_DIR"
+    ;;
+  test)
+    setup; configure "$BUILD_DIR"; build "$BUILD_DIR"
+    log "C++ tests (ctest)"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+    log "Python tests (pytest)"
+    run_pytest "$@"
+    ;;
+  asan)
+    setup; BUILD_DIR=build/asan
+    configure "$BUILD_DIR" -DBFT_SANITIZE=ON -DBFT_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    build "$BUILD_DIR"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^package\.'
+    ;;
+  bench)
+    setup; BUILD_DIR=build/bench
+    configure "$BUILD_DIR" -DBFT_BUILD_BENCH=ON -DBFT_BUILD_TESTS=OFF -DBFT_BUILD_PYTHON=ON
+    build "$BUILD_DIR"
+    for b in "$BUILD_DIR"/bench/bench_*; do [ -x "$b" ] && "$b" "$@"; done
+    ;;
+  wheel)
+    setup
+    tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+    python3 -m venv "$tmp/venv"
+    log "pip install . into a fresh virtual environment"
+    "$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check .
+    (cd "$tmp" && "$tmp/venv/bin/python" "$ROOT/examples/python/milp_smoke.py")
+    ;;
+  format|format-check)
+    setup
+    mapfile -t files < <(git ls-files '*.cpp' '*.h' | grep -v '^\.')
+    if [ "$cmd" = format ]; then clang-format -i "${files[@]}"; else clang-format --dry-run --Werror "${files[@]}"; fi
+    ;;
+  *)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    [ -z "$cmd" ] && exit 0 || exit 2
+    ;;
+esac

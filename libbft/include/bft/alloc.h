@@ -1,0 +1,115 @@
+// bft::alloc — decide which idle nodes each elastic training job runs on (BFTrainer's allocator).
+//
+// On every event (nodes become idle, the main scheduler reclaims nodes, a job arrives or ends) the
+// caller describes the situation as a Problem and calls Solve(). The result is an Allocation: the
+// new node -> job map and, per job, the nodes kept, added and released.
+//
+// Objective (maximised): tfwd_s * sum_j w_j * O_j(n_j)  -  sum_j w_j * penalty_j, where
+//   penalty_j = scale_up_s   * O_j(c_j)  if the job grows   (n_j > c_j),
+//               scale_down_s * O_j(c_j)  if the job shrinks (n_j < c_j), else 0,
+// c_j is the job's current node count, and O_j(c_j) counts as 0 when c_j < min_nodes (a job
+// preempted below its minimum is not running). Constraints: a node runs at most one job; n_j is
+// 0 or within [min_nodes, max_nodes]; no migration (a job keeps all its nodes and adds free ones,
+// or keeps a subset of its nodes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bft/curve.h"
+#include "bft/error.h"
+#include "bft/milp.h"
+
+namespace bft::alloc {
+
+using NodeId = std::int64_t;
+
+struct Job {
+  std::string id;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // The value the allocator maximises, O_j(n) (samples/s, speedup, or any metric of the operator's).
+  curve::ThroughputCurve objective;
+  // samples/s, used to predict progress (often the same curve as `objective`).
+  curve::ThroughputCurve throughput;
+  double scale_up_s = 0.0;    // seconds of stalled training when the job grows
+  double scale_down_s = 0.0;  // seconds of stalled training when the job shrinks
+  double weight = 1.0;        // multiplies the job's value and penalty in the objective
+};
+
+// One entry of the current node -> job map.
+struct Assignment {
+  NodeId node = 0;
+  std::string job;
+};
+
+struct Problem {
+  std::vector<Job> jobs;
+  // Every node the allocator may use now, including those already running a job.
+  std::vector<NodeId> pool;
+  // The current map: which node runs which job. Every node must be in `pool`, at most once,
+  // and every job id must be one of `jobs`.
+  std::vector<Assignment> current;
+  double tfwd_s = 10.0;  // forward-looking horizon in seconds
+
+  // True if valid; else false with a message naming the offending job, node or field in *error.
+  bool IsValid(std::string* error) const;
+};
+
+enum class SolverKind {
+  kNodeMilp,    // node-level MILP of the BFTrainer paper, x[j][n] binaries: the reference
+  kCountMilp,   // one integer count per job plus grow/shrink indicators, nodes assigned afterwards
+  kExact,       // combinatorial multiple-choice knapsack over counts, no MILP: proven optimum
+  kEqualShare,  // the paper's baseline heuristic: floor(N/J) clipped to [min, max], leftovers FCFS
+};
+const char* ToString(SolverKind kind);
+// "node_milp", "count_milp", "exact", "equal_share"; throws InvalidArgument otherwise.
+SolverKind SolverKindFromString(const std::string& name);
+
+enum class Goal {
+  kThroughput,  // the weighted objective above
+  kMaxMinFair,  // maximise the smallest normalised value O_j(n_j) / O_j(max_nodes) over jobs,
+                // then the weighted objective among allocations that reach it
+};
+
+struct SolveOptions {
+  SolverKind solver = SolverKind::kExact;
+  Goal goal = Goal::kThroughput;
+  std::string milp_backend = "glpk";  // for the MILP solvers: a name from milp::RegisteredBackends()
+  milp::SolveOptions milp;            // time limit and gap for the MILP solvers
+  bool IsValid(std::string* error) const;
+};
+
+struct JobAllocation {
+  std::string id;
+  int nodes_before = 0;  // c_j
+  int nodes_after = 0;   // n_j
+  std::vector<NodeId> kept;      // sorted
+  std::vector<NodeId> added;     // sorted
+  std::vector<NodeId> released;  // sorted
+  double rate = 0.0;     // predicted throughput at nodes_after (samples/s)
+  double value = 0.0;    // O_j(nodes_after)
+  double penalty = 0.0;  // rescale penalty charged in the objective (unweighted)
+};
+
+struct Allocation {
+  std::vector<JobAllocation> jobs;  // in the order of Problem::jobs
+  std::vector<Assignment> map;      // the new node -> job map, sorted by node
+  double objective = 0.0;           // tfwd_s * sum w_j O_j(n_j) - sum w_j penalty_j
+  SolverKind solver = SolverKind::kExact;
+  // Why the solver stopped; kOptimal for a proven optimum. The heuristic reports kOptimal only
+  // in the sense "finished": use `proven_optimal` to tell.
+  milp::Termination termination = milp::Termination::kOptimal;
+  bool proven_optimal = false;
+  std::string message;
+  double wall_time_s = 0.0;
+};
+
+// Throws InvalidArgument if the problem or the options are invalid, NotAvailable if a MILP
+// backend is asked for that is not registered. Never returns an allocation that breaks a constraint.
+Allocation Solve(const Problem& problem, const SolveOptions& options = {});
+
+}  // namespace bft::alloc

@@ -1,0 +1,6 @@
+#pragma once
+
+namespace bft {
+// The library version, "MAJOR.MINOR.PATCH".
+const char* Version();
+}  // namespace bft

@@ -1,0 +1,52 @@
+#include <pybind11/pybind11.h>
+
+#include "bft/error.h"
+#include "bft/milp.h"
+#include "bft/version.h"
+#include "bindings.h"
+#ifdef BFT_HAVE_GLPK
+#include "bft/milp_glpk.h"
+#endif
+#ifdef BFT_HAVE_CBC
+#include "bft/milp_cbc.h"
+#endif
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "libbft core: MILP model, throughput curves, allocator and replay simulator";
+  m.attr("__version__") = bft::Version();
+
+  // bft::Error and subclasses map onto the exceptions a Python user expects.
+  static py::exception<bft::Error> error(m, "Error", PyExc_RuntimeError);
+  static py::exception<bft::NotAvailable> not_available(m, "NotAvailable", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const bft::FileNotFound& e) {
+      PyErr_SetString(PyExc_FileNotFoundError, e.what());
+    } catch (const bft::InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const bft::NotAvailable& e) {
+      PyErr_SetString(not_available.ptr(), e.what());
+    } catch (const bft::Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    }
+  });
+
+#ifdef BFT_HAVE_GLPK
+  bft::milp::RegisterGlpkBackend();
+#endif
+#ifdef BFT_HAVE_CBC
+  bft::milp::RegisterCbcBackend();
+#endif
+
+  auto milp = m.def_submodule("milp", "Solver-agnostic MILP model and backends");
+  bft::python::BindMilp(milp);
+  auto curve = m.def_submodule("curve", "Throughput curves, fitting and the profiling advisor");
+  bft::python::BindCurve(curve);
+  auto alloc = m.def_submodule("alloc", "The node-to-job allocator");
+  bft::python::BindAlloc(alloc);
+  auto sim = m.def_submodule("sim", "Trace replay simulator");
+  bft::python::BindSim(sim);
+}
