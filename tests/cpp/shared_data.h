@@ -8,11 +8,13 @@
 #include <string>
 
 namespace bft::testing {
-inline std::string SharedDataPath(const std::string& file) { return std::string(BFT_SHARED_DATA_DIR) + "/" + file; }
+inline std::string SharedDataPath(const std::string& file) {
+  return std::string(BFT_SHARED_DATA_DIR) + "/" + file;
+}
 }  // namespace bft::testing
 
-#define BFT_REQUIRE_SHARED_DATA(path)                                                           \
-  do {                                                                                          \
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "real data not found: " << (path)       \
-                                                     << " (expected ../shared/data beside the checkout)"; \
+#define BFT_REQUIRE_SHARED_DATA(path)                                                                        \
+  do {                                                                                                       \
+    if (!std::filesystem::exists(path))                                                                      \
+      GTEST_SKIP() << "real data not found: " << (path) << " (expected ../shared/data beside the checkout)"; \
   } while (0)

@@ -34,9 +34,7 @@ class Var {
   int index() const { return index_; }
   // Identity of the owning model (never reused within a process); 0 for a default-constructed Var.
   std::uint64_t model_id() const { return model_id_; }
-  bool operator==(const Var& other) const {
-    return model_id_ == other.model_id_ && index_ == other.index_;
-  }
+  bool operator==(const Var& other) const { return model_id_ == other.model_id_ && index_ == other.index_; }
   bool operator!=(const Var& other) const { return !(*this == other); }
 
  private:
@@ -201,12 +199,12 @@ struct SolveOptions {
 
 struct Result {
   Termination termination = Termination::kError;
-  std::string message;       // human-readable detail from the backend
-  std::string backend;       // name of the backend that produced it
+  std::string message;        // human-readable detail from the backend
+  std::string backend;        // name of the backend that produced it
   bool has_solution = false;  // values/objective are meaningful only when true
-  double objective = 0.0;    // objective value of the solution (objective constant included)
-  double best_bound = 0.0;   // best proven bound on the optimum
-  double gap = 0.0;          // |best_bound - objective| / max(1, |objective|)
+  double objective = 0.0;     // objective value of the solution (objective constant included)
+  double best_bound = 0.0;    // best proven bound on the optimum
+  double gap = 0.0;           // |best_bound - objective| / max(1, |objective|)
   double wall_time_s = 0.0;
   std::vector<double> values;  // one per model variable, when has_solution
 
