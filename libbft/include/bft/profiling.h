@@ -1,0 +1,142 @@
+// bft::curve::ProfilingAdvisor — learns each job's throughput curve online from the job's own
+// progress reports (MalleTrain's Job Profiling Advisor), so users need not measure it beforehand.
+//
+// Protocol. Report(job, time_s, nodes, cumulative_samples) says: at time_s the job has processed
+// cumulative_samples since it started, and from time_s on it runs on `nodes` nodes (0 = stopped).
+// The interval between two consecutive reports is attributed to the node count of the earlier one.
+// A report whose node count differs from the previous one marks a rescale at that moment: the
+// intervals that start within AdvisorOptions::warmup_s of it (and at least the first
+// warmup_intervals of them) are warm-up and do not count toward the throughput estimate; the time
+// they lost against the steady rate afterwards is the observed rescale overhead.
+//
+// What the allocator gets: ThroughputEstimate() (best estimate: the fitted curve, or the optimistic
+// prior for a job with little data) and ObjectiveCurve() (the estimate plus an exploration bonus
+// proportional to its uncertainty, so the allocator tries sizes that are worth learning). A job the
+// advisor knows nothing of gets the prior: linear scaling at prior_samples_per_node_s (or the
+// per-job value given to SetPrior), so a new job still receives nodes. ProbeSuggestions() lists
+// node counts worth measuring next, for a caller that prefers explicit probe requests.
+//
+// Ageing: every interval's weight halves every half_life_s of wall time after it ended; and when
+// drift_intervals consecutive steady intervals at one size deviate from the estimate there by more
+// than drift_threshold (relative), the data older than the deviation is dropped at that size and
+// discounted by drift_discount at every other size.
+//
+// State round-trips through Save()/Load() (a line-oriented text format, versioned).
+// Details and defaults: docs/curve.md.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bft/curve.h"
+
+namespace bft::curve {
+
+struct AdvisorOptions {
+  double warmup_s = 30.0;       // intervals starting within this time after a rescale are warm-up
+  int warmup_intervals = 1;     // ... and at least this many intervals after each rescale
+  double half_life_s = 6 * 3600.0;  // weight of an interval halves every half_life_s (<= 0: never)
+  double drift_threshold = 0.25;    // relative deviation that counts as drift
+  int drift_intervals = 3;          // consecutive deviating intervals that confirm drift
+  double drift_discount = 0.25;     // weight multiplier applied to other sizes' data on drift
+  int max_intervals_per_size = 64;  // older intervals at one size are merged beyond this
+  // Prior for a job without data: X(n) = prior_samples_per_node_s * n (linear scaling: optimistic).
+  double prior_samples_per_node_s = 1000.0;
+  // Relative standard deviation assumed for a size measured by a single interval, and the growth
+  // of the relative uncertainty per doubling of distance from the nearest measured size.
+  double single_interval_rel_sd = 0.1;
+  double rel_sd_per_doubling = 0.1;
+  // ObjectiveCurve(n) = ThroughputEstimate(n) * (1 + exploration_bonus * rel_sd(n)).
+  double exploration_bonus = 1.0;
+  FitOptions fit;  // how the curve is fitted from the per-size estimates
+  bool IsValid(std::string* error) const;
+};
+
+// The steady-state throughput the advisor has measured at one node count.
+struct SizeEstimate {
+  int nodes = 0;
+  double samples_per_s = 0.0;  // ageing-weighted mean rate of the steady intervals
+  double rel_sd = 0.0;         // relative standard error of that mean
+  double weight = 0.0;         // effective (aged) number of intervals
+  double steady_s = 0.0;       // seconds of steady running behind the estimate (unaged)
+  int intervals = 0;           // steady intervals kept
+};
+
+// A rescale whose overhead was measured.
+struct RescaleOverhead {
+  double time_s = 0.0;  // when it happened
+  int from_nodes = 0;
+  int to_nodes = 0;
+  double overhead_s = 0.0;  // seconds lost against the steady rate at to_nodes (>= 0)
+};
+
+struct ProbeSuggestion {
+  int nodes = 0;
+  double predicted_samples_per_s = 0.0;
+  double rel_sd = 0.0;  // current relative uncertainty at that size
+  double score = 0.0;   // expected information value: predicted rate * rel_sd (higher first)
+};
+
+struct JobProfile {
+  std::string job_id;
+  int current_nodes = 0;
+  double last_report_s = 0.0;
+  double cumulative_samples = 0.0;
+  std::vector<SizeEstimate> sizes;         // by increasing node count
+  std::vector<RescaleOverhead> rescales;   // measured overheads, oldest first (at most 64 kept)
+  double mean_scale_up_s = 0.0;            // mean measured overhead of growing (0 if none)
+  double mean_scale_down_s = 0.0;          // ... of shrinking
+  FitResult fit;                           // the curve fitted from `sizes` (status says if usable)
+  bool has_prior = false;                  // SetPrior was called
+  double prior_samples_per_node_s = 0.0;   // the prior in force
+};
+
+class ProfilingAdvisor {
+ public:
+  // Throws bft::InvalidArgument if the options are invalid.
+  explicit ProfilingAdvisor(AdvisorOptions options = {});
+  ~ProfilingAdvisor();
+  ProfilingAdvisor(ProfilingAdvisor&&) noexcept;
+  ProfilingAdvisor& operator=(ProfilingAdvisor&&) noexcept;
+  ProfilingAdvisor(const ProfilingAdvisor&);
+  ProfilingAdvisor& operator=(const ProfilingAdvisor&);
+
+  const AdvisorOptions& options() const;
+
+  // A progress report (see the protocol above). Throws bft::InvalidArgument, naming the job, for
+  // an empty job id, a non-finite time, negative nodes, non-finite or negative samples, time going
+  // backwards or cumulative samples decreasing. A new job id starts a new job.
+  void Report(const std::string& job_id, double time_s, int nodes, double cumulative_samples);
+  // Per-job prior for a job with little data: linear scaling at samples_per_node_s (> 0).
+  void SetPrior(const std::string& job_id, double samples_per_node_s);
+
+  // samples/s at 0..max_nodes: the fitted curve (conservative extrapolation), or the estimates
+  // and the prior while too few sizes were measured. Never empty for max_nodes >= 1; an unknown
+  // job gets the prior. Throws InvalidArgument if max_nodes < 1.
+  ThroughputCurve ThroughputEstimate(const std::string& job_id, int max_nodes) const;
+  // ThroughputEstimate plus the exploration bonus (see AdvisorOptions::exploration_bonus).
+  ThroughputCurve ObjectiveCurve(const std::string& job_id, int max_nodes) const;
+  // Relative uncertainty of ThroughputEstimate at n (n >= 1).
+  double RelativeUncertainty(const std::string& job_id, int n) const;
+  // Up to max_suggestions unmeasured node counts in 1..max_nodes worth probing, best first.
+  std::vector<ProbeSuggestion> ProbeSuggestions(const std::string& job_id, int max_nodes,
+                                                int max_suggestions = 3) const;
+
+  // Everything known about a job; throws InvalidArgument for an unknown job.
+  JobProfile Profile(const std::string& job_id) const;
+  bool HasJob(const std::string& job_id) const;
+  std::vector<std::string> Jobs() const;  // sorted
+  void Forget(const std::string& job_id);  // no-op for an unknown job
+
+  // The whole state (options included) as text; Load throws bft::ParseError ("advisor state:line")
+  // on malformed input.
+  std::string Save() const;
+  static ProfilingAdvisor Load(const std::string& state);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bft::curve
