@@ -1,0 +1,225 @@
+// bft::sim — replay an idle-node trace with a queue of elastic training jobs (BFTrainer's
+// evaluation): the trace says when the main scheduler leaves nodes idle and when it reclaims them;
+// on every event an allocator of bft::alloc decides which idle nodes each admitted job runs on,
+// and the replay accounts the samples each job processes, the rescale and preemption losses, and
+// the idle node-hours captured.
+//
+// Accounting (the published one; docs/sim.md has the details):
+// - between events a job on n nodes makes throughput(n) * dt samples of progress;
+// - when the allocator grows (shrinks) a running job, it loses scale_up_s (scale_down_s) times
+//   its rate before the change, as in the allocator's penalty;
+// - when the main scheduler reclaims any node of a job, the job loses scale_down_s times its rate
+//   before the event, once per job per event;
+// - losses are taken out of the job's completed samples (never below zero);
+// - a job finishes when its `work` is done; a finish between trace events is an event of its own;
+// - jobs are admitted first come first served, at most max_jobs at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bft/alloc.h"
+#include "bft/curve.h"
+#include "bft/error.h"
+
+namespace bft::sim {
+
+using NodeId = alloc::NodeId;
+
+enum class NodeState { kBusy = 0, kIdle = 1 };
+const char* ToString(NodeState state);  // "busy", "idle"
+
+// One line of a trace: from time_s on, `node` is idle (free for training) or busy (taken back).
+struct Transition {
+  std::int64_t time_s = 0;
+  NodeId node = 0;
+  NodeState state = NodeState::kBusy;
+};
+
+// An idle-node trace. Node names map to NodeIds 0, 1, ... in order of first appearance. Every
+// node is busy before its first transition; its transitions alternate idle, busy, idle, ...
+struct Trace {
+  std::vector<std::string> node_names;  // NodeId -> name
+  std::vector<Transition> transitions;  // time non-decreasing; a node at most once per second
+
+  std::int64_t first_time_s() const { return transitions.empty() ? 0 : transitions.front().time_s; }
+  std::int64_t last_time_s() const { return transitions.empty() ? 0 : transitions.back().time_s; }
+  // The NodeId of a name, or -1 if the trace has no such node.
+  NodeId FindNode(const std::string& name) const;
+  // True if valid (the rules above); else false with the offending transition in *error.
+  bool IsValid(std::string* error) const;
+};
+
+// Reads a `time,node,state` CSV file, plain or gzip-compressed (detected from its content).
+// Throws FileNotFound if it cannot be opened, ParseError ("path:line: ...") on any bad line.
+Trace ReadTrace(const std::string& path);
+// The same from text in memory; `source` names it in error messages.
+Trace ParseTrace(const std::string& text, const std::string& source = "<trace>");
+// Writes the CSV format ReadTrace reads; gzip-compressed if the path ends in ".gz".
+void WriteTrace(const Trace& trace, const std::string& path);
+
+// One elastic training job of a workload (one line of a jobs JSONL file).
+struct JobSpec {
+  std::string name;
+  double submit_s = 0.0;  // on the trace's clock
+  int min_nodes = 1;
+  int max_nodes = 1;
+  double work = 0.0;  // samples to process until the job is complete
+  double scale_up_s = 0.0;
+  double scale_down_s = 0.0;
+  curve::ThroughputCurve throughput;  // true samples/s: drives the simulated progress
+  curve::ThroughputCurve objective;   // what the allocator maximises (oracle mode)
+  double weight = 1.0;
+
+  bool IsValid(std::string* error) const;
+};
+
+// Reads a JSONL workload (one flat JSON object per line; docs/formats.md). Throws FileNotFound,
+// or ParseError naming the file, line and field of anything bad (unknown fields included).
+std::vector<JobSpec> ReadJobs(const std::string& path);
+std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& source = "<jobs>");
+void WriteJobs(const std::vector<JobSpec>& jobs, const std::string& path);
+
+enum class CurveMode {
+  kOracle,   // the allocator sees each job's objective and throughput curves from the workload
+  kLearned,  // the allocator sees curves the profiling advisor learns from the simulated progress
+};
+const char* ToString(CurveMode mode);               // "oracle", "learned"
+CurveMode CurveModeFromString(const std::string&);  // throws InvalidArgument
+
+struct ReplayOptions {
+  alloc::SolveOptions solve;  // the policy: solver kind (exact by default), goal, MILP options
+  CurveMode curves = CurveMode::kOracle;
+  int max_jobs = 10;     // at most this many admitted (unfinished) jobs at once
+  double tfwd_s = 10.0;  // the allocator's forward-looking horizon
+  // Only these nodes (names from the trace) are offered to the jobs; empty: every node.
+  std::vector<std::string> nodes;
+  // The replayed window, on the trace's clock. Transitions before start_s set the state at
+  // start_s; jobs submitted before start_s are queued at start_s. Defaults: the first and the
+  // last transition of the trace (start at 0 if the trace starts later).
+  std::optional<double> start_s;
+  std::optional<double> end_s;
+  bool record_job_progress = true;  // ReplayResult::progress
+  bool record_assignments = false;  // ReplayResult::assignments (large on long traces)
+  // Called now and then with the fraction of the window replayed (0..1), from the calling thread.
+  // An exception thrown by it stops the replay and propagates.
+  std::function<void(double)> on_progress;
+
+  bool IsValid(std::string* error) const;
+};
+
+// One row of the step log: the state right after an event has been handled.
+struct Step {
+  double time_s = 0.0;
+  int transitions = 0;        // node transitions of the trace at this time (within the node subset)
+  int idle_nodes = 0;         // nodes idle now (within the subset)
+  int used_nodes = 0;         // nodes running a job now
+  int running_jobs = 0;       // admitted jobs with nodes
+  int active_jobs = 0;        // admitted and unfinished jobs
+  int queued_jobs = 0;        // submitted, waiting for admission
+  int finished_jobs = 0;      // finished so far
+  int rescales = 0;           // running jobs grown or shrunk by the allocator at this event
+  int preemptions = 0;        // jobs that lost nodes to the main scheduler at this event
+  double samples_done = 0.0;  // all jobs, cumulative, net of losses
+  double rate = 0.0;          // samples/s of all jobs until the next event
+  double allocator_s = 0.0;   // wall time of the allocator call (0 if not called)
+};
+
+// One point of a job's progress curve, recorded at every event where the job is admitted.
+struct JobProgress {
+  double time_s = 0.0;
+  int job = 0;  // index into the workload
+  double done = 0.0;
+  int nodes = 0;
+};
+
+// A change of the node -> job map (record_assignments): `node` starts running job `job`, or
+// stops running it (job -1 means the node is free from time_s on).
+struct AssignmentChange {
+  double time_s = 0.0;
+  NodeId node = 0;
+  int job = -1;
+};
+
+struct JobResult {
+  std::string name;
+  double submit_s = 0.0;
+  double admit_s = -1.0;   // -1: never admitted
+  double finish_s = -1.0;  // -1: not finished in the window
+  double work = 0.0;
+  double done = 0.0;          // net of losses; == work if finished
+  double loss_samples = 0.0;  // rescale and preemption losses charged
+  int rescales = 0;
+  int preemptions = 0;
+  double node_seconds = 0.0;
+};
+
+struct Summary {
+  std::string policy;  // alloc::ToString(options.solve.solver)
+  std::string curves;  // ToString(options.curves)
+  double start_s = 0.0;
+  double end_s = 0.0;
+  int nodes = 0;   // nodes in the replayed subset
+  int events = 0;  // rows of the step log
+  double samples_done = 0.0;
+  // What the same allocations would have done with no rescale or preemption loss.
+  double samples_without_losses = 0.0;
+  double loss_samples = 0.0;
+  double idle_node_hours = 0.0;
+  double used_node_hours = 0.0;
+  double idle_capture = 0.0;         // used / idle node-hours
+  double overhead_efficiency = 0.0;  // samples_done / samples_without_losses (1 if both 0)
+  int jobs_submitted = 0;            // submitted before the end of the window
+  int jobs_admitted = 0;
+  int jobs_finished = 0;
+  double makespan_s = 0.0;         // last finish - first submit (clamped to start), finished jobs
+  double mean_turnaround_s = 0.0;  // mean of finish - submit over finished jobs
+  int rescales = 0;
+  int preemptions = 0;
+  int allocator_calls = 0;
+  double allocator_p50_s = 0.0;
+  double allocator_p99_s = 0.0;
+  double allocator_max_s = 0.0;
+  double allocator_total_s = 0.0;
+  double wall_s = 0.0;  // the whole replay
+};
+
+struct ReplayResult {
+  Summary summary;
+  std::vector<Step> steps;
+  std::vector<JobResult> jobs;                // in workload order
+  std::vector<JobProgress> progress;          // if record_job_progress
+  std::vector<AssignmentChange> assignments;  // if record_assignments
+};
+
+// Replays the trace with the workload under one policy. Throws InvalidArgument if the options are
+// invalid or name unknown nodes, and whatever the allocator throws (NotAvailable for a missing
+// MILP backend). Jobs are checked with JobSpec::IsValid, the trace with Trace::IsValid.
+ReplayResult Replay(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayOptions& options);
+
+// The synthetic idle-node trace and job mix of the embedded default (docs/sim.md describes the
+// model). Same options and seed, same output, on every platform.
+struct SyntheticOptions {
+  std::uint64_t seed = 1;
+  int nodes = 512;
+  double duration_s = 2.0 * 86400.0;
+  double mean_idle_nodes = 96.0;  // target time-average of idle nodes
+  double mean_block_nodes = 8.0;  // mean size of a block of nodes freed together
+  double median_idle_s = 1800.0;  // median idle period of a block (lognormal)
+  double idle_sigma = 1.2;        // log-standard deviation of the idle period
+  int jobs = 24;
+  double mean_interarrival_s = 1200.0;  // jobs arrive as a Poisson process from time 0
+  bool IsValid(std::string* error) const;
+};
+
+struct SyntheticWorkload {
+  Trace trace;
+  std::vector<JobSpec> jobs;
+};
+
+SyntheticWorkload GenerateSynthetic(const SyntheticOptions& options = {});
+
+}  // namespace bft::sim

@@ -1,0 +1,433 @@
+// Readers and writers of the trace (CSV, optionally gzip) and workload (JSONL) formats.
+#include <zlib.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string_view>
+#include <unordered_map>
+
+#include "bft/sim.h"
+#include "sim/json.h"
+
+namespace bft::sim {
+namespace {
+
+// The whole content of a file, gunzipped if it is gzip-compressed (zlib reads plain files as is).
+std::string ReadFileMaybeGzip(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw FileNotFound(path + ": no such file");
+  if (std::filesystem::is_directory(path, ec)) throw FileNotFound(path + ": is a directory, not a file");
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) throw FileNotFound(path + ": cannot be opened");
+  gzbuffer(f, 1 << 17);
+  std::string out;
+  std::vector<char> buf(1 << 18);
+  while (true) {
+    const int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
+    if (n < 0) {
+      int errnum = 0;
+      const std::string msg = gzerror(f, &errnum);
+      gzclose(f);
+      throw ParseError(path, 0, "cannot be decompressed: " + msg);
+    }
+    if (n == 0) break;
+    out.append(buf.data(), static_cast<std::size_t>(n));
+  }
+  gzclose(f);
+  return out;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void WriteFileMaybeGzip(const std::string& path, const std::string& content) {
+  if (EndsWith(path, ".gz")) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    if (f == nullptr) throw FileNotFound(path + ": cannot be opened for writing");
+    std::size_t off = 0;
+    while (off < content.size()) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(content.size() - off, 1 << 20));
+      if (gzwrite(f, content.data() + off, chunk) != static_cast<int>(chunk)) {
+        gzclose(f);
+        throw Error(path + ": write failed");
+      }
+      off += chunk;
+    }
+    if (gzclose(f) != Z_OK) throw Error(path + ": write failed");
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw FileNotFound(path + ": cannot be opened for writing");
+  out << content;
+  if (!out) throw Error(path + ": write failed");
+}
+
+// Splits text into lines (without the terminator; a trailing '\r' is removed), calling f(line, number).
+template <typename F>
+void ForEachLine(const std::string& text, F&& f) {
+  std::size_t pos = 0;
+  long number = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    f(line, ++number);
+    pos = end + 1;
+  }
+}
+
+std::string Shorten(std::string_view s) {
+  if (s.size() <= 60) return std::string(s);
+  return std::string(s.substr(0, 57)) + "...";
+}
+
+bool ValidNodeName(std::string_view name, std::string* why) {
+  if (name.empty()) {
+    *why = "empty node name";
+    return false;
+  }
+  for (const char c : name) {
+    if (c == ',' || c == '"' || static_cast<unsigned char>(c) <= 0x20) {
+      *why = "node name \"" + Shorten(name) + "\" contains a space, comma, quote or control character";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* ToString(NodeState state) { return state == NodeState::kIdle ? "idle" : "busy"; }
+
+const char* ToString(CurveMode mode) { return mode == CurveMode::kLearned ? "learned" : "oracle"; }
+
+CurveMode CurveModeFromString(const std::string& name) {
+  if (name == "oracle") return CurveMode::kOracle;
+  if (name == "learned") return CurveMode::kLearned;
+  throw InvalidArgument("curves: unknown mode \"" + name + "\" (expected \"oracle\" or \"learned\")");
+}
+
+NodeId Trace::FindNode(const std::string& name) const {
+  for (std::size_t i = 0; i < node_names.size(); ++i) {
+    if (node_names[i] == name) return static_cast<NodeId>(i);
+  }
+  return -1;
+}
+
+bool Trace::IsValid(std::string* error) const {
+  std::string why;
+  std::unordered_map<std::string, std::size_t> seen;
+  seen.reserve(node_names.size());
+  for (std::size_t i = 0; i < node_names.size(); ++i) {
+    if (!ValidNodeName(node_names[i], &why)) {
+      if (error) *error = "node_names[" + std::to_string(i) + "]: " + why;
+      return false;
+    }
+    if (!seen.emplace(node_names[i], i).second) {
+      if (error)
+        *error = "node_names[" + std::to_string(i) + "]: node \"" + node_names[i] + "\" is listed twice";
+      return false;
+    }
+  }
+  std::vector<NodeState> state(node_names.size(), NodeState::kBusy);
+  std::vector<std::int64_t> last(node_names.size(), -1);
+  for (std::size_t k = 0; k < transitions.size(); ++k) {
+    const Transition& t = transitions[k];
+    auto fail = [&](const std::string& what) {
+      if (error) *error = "transitions[" + std::to_string(k) + "]: " + what;
+      return false;
+    };
+    if (t.time_s < 0) return fail("negative time " + std::to_string(t.time_s));
+    if (k > 0 && t.time_s < transitions[k - 1].time_s) return fail("time goes backwards");
+    if (t.node < 0 || t.node >= static_cast<NodeId>(node_names.size())) {
+      return fail("node id " + std::to_string(t.node) + " out of range");
+    }
+    const auto n = static_cast<std::size_t>(t.node);
+    if (last[n] == t.time_s) return fail("node " + node_names[n] + " changes state twice at the same time");
+    if (state[n] == t.state) return fail("node " + node_names[n] + " is already " + ToString(t.state));
+    state[n] = t.state;
+    last[n] = t.time_s;
+  }
+  return true;
+}
+
+Trace ParseTrace(const std::string& text, const std::string& source) {
+  Trace trace;
+  std::unordered_map<std::string, NodeId> ids;
+  std::vector<NodeState> state;
+  std::vector<std::int64_t> last_time;
+  std::vector<long> last_line;
+  std::int64_t prev_time = std::numeric_limits<std::int64_t>::min();
+  bool header = false;
+  std::string name;
+  trace.transitions.reserve(text.size() / 20);
+  ForEachLine(text, [&](std::string_view line, long number) {
+    auto fail = [&](const std::string& what) { throw ParseError(source, number, what); };
+    if (!header) {
+      if (line != "time,node,state") {
+        fail("expected the header \"time,node,state\", found \"" + Shorten(line) + "\"");
+      }
+      header = true;
+      return;
+    }
+    if (line.empty()) fail("empty line (every line after the header is time,node,state)");
+    const std::size_t c1 = line.find(',');
+    const std::size_t c2 = c1 == std::string_view::npos ? c1 : line.find(',', c1 + 1);
+    if (c2 == std::string_view::npos || line.find(',', c2 + 1) != std::string_view::npos) {
+      fail("expected 3 comma-separated fields time,node,state, found \"" + Shorten(line) + "\"");
+    }
+    const std::string_view time_text = line.substr(0, c1);
+    const std::string_view node_text = line.substr(c1 + 1, c2 - c1 - 1);
+    const std::string_view state_text = line.substr(c2 + 1);
+    std::int64_t time = 0;
+    const auto [ptr, ec] = std::from_chars(time_text.data(), time_text.data() + time_text.size(), time);
+    if (time_text.empty() || ec != std::errc() || ptr != time_text.data() + time_text.size() || time < 0) {
+      fail("time: expected a non-negative whole number of seconds, found \"" + Shorten(time_text) + "\"");
+    }
+    if (time < prev_time) {
+      fail("time " + std::to_string(time) + " is before the previous line's " + std::to_string(prev_time) +
+           " (the trace must be sorted by time)");
+    }
+    NodeState st;
+    if (state_text == "idle") {
+      st = NodeState::kIdle;
+    } else if (state_text == "busy") {
+      st = NodeState::kBusy;
+    } else {
+      fail("state: expected \"idle\" or \"busy\", found \"" + Shorten(state_text) + "\"");
+    }
+    std::string why;
+    if (!ValidNodeName(node_text, &why)) fail("node: " + why);
+    name.assign(node_text.data(), node_text.size());
+    auto it = ids.find(name);
+    NodeId id;
+    if (it == ids.end()) {
+      id = static_cast<NodeId>(trace.node_names.size());
+      ids.emplace(name, id);
+      trace.node_names.push_back(name);
+      state.push_back(NodeState::kBusy);
+      last_time.push_back(-1);
+      last_line.push_back(0);
+    } else {
+      id = it->second;
+    }
+    const auto n = static_cast<std::size_t>(id);
+    if (last_time[n] == time) {
+      fail("node " + name + " changes state twice at time " + std::to_string(time) + " (also on line " +
+           std::to_string(last_line[n]) + ")");
+    }
+    if (state[n] == st) {
+      fail("node " + name + " is already " + ToString(st) +
+           (last_line[n] ? " (since line " + std::to_string(last_line[n]) + ")"
+                         : std::string(" (every node is busy before its first line)")));
+    }
+    state[n] = st;
+    last_time[n] = time;
+    last_line[n] = number;
+    prev_time = time;
+    trace.transitions.push_back(Transition{time, id, st});
+  });
+  if (!header) throw ParseError(source, 1, "empty file: expected the header \"time,node,state\"");
+  return trace;
+}
+
+Trace ReadTrace(const std::string& path) { return ParseTrace(ReadFileMaybeGzip(path), path); }
+
+void WriteTrace(const Trace& trace, const std::string& path) {
+  std::string error;
+  if (!trace.IsValid(&error)) throw InvalidArgument("WriteTrace: " + error);
+  std::string out = "time,node,state\n";
+  out.reserve(trace.transitions.size() * 20 + 16);
+  for (const Transition& t : trace.transitions) {
+    out += std::to_string(t.time_s);
+    out += ',';
+    out += trace.node_names[static_cast<std::size_t>(t.node)];
+    out += ',';
+    out += ToString(t.state);
+    out += '\n';
+  }
+  WriteFileMaybeGzip(path, out);
+}
+
+bool JobSpec::IsValid(std::string* error) const {
+  auto fail = [&](const std::string& what) {
+    if (error) *error = "job \"" + name + "\": " + what;
+    return false;
+  };
+  if (name.empty()) {
+    if (error) *error = "name: empty job name";
+    return false;
+  }
+  if (!std::isfinite(submit_s) || submit_s < 0) return fail("submit must be finite and >= 0");
+  if (min_nodes < 1) return fail("min_nodes must be >= 1");
+  if (max_nodes < min_nodes) return fail("max_nodes must be >= min_nodes");
+  if (!std::isfinite(work) || work <= 0) return fail("work must be finite and > 0");
+  if (!std::isfinite(scale_up_s) || scale_up_s < 0) return fail("scale_up_s must be finite and >= 0");
+  if (!std::isfinite(scale_down_s) || scale_down_s < 0) return fail("scale_down_s must be finite and >= 0");
+  if (!std::isfinite(weight) || weight <= 0) return fail("weight must be finite and > 0");
+  if (throughput.empty()) return fail("throughput: no breakpoints");
+  if (objective.empty()) return fail("objective: no breakpoints");
+  std::string why;
+  if (!curve::ThroughputCurve::Check(throughput.nodes(), throughput.values(), &why))
+    return fail("throughput: " + why);
+  if (!curve::ThroughputCurve::Check(objective.nodes(), objective.values(), &why))
+    return fail("objective: " + why);
+  return true;
+}
+
+std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& source) {
+  std::vector<JobSpec> jobs;
+  std::unordered_map<std::string, long> first_line;
+  ForEachLine(text, [&](std::string_view line, long line_number) {
+    auto fail = [&](const std::string& what) { throw ParseError(source, line_number, what); };
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return;  // blank line: no job
+    std::vector<detail::JsonField> fields;
+    try {
+      fields = detail::ParseFlatJsonObject(line);
+    } catch (const detail::JsonError& e) {
+      fail(std::string("malformed JSON: ") + e.what());
+    }
+    const detail::JsonField* name = nullptr;
+    const detail::JsonField* submit = nullptr;
+    const detail::JsonField* min_nodes = nullptr;
+    const detail::JsonField* max_nodes = nullptr;
+    const detail::JsonField* work = nullptr;
+    const detail::JsonField* scale_up = nullptr;
+    const detail::JsonField* scale_down = nullptr;
+    const detail::JsonField* nodes = nullptr;
+    const detail::JsonField* throughput = nullptr;
+    const detail::JsonField* objective = nullptr;
+    const detail::JsonField* weight = nullptr;
+    for (const detail::JsonField& f : fields) {
+      const detail::JsonField** slot = nullptr;
+      if (f.key == "name")
+        slot = &name;
+      else if (f.key == "submit")
+        slot = &submit;
+      else if (f.key == "min_nodes")
+        slot = &min_nodes;
+      else if (f.key == "max_nodes")
+        slot = &max_nodes;
+      else if (f.key == "work")
+        slot = &work;
+      else if (f.key == "scale_up_s")
+        slot = &scale_up;
+      else if (f.key == "scale_down_s")
+        slot = &scale_down;
+      else if (f.key == "nodes")
+        slot = &nodes;
+      else if (f.key == "throughput")
+        slot = &throughput;
+      else if (f.key == "objective")
+        slot = &objective;
+      else if (f.key == "weight")
+        slot = &weight;
+      else {
+        fail("unknown field \"" + Shorten(f.key) +
+             "\" (known: name, submit, min_nodes, max_nodes, work, scale_up_s, scale_down_s, nodes, "
+             "throughput, objective, weight)");
+      }
+      *slot = &f;
+    }
+    auto require = [&](const detail::JsonField* f, const char* key) {
+      if (f == nullptr) fail(std::string("missing field \"") + key + "\"");
+    };
+    require(name, "name");
+    if (name->value.kind != detail::JsonValue::Kind::kString) fail("\"name\": expected a string");
+    const std::string job = "job \"" + Shorten(name->value.text) + "\": ";
+    auto number = [&](const detail::JsonField* f, const char* key) {
+      require(f, key);
+      if (f->value.kind != detail::JsonValue::Kind::kNumber) fail(job + "\"" + key + "\": expected a number");
+      return f->value.number;
+    };
+    auto integer = [&](double x, const std::string& what) {
+      if (x != std::floor(x) || std::fabs(x) > 1e9)
+        fail(job + what + ": expected a whole number, found " + detail::JsonNumber(x));
+      return static_cast<int>(x);
+    };
+    auto array = [&](const detail::JsonField* f, const char* key) -> const std::vector<double>& {
+      require(f, key);
+      if (f->value.kind != detail::JsonValue::Kind::kNumberArray)
+        fail(job + "\"" + key + "\": expected an array of numbers");
+      return f->value.array;
+    };
+    JobSpec spec;
+    spec.name = name->value.text;
+    if (spec.name.empty()) fail("\"name\": empty job name");
+    spec.submit_s = number(submit, "submit");
+    spec.min_nodes = integer(number(min_nodes, "min_nodes"), "\"min_nodes\"");
+    spec.max_nodes = integer(number(max_nodes, "max_nodes"), "\"max_nodes\"");
+    spec.work = number(work, "work");
+    spec.scale_up_s = number(scale_up, "scale_up_s");
+    spec.scale_down_s = number(scale_down, "scale_down_s");
+    if (weight != nullptr) spec.weight = number(weight, "weight");
+    const std::vector<double>& node_values = array(nodes, "nodes");
+    std::vector<int> counts;
+    counts.reserve(node_values.size());
+    for (std::size_t k = 0; k < node_values.size(); ++k) {
+      counts.push_back(integer(node_values[k], "\"nodes\"[" + std::to_string(k) + "]"));
+    }
+    auto make_curve = [&](const detail::JsonField* f, const char* key) {
+      const std::vector<double>& values = array(f, key);
+      if (values.size() != counts.size()) {
+        fail(job + "\"" + key + "\" has " + std::to_string(values.size()) + " values but \"nodes\" has " +
+             std::to_string(counts.size()));
+      }
+      std::string why;
+      if (!curve::ThroughputCurve::Check(counts, values, &why)) fail(job + "\"" + key + "\": " + why);
+      return curve::ThroughputCurve(counts, values);
+    };
+    spec.throughput = make_curve(throughput, "throughput");
+    spec.objective = objective != nullptr ? make_curve(objective, "objective") : spec.throughput;
+    std::string why;
+    if (!spec.IsValid(&why)) fail(why);
+    const auto [it, inserted] = first_line.emplace(spec.name, line_number);
+    if (!inserted) fail(job + "duplicate job name (first on line " + std::to_string(it->second) + ")");
+    jobs.push_back(std::move(spec));
+  });
+  return jobs;
+}
+
+std::vector<JobSpec> ReadJobs(const std::string& path) { return ParseJobs(ReadFileMaybeGzip(path), path); }
+
+void WriteJobs(const std::vector<JobSpec>& jobs, const std::string& path) {
+  std::string out;
+  auto numbers = [](const auto& xs) {
+    std::string s = "[";
+    for (std::size_t k = 0; k < xs.size(); ++k) {
+      if (k) s += ", ";
+      s += detail::JsonNumber(static_cast<double>(xs[k]));
+    }
+    return s + "]";
+  };
+  for (const JobSpec& j : jobs) {
+    std::string why;
+    if (!j.IsValid(&why)) throw InvalidArgument("WriteJobs: " + why);
+    if (j.objective.nodes() != j.throughput.nodes()) {
+      throw InvalidArgument("WriteJobs: job \"" + j.name +
+                            "\": objective and throughput must share breakpoints");
+    }
+    out += "{\"name\": " + detail::JsonQuote(j.name);
+    out += ", \"submit\": " + detail::JsonNumber(j.submit_s);
+    out += ", \"min_nodes\": " + std::to_string(j.min_nodes);
+    out += ", \"max_nodes\": " + std::to_string(j.max_nodes);
+    out += ", \"work\": " + detail::JsonNumber(j.work);
+    out += ", \"scale_up_s\": " + detail::JsonNumber(j.scale_up_s);
+    out += ", \"scale_down_s\": " + detail::JsonNumber(j.scale_down_s);
+    out += ", \"nodes\": " + numbers(j.throughput.nodes());
+    out += ", \"throughput\": " + numbers(j.throughput.values());
+    out += ", \"objective\": " + numbers(j.objective.values());
+    if (j.weight != 1.0) out += ", \"weight\": " + detail::JsonNumber(j.weight);
+    out += "}\n";
+  }
+  WriteFileMaybeGzip(path, out);
+}
+
+}  // namespace bft::sim

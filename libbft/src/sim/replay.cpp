@@ -1,0 +1,587 @@
+// The event-driven replay engine (see bft/sim.h and docs/sim.md for the accounting).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "bft/profiling.h"
+#include "bft/sim.h"
+
+namespace bft::sim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Two finish times closer than this (seconds) are handled in the same event.
+constexpr double kTimeEps = 1e-6;
+
+struct JobState {
+  enum class Phase { kWaiting, kActive, kFinished };
+  Phase phase = Phase::kWaiting;
+  std::vector<NodeId> nodes;  // sorted
+  double done = 0.0;          // net of losses
+  double gross = 0.0;         // sum of rate * dt: what the allocations would have done without losses
+  double loss = 0.0;
+  double rate = 0.0;  // true samples/s on the current nodes
+  double finish_at = kInf;
+  double admit_s = -1.0;
+  double finish_s = -1.0;
+  double node_seconds = 0.0;
+  int rescales = 0;
+  int preemptions = 0;
+  // Per event: nodes reclaimed from this job at the current event, and its rate before the event.
+  bool reclaimed_now = false;
+  double rate_before_event = 0.0;
+  // What the job's own sample counter shows (learned mode): monotone; a loss appears as a stall.
+  double counter = 0.0;
+};
+
+double RateAt(const JobSpec& spec, int n) {
+  return n >= spec.min_nodes ? spec.throughput.Evaluate(static_cast<double>(std::min(n, spec.max_nodes)))
+                             : 0.0;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  // Nearest rank: the smallest value with at least q of the values at or below it.
+  std::size_t rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  rank = std::clamp<std::size_t>(rank, 1, v.size());
+  return v[rank - 1];
+}
+
+class Engine {
+ public:
+  Engine(const Trace& trace, const std::vector<JobSpec>& specs, const ReplayOptions& options)
+      : trace_(trace), specs_(specs), opt_(options), jobs_(specs.size()) {}
+
+  ReplayResult Run();
+
+ private:
+  void SetupNodes();
+  void AddIdle(NodeId node);
+  void RemoveIdle(NodeId node);
+  void Advance(double t);
+  void ReleaseNode(NodeId node, double t);
+  void Charge(JobState& job, double samples);
+  void Allocate(double t, int* rescales);
+  void ReportToAdvisor(double t);
+  void RecordStep(double t, int transitions, int rescales, int preemptions, double allocator_s);
+  double NextFinish() const;
+
+  const Trace& trace_;
+  const std::vector<JobSpec>& specs_;
+  const ReplayOptions& opt_;
+  std::vector<JobState> jobs_;
+  ReplayResult result_;
+
+  double now_ = 0.0;
+  double start_ = 0.0;
+  double end_ = 0.0;
+  // Nodes.
+  std::vector<char> in_subset_;
+  std::vector<char> idle_;
+  std::vector<int> owner_;     // job index or -1
+  std::vector<NodeId> pool_;   // idle nodes of the subset, in no particular order
+  std::vector<int> pool_pos_;  // index in pool_, or -1
+  int subset_size_ = 0;
+  int used_ = 0;
+  // Jobs.
+  std::vector<int> queue_;  // job indices by (submit, index)
+  std::size_t next_queued_ = 0;
+  std::vector<int> active_;  // admitted, unfinished, in admission order
+  int finished_ = 0;
+  int admitted_ = 0;
+  // Accounting.
+  double idle_node_s_ = 0.0;
+  double used_node_s_ = 0.0;
+  std::vector<double> allocator_times_;
+  int total_rescales_ = 0;
+  int total_preemptions_ = 0;
+  // Allocator state reused between calls.
+  alloc::Problem problem_;
+  std::vector<alloc::Job> oracle_jobs_;
+  std::unique_ptr<curve::ProfilingAdvisor> advisor_;
+};
+
+void Engine::SetupNodes() {
+  const std::size_t n = trace_.node_names.size();
+  in_subset_.assign(n, opt_.nodes.empty() ? 1 : 0);
+  if (!opt_.nodes.empty()) {
+    std::unordered_map<std::string, NodeId> ids;
+    ids.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) ids.emplace(trace_.node_names[i], static_cast<NodeId>(i));
+    for (const std::string& name : opt_.nodes) {
+      auto it = ids.find(name);
+      if (it == ids.end()) throw InvalidArgument("nodes: node \"" + name + "\" is not in the trace");
+      char& flag = in_subset_[static_cast<std::size_t>(it->second)];
+      if (flag) throw InvalidArgument("nodes: node \"" + name + "\" is listed twice");
+      flag = 1;
+    }
+  }
+  subset_size_ = static_cast<int>(std::count(in_subset_.begin(), in_subset_.end(), 1));
+  idle_.assign(n, 0);
+  owner_.assign(n, -1);
+  pool_pos_.assign(n, -1);
+  pool_.clear();
+  pool_.reserve(n);
+}
+
+void Engine::AddIdle(NodeId node) {
+  const auto i = static_cast<std::size_t>(node);
+  idle_[i] = 1;
+  pool_pos_[i] = static_cast<int>(pool_.size());
+  pool_.push_back(node);
+}
+
+void Engine::RemoveIdle(NodeId node) {
+  const auto i = static_cast<std::size_t>(node);
+  idle_[i] = 0;
+  const int pos = pool_pos_[i];
+  const NodeId last = pool_.back();
+  pool_[static_cast<std::size_t>(pos)] = last;
+  pool_pos_[static_cast<std::size_t>(last)] = pos;
+  pool_.pop_back();
+  pool_pos_[i] = -1;
+}
+
+double Engine::NextFinish() const {
+  double t = kInf;
+  for (const int j : active_) t = std::min(t, jobs_[static_cast<std::size_t>(j)].finish_at);
+  return t;
+}
+
+// Moves the clock to t: progress, node-seconds; jobs whose finish time is reached finish at t.
+void Engine::Advance(double t) {
+  const double dt = t - now_;
+  if (dt > 0) {
+    idle_node_s_ += static_cast<double>(pool_.size()) * dt;
+    used_node_s_ += static_cast<double>(used_) * dt;
+  }
+  for (const int j : active_) {
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+    job.node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
+    if (job.rate <= 0.0) continue;
+    if (job.finish_at <= t + kTimeEps) {
+      job.gross += spec.work - job.done;
+      job.done = spec.work;
+      job.finish_s = t;
+      job.phase = JobState::Phase::kFinished;
+    } else if (dt > 0) {
+      const double progress = job.rate * dt;
+      job.gross += progress;
+      job.done = std::min(spec.work, job.done + progress);
+    }
+  }
+  now_ = t;
+  // Finished jobs leave and free their nodes.
+  bool any_finished = false;
+  for (const int j : active_) {
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    if (job.phase != JobState::Phase::kFinished) continue;
+    any_finished = true;
+    ++finished_;
+    for (const NodeId node : job.nodes) {
+      owner_[static_cast<std::size_t>(node)] = -1;
+      if (opt_.record_assignments) result_.assignments.push_back({t, node, -1});
+    }
+    used_ -= static_cast<int>(job.nodes.size());
+    job.nodes.clear();
+    job.rate = 0.0;
+    job.finish_at = kInf;
+    if (advisor_) advisor_->Forget(specs_[static_cast<std::size_t>(j)].name);
+  }
+  if (any_finished) {
+    active_.erase(
+        std::remove_if(
+            active_.begin(), active_.end(),
+            [&](int j) { return jobs_[static_cast<std::size_t>(j)].phase == JobState::Phase::kFinished; }),
+        active_.end());
+  }
+}
+
+void Engine::Charge(JobState& job, double samples) {
+  const double charged = std::min(samples, job.done);
+  job.done -= charged;
+  job.loss += charged;
+}
+
+void Engine::Allocate(double t, int* rescales) {
+  problem_.jobs.clear();
+  problem_.current.clear();
+  for (const int j : active_) {
+    const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+    if (advisor_) {
+      alloc::Job job;
+      job.id = spec.name;
+      job.min_nodes = spec.min_nodes;
+      job.max_nodes = spec.max_nodes;
+      job.objective = advisor_->ObjectiveCurve(spec.name, spec.max_nodes);
+      job.throughput = advisor_->ThroughputEstimate(spec.name, spec.max_nodes);
+      job.scale_up_s = spec.scale_up_s;
+      job.scale_down_s = spec.scale_down_s;
+      job.weight = spec.weight;
+      problem_.jobs.push_back(std::move(job));
+    } else {
+      problem_.jobs.push_back(oracle_jobs_[static_cast<std::size_t>(j)]);
+    }
+    for (const NodeId node : jobs_[static_cast<std::size_t>(j)].nodes)
+      problem_.current.push_back({node, spec.name});
+  }
+  problem_.pool = pool_;
+  problem_.tfwd_s = opt_.tfwd_s;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const alloc::Allocation allocation = alloc::Solve(problem_, opt_.solve);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  allocator_times_.push_back(seconds);
+  result_.steps.back().allocator_s = seconds;  // the caller pushed the step row already
+
+  if (allocation.jobs.size() != active_.size()) throw Error("allocator returned a different number of jobs");
+  for (std::size_t k = 0; k < active_.size(); ++k) {
+    const int j = active_[k];
+    const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    const alloc::JobAllocation& ja = allocation.jobs[k];
+    const int c = static_cast<int>(job.nodes.size());
+    if (ja.id != spec.name || ja.nodes_before != c ||
+        ja.kept.size() + ja.released.size() != static_cast<std::size_t>(c)) {
+      throw Error("allocator returned an inconsistent allocation for job \"" + spec.name + "\"");
+    }
+    for (const NodeId node : ja.released) {
+      if (owner_[static_cast<std::size_t>(node)] != j) {
+        throw Error("allocator released node " + std::to_string(node) + " that job \"" + spec.name +
+                    "\" does not hold");
+      }
+      owner_[static_cast<std::size_t>(node)] = -1;
+      if (opt_.record_assignments) result_.assignments.push_back({t, node, -1});
+    }
+    for (const NodeId node : ja.added) {
+      if (node < 0 || node >= static_cast<NodeId>(owner_.size()) || !idle_[static_cast<std::size_t>(node)] ||
+          owner_[static_cast<std::size_t>(node)] != -1) {
+        throw Error("allocator gave job \"" + spec.name + "\" node " + std::to_string(node) +
+                    " that is not free");
+      }
+      owner_[static_cast<std::size_t>(node)] = j;
+      if (opt_.record_assignments) result_.assignments.push_back({t, node, j});
+    }
+    const int n = ja.nodes_after;
+    if (n != static_cast<int>(ja.kept.size() + ja.added.size())) {
+      throw Error("allocator returned an inconsistent node count for job \"" + spec.name + "\"");
+    }
+    if (!ja.released.empty() || !ja.added.empty()) {
+      job.nodes.clear();
+      std::merge(ja.kept.begin(), ja.kept.end(), ja.added.begin(), ja.added.end(),
+                 std::back_inserter(job.nodes));
+    }
+    used_ += n - c;
+    if (c > 0 && n != c) {
+      ++job.rescales;
+      ++*rescales;
+      Charge(job, (n > c ? spec.scale_up_s : spec.scale_down_s) * RateAt(spec, c));
+    }
+  }
+}
+
+void Engine::ReportToAdvisor(double t) {
+  for (const int j : active_) {
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, static_cast<int>(job.nodes.size()),
+                     job.counter);
+  }
+}
+
+void Engine::RecordStep(double t, int transitions, int rescales, int preemptions, double allocator_s) {
+  Step s;
+  s.time_s = t;
+  s.transitions = transitions;
+  s.idle_nodes = static_cast<int>(pool_.size());
+  s.used_nodes = used_;
+  s.active_jobs = static_cast<int>(active_.size());
+  s.queued_jobs = 0;
+  for (std::size_t q = next_queued_; q < queue_.size(); ++q) {
+    const double submit = std::max(specs_[static_cast<std::size_t>(queue_[q])].submit_s, start_);
+    if (submit > t) break;
+    ++s.queued_jobs;
+  }
+  s.finished_jobs = finished_;
+  s.rescales = rescales;
+  s.preemptions = preemptions;
+  s.allocator_s = allocator_s;
+  double done = 0.0;
+  for (std::size_t j = 0; j < jobs_.size(); ++j) done += jobs_[j].done;
+  s.samples_done = done;
+  for (const int j : active_) {
+    const JobState& job = jobs_[static_cast<std::size_t>(j)];
+    s.rate += job.rate;
+    if (!job.nodes.empty()) ++s.running_jobs;
+  }
+  result_.steps.push_back(s);
+}
+
+ReplayResult Engine::Run() {
+  const auto wall0 = std::chrono::steady_clock::now();
+  std::string error;
+  if (!opt_.IsValid(&error)) throw InvalidArgument(error);
+  if (!trace_.IsValid(&error)) throw InvalidArgument("trace: " + error);
+  {
+    std::unordered_set<std::string> names;
+    for (const JobSpec& spec : specs_) {
+      if (!spec.IsValid(&error)) throw InvalidArgument(error);
+      if (!names.insert(spec.name).second)
+        throw InvalidArgument("job \"" + spec.name + "\": duplicate job name");
+    }
+  }
+  start_ = opt_.start_s.value_or(0.0);
+  end_ = opt_.end_s.value_or(static_cast<double>(std::max<std::int64_t>(trace_.last_time_s(), 0)));
+  if (end_ < start_) {
+    throw InvalidArgument("end_s (" + std::to_string(end_) + ") is before start_s (" +
+                          std::to_string(start_) + ")");
+  }
+  SetupNodes();
+  if (opt_.curves == CurveMode::kLearned) {
+    advisor_ = std::make_unique<curve::ProfilingAdvisor>();
+  } else {
+    oracle_jobs_.resize(specs_.size());
+    for (std::size_t j = 0; j < specs_.size(); ++j) {
+      alloc::Job& job = oracle_jobs_[j];
+      job.id = specs_[j].name;
+      job.min_nodes = specs_[j].min_nodes;
+      job.max_nodes = specs_[j].max_nodes;
+      job.objective = specs_[j].objective;
+      job.throughput = specs_[j].throughput;
+      job.scale_up_s = specs_[j].scale_up_s;
+      job.scale_down_s = specs_[j].scale_down_s;
+      job.weight = specs_[j].weight;
+    }
+  }
+  for (std::size_t j = 0; j < specs_.size(); ++j) {
+    if (specs_[j].submit_s <= end_) queue_.push_back(static_cast<int>(j));
+  }
+  std::stable_sort(queue_.begin(), queue_.end(), [&](int a, int b) {
+    return specs_[static_cast<std::size_t>(a)].submit_s < specs_[static_cast<std::size_t>(b)].submit_s;
+  });
+
+  // The state at start_: transitions before it are applied without accounting.
+  const std::vector<Transition>& tr = trace_.transitions;
+  std::size_t next = 0;
+  for (; next < tr.size() && static_cast<double>(tr[next].time_s) < start_; ++next) {
+    const auto i = static_cast<std::size_t>(tr[next].node);
+    if (!in_subset_[i]) continue;
+    if (tr[next].state == NodeState::kIdle) {
+      AddIdle(tr[next].node);
+    } else {
+      RemoveIdle(tr[next].node);
+    }
+  }
+  now_ = start_;
+  result_.steps.reserve(std::min<std::size_t>(tr.size() - next + 2 * specs_.size() + 2, 1u << 22));
+
+  const double span = end_ - start_;
+  double next_progress = 0.0;
+  bool first = true;
+  while (true) {
+    const double t_trace = next < tr.size() ? static_cast<double>(tr[next].time_s) : kInf;
+    const double t_submit =
+        next_queued_ < queue_.size() && static_cast<int>(active_.size()) < opt_.max_jobs
+            ? std::max(specs_[static_cast<std::size_t>(queue_[next_queued_])].submit_s, start_)
+            : kInf;
+    const double t_finish = NextFinish();
+    double t = first ? start_ : std::max(now_, std::min({t_trace, t_submit, t_finish}));
+    if (t >= end_ && !(first && t == end_ && span == 0.0)) break;
+    first = false;
+    const int finished_before = finished_;
+    Advance(t);
+    bool changed = finished_ != finished_before;
+
+    // Node transitions of the trace at time t.
+    int transitions = 0;
+    int preemptions = 0;
+    for (const int j : active_) {
+      JobState& job = jobs_[static_cast<std::size_t>(j)];
+      job.reclaimed_now = false;
+      job.rate_before_event = job.rate;
+      if (advisor_) job.counter = std::max(job.counter, job.done);
+    }
+    for (; next < tr.size() && static_cast<double>(tr[next].time_s) <= t; ++next) {
+      const Transition& x = tr[next];
+      const auto i = static_cast<std::size_t>(x.node);
+      if (!in_subset_[i]) continue;
+      ++transitions;
+      if (x.state == NodeState::kIdle) {
+        AddIdle(x.node);
+        continue;
+      }
+      RemoveIdle(x.node);
+      const int j = owner_[i];
+      if (j < 0) continue;
+      JobState& job = jobs_[static_cast<std::size_t>(j)];
+      owner_[i] = -1;
+      --used_;
+      if (opt_.record_assignments) result_.assignments.push_back({t, x.node, -1});
+      job.nodes.erase(std::lower_bound(job.nodes.begin(), job.nodes.end(), x.node));
+      if (!job.reclaimed_now) {
+        job.reclaimed_now = true;
+        ++job.preemptions;
+        ++preemptions;
+      }
+    }
+    changed = changed || transitions > 0;
+    for (const int j : active_) {
+      JobState& job = jobs_[static_cast<std::size_t>(j)];
+      if (!job.reclaimed_now) continue;
+      Charge(job, specs_[static_cast<std::size_t>(j)].scale_down_s * job.rate_before_event);
+      if (advisor_) {
+        advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, static_cast<int>(job.nodes.size()),
+                         job.counter);
+      }
+    }
+
+    // First come, first served admission.
+    while (next_queued_ < queue_.size() && static_cast<int>(active_.size()) < opt_.max_jobs) {
+      const int j = queue_[next_queued_];
+      if (std::max(specs_[static_cast<std::size_t>(j)].submit_s, start_) > t) break;
+      ++next_queued_;
+      JobState& job = jobs_[static_cast<std::size_t>(j)];
+      job.phase = JobState::Phase::kActive;
+      job.admit_s = t;
+      ++admitted_;
+      active_.push_back(j);
+      changed = true;
+      if (advisor_) advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, 0, 0.0);
+    }
+
+    if (!changed) continue;  // e.g. transitions outside the node subset only
+    RecordStep(t, transitions, 0, preemptions, 0.0);
+    int rescales = 0;
+    if (!active_.empty() && !pool_.empty()) {
+      Allocate(t, &rescales);
+    } else if (!active_.empty()) {
+      // No idle node: every job is at 0 nodes; nothing to decide.
+    }
+    for (const int j : active_) {
+      JobState& job = jobs_[static_cast<std::size_t>(j)];
+      const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+      job.rate = RateAt(spec, static_cast<int>(job.nodes.size()));
+      job.finish_at = job.rate > 0.0 ? t + (spec.work - job.done) / job.rate : kInf;
+    }
+    if (advisor_) ReportToAdvisor(t);
+    total_rescales_ += rescales;
+    total_preemptions_ += preemptions;
+    Step& step = result_.steps.back();
+    step.rescales = rescales;
+    step.used_nodes = used_;
+    step.running_jobs = 0;
+    step.rate = 0.0;
+    double done = 0.0;
+    for (const JobState& job : jobs_) done += job.done;
+    step.samples_done = done;
+    for (const int j : active_) {
+      const JobState& job = jobs_[static_cast<std::size_t>(j)];
+      step.rate += job.rate;
+      if (!job.nodes.empty()) ++step.running_jobs;
+      if (opt_.record_job_progress) {
+        result_.progress.push_back({t, j, job.done, static_cast<int>(job.nodes.size())});
+      }
+    }
+    if (opt_.on_progress && span > 0 && (t - start_) / span >= next_progress) {
+      opt_.on_progress((t - start_) / span);
+      next_progress = (t - start_) / span + 0.005;
+    }
+  }
+  if (now_ < end_) {
+    Advance(end_);
+    RecordStep(end_, 0, 0, 0, 0.0);
+    for (const int j : active_) {
+      const JobState& job = jobs_[static_cast<std::size_t>(j)];
+      if (opt_.record_job_progress)
+        result_.progress.push_back({end_, j, job.done, static_cast<int>(job.nodes.size())});
+    }
+  }
+  if (opt_.on_progress) opt_.on_progress(1.0);
+
+  // Results.
+  Summary& s = result_.summary;
+  s.policy = alloc::ToString(opt_.solve.solver);
+  s.curves = ToString(opt_.curves);
+  s.start_s = start_;
+  s.end_s = end_;
+  s.nodes = subset_size_;
+  s.events = static_cast<int>(result_.steps.size());
+  double first_submit = kInf;
+  double last_finish = -kInf;
+  double turnaround = 0.0;
+  result_.jobs.resize(specs_.size());
+  for (std::size_t j = 0; j < specs_.size(); ++j) {
+    const JobState& job = jobs_[j];
+    const JobSpec& spec = specs_[j];
+    JobResult& r = result_.jobs[j];
+    r.name = spec.name;
+    r.submit_s = spec.submit_s;
+    r.admit_s = job.admit_s;
+    r.finish_s = job.finish_s;
+    r.work = spec.work;
+    r.done = job.done;
+    r.loss_samples = job.loss;
+    r.rescales = job.rescales;
+    r.preemptions = job.preemptions;
+    r.node_seconds = job.node_seconds;
+    s.samples_done += job.done;
+    s.samples_without_losses += job.gross;
+    s.loss_samples += job.loss;
+    if (spec.submit_s <= end_) {
+      ++s.jobs_submitted;
+      first_submit = std::min(first_submit, std::max(spec.submit_s, start_));
+    }
+    if (job.finish_s >= 0) {
+      ++s.jobs_finished;
+      last_finish = std::max(last_finish, job.finish_s);
+      turnaround += job.finish_s - std::max(spec.submit_s, start_);
+    }
+  }
+  s.jobs_admitted = admitted_;
+  s.idle_node_hours = idle_node_s_ / 3600.0;
+  s.used_node_hours = used_node_s_ / 3600.0;
+  s.idle_capture = idle_node_s_ > 0 ? used_node_s_ / idle_node_s_ : 0.0;
+  s.overhead_efficiency = s.samples_without_losses > 0 ? s.samples_done / s.samples_without_losses : 1.0;
+  if (s.jobs_finished > 0) {
+    s.makespan_s = last_finish - first_submit;
+    s.mean_turnaround_s = turnaround / s.jobs_finished;
+  }
+  s.rescales = total_rescales_;
+  s.preemptions = total_preemptions_;
+  s.allocator_calls = static_cast<int>(allocator_times_.size());
+  for (const double x : allocator_times_) {
+    s.allocator_total_s += x;
+    s.allocator_max_s = std::max(s.allocator_max_s, x);
+  }
+  s.allocator_p50_s = Percentile(allocator_times_, 0.50);
+  s.allocator_p99_s = Percentile(allocator_times_, 0.99);
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return std::move(result_);
+}
+
+}  // namespace
+
+bool ReplayOptions::IsValid(std::string* error) const {
+  auto fail = [&](const std::string& what) {
+    if (error) *error = what;
+    return false;
+  };
+  if (max_jobs < 1) return fail("max_jobs must be >= 1 (got " + std::to_string(max_jobs) + ")");
+  if (!std::isfinite(tfwd_s) || tfwd_s <= 0) return fail("tfwd_s must be finite and > 0");
+  if (start_s && (!std::isfinite(*start_s) || *start_s < 0)) return fail("start_s must be finite and >= 0");
+  if (end_s && !std::isfinite(*end_s)) return fail("end_s must be finite");
+  if (start_s && end_s && *end_s < *start_s) return fail("end_s must not be before start_s");
+  std::string why;
+  if (!solve.IsValid(&why)) return fail("solve: " + why);
+  return true;
+}
+
+ReplayResult Replay(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayOptions& options) {
+  return Engine(trace, jobs, options).Run();
+}
+
+}  // namespace bft::sim
