@@ -207,6 +207,7 @@ struct Result {
   double gap = 0.0;           // |best_bound - objective| / max(1, |objective|)
   double wall_time_s = 0.0;
   std::vector<double> values;  // one per model variable, when has_solution
+  std::uint64_t model_id = 0;  // Model::id() of the solved model (0: unknown); Value() checks it
 
   bool optimal() const { return termination == Termination::kOptimal && has_solution; }
   // Value of a variable or expression in the solution. Throws bft::Error if there is no solution.

@@ -1,1 +1,325 @@
-// Placeholder: implementation pending.
+// The CBC backend of bft::milp, through CBC's C interface (coin/Cbc_C_Interface.h, CBC 2.10).
+//
+// Piecewise-linear terms use CBC's native SOS2: weights w_k >= 0 with sum w_k = 1,
+// x = sum X_k w_k, y = sum Y_k w_k, and {w_k} an SOS2 set (weights X_k), which is exact for any f.
+//
+// CBC 2.10 specifics handled here:
+// - Cbc_solve() solves a model without integer columns as a plain LP and would ignore SOS sets;
+//   such a model gets one extra integer column fixed at 0, so CbcMain1 (branch and bound) runs.
+// - CbcMain1 keeps process-wide state (static parameters, a SIGINT handler), so solves are
+//   serialised by a mutex and the previous SIGINT handler is put back after each solve.
+// - Its time limit is CPU time unless `-timeMode elapsed`; we ask for wall-clock time.
+#include <coin/Cbc_C_Interface.h>
+
+#include <cfloat>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bft/milp_cbc.h"
+#include "milp/internal.h"
+
+namespace bft::milp {
+namespace {
+
+using internal::Stopwatch;
+
+std::mutex& CbcMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+double CbcBound(double value) {
+  if (value == kInf) return DBL_MAX;
+  if (value == -kInf) return -DBL_MAX;
+  return value;
+}
+
+struct CbcDeleter {
+  void operator()(Cbc_Model* model) const { Cbc_deleteModel(model); }
+};
+using CbcPtr = std::unique_ptr<Cbc_Model, CbcDeleter>;
+
+// Puts the process's SIGINT disposition back after CbcMain1 replaced it.
+class SigintGuard {
+ public:
+  SigintGuard() { sigaction(SIGINT, nullptr, &saved_); }
+  ~SigintGuard() { sigaction(SIGINT, &saved_, nullptr); }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+
+ private:
+  struct sigaction saved_ {};
+};
+
+// The CBC problem in plain arrays, column-major, built before CBC is touched.
+struct Formulation {
+  std::vector<double> col_lower, col_upper, objective;
+  std::vector<char> integer;
+  std::vector<double> row_lower, row_upper;
+  std::vector<std::vector<std::pair<int, double>>> columns;  // per column: (row, value)
+  std::vector<int> sos_starts{0}, sos_columns;               // SOS2 sets, row-ordered
+  std::vector<double> sos_weights;
+
+  int AddCol(double lower, double upper, double obj, bool is_integer) {
+    col_lower.push_back(CbcBound(lower));
+    col_upper.push_back(CbcBound(upper));
+    objective.push_back(obj);
+    integer.push_back(is_integer ? 1 : 0);
+    columns.emplace_back();
+    return static_cast<int>(columns.size()) - 1;
+  }
+  int AddRow(double lower, double upper) {
+    row_lower.push_back(CbcBound(lower));
+    row_upper.push_back(CbcBound(upper));
+    return static_cast<int>(row_lower.size()) - 1;
+  }
+  void AddElement(int row, int col, double value) {
+    if (value != 0.0) columns[static_cast<std::size_t>(col)].emplace_back(row, value);
+  }
+};
+
+Formulation Formulate(const Model& model, bool zero_objective) {
+  Formulation f;
+  std::vector<double> objective(static_cast<std::size_t>(model.num_vars()), 0.0);
+  if (!zero_objective) {
+    const RowData& obj = model.objective();
+    for (std::size_t k = 0; k < obj.vars.size(); ++k)
+      objective[static_cast<std::size_t>(obj.vars[k])] = obj.coefs[k];
+  }
+  bool any_integer = false;
+  for (int j = 0; j < model.num_vars(); ++j) {
+    const VarData& v = model.var(j);
+    const bool is_integer = v.type != VarType::kContinuous;
+    any_integer = any_integer || is_integer;
+    f.AddCol(v.lower, v.upper, objective[static_cast<std::size_t>(j)], is_integer);
+  }
+  for (int i = 0; i < model.num_constraints(); ++i) {
+    const RowData& r = model.constraint(i);
+    const int row = f.AddRow(r.lower, r.upper);
+    for (std::size_t k = 0; k < r.vars.size(); ++k) f.AddElement(row, r.vars[k], r.coefs[k]);
+  }
+  for (const PiecewiseLinearData& pwl : model.piecewise_linear()) {
+    const int sum_row = f.AddRow(1.0, 1.0);
+    const int x_row = f.AddRow(0.0, 0.0);
+    const int y_row = f.AddRow(0.0, 0.0);
+    f.AddElement(x_row, pwl.x, 1.0);
+    f.AddElement(y_row, pwl.y, 1.0);
+    for (std::size_t k = 0; k < pwl.xs.size(); ++k) {
+      const int w = f.AddCol(0.0, 1.0, 0.0, false);
+      f.AddElement(sum_row, w, 1.0);
+      f.AddElement(x_row, w, -pwl.xs[k]);
+      f.AddElement(y_row, w, -pwl.ys[k]);
+      f.sos_columns.push_back(w);
+      f.sos_weights.push_back(pwl.xs[k]);
+    }
+    f.sos_starts.push_back(static_cast<int>(f.sos_columns.size()));
+  }
+  // Cbc_solve treats a model without integer columns as an LP (ignoring SOS sets and the time
+  // limit): give it one integer column fixed at 0 so branch and bound always runs.
+  if (!any_integer) f.AddCol(0.0, 0.0, 0.0, true);
+  return f;
+}
+
+CbcPtr Load(const Formulation& f, Sense sense, const SolveOptions& options, double seconds) {
+  std::vector<int> starts{0}, index;
+  std::vector<double> value;
+  for (const auto& column : f.columns) {
+    for (const auto& [row, v] : column) {
+      index.push_back(row);
+      value.push_back(v);
+    }
+    starts.push_back(static_cast<int>(index.size()));
+  }
+  CbcPtr model(Cbc_newModel());
+  Cbc_loadProblem(model.get(), static_cast<int>(f.columns.size()), static_cast<int>(f.row_lower.size()),
+                  starts.data(), index.data(), value.data(), f.col_lower.data(), f.col_upper.data(),
+                  f.objective.data(), f.row_lower.data(), f.row_upper.data());
+  for (std::size_t j = 0; j < f.integer.size(); ++j) {
+    if (f.integer[j] != 0) Cbc_setInteger(model.get(), static_cast<int>(j));
+  }
+  Cbc_setObjSense(model.get(), sense == Sense::kMaximize ? -1.0 : 1.0);
+  if (f.sos_starts.size() > 1) {
+    Cbc_addSOS(model.get(), static_cast<int>(f.sos_starts.size()) - 1, f.sos_starts.data(),
+               f.sos_columns.data(), f.sos_weights.data(), 2);
+  }
+  const std::string log = options.verbose ? "1" : "0";
+  Cbc_setParameter(model.get(), "log", log.c_str());
+  Cbc_setParameter(model.get(), "slog", log.c_str());
+  Cbc_setLogLevel(model.get(), options.verbose ? 1 : 0);
+  if (!std::isinf(seconds)) {
+    Cbc_setParameter(model.get(), "timeMode", "elapsed");
+    Cbc_setParameter(model.get(), "seconds", internal::FormatNumber(seconds).c_str());
+  }
+  Cbc_setParameter(model.get(), "ratioGap", internal::FormatNumber(options.relative_gap).c_str());
+  Cbc_setParameter(model.get(), "allowableGap", "0");
+  if (!options.presolve) {
+    Cbc_setParameter(model.get(), "presolve", "off");
+    Cbc_setParameter(model.get(), "preprocess", "off");
+  }
+  return model;
+}
+
+// Runs CbcMain1 (serialised); returns false if it threw.
+bool RunCbc(Cbc_Model* model, std::string* error) {
+  std::lock_guard<std::mutex> lock(CbcMutex());
+  const SigintGuard sigint;
+  try {
+    Cbc_solve(model);
+    return true;
+  } catch (const std::exception& e) {
+    *error = e.what();
+  } catch (...) {
+    *error = "unknown exception from CBC";
+  }
+  return false;
+}
+
+class CbcBackend final : public Backend {
+ public:
+  std::string name() const override { return "cbc"; }
+
+  Result Solve(const Model& model, const SolveOptions& options) const override {
+    std::string invalid;
+    if (!options.IsValid(&invalid)) throw InvalidArgument("cbc: " + invalid);
+    const Stopwatch clock;
+    Result result;
+    result.backend = name();
+    result.model_id = model.id();
+    try {
+      SolveInto(model, options, clock, &result);
+    } catch (const std::bad_alloc&) {
+      result = Result{};
+      result.backend = name();
+      result.model_id = model.id();
+      result.termination = Termination::kError;
+      result.message = "out of memory while building the CBC problem";
+    }
+    result.wall_time_s = clock.ElapsedSeconds();
+    return result;
+  }
+
+ private:
+  static double Remaining(const SolveOptions& options, const Stopwatch& clock) {
+    return std::isinf(options.time_limit_s) ? kInf : options.time_limit_s - clock.ElapsedSeconds();
+  }
+
+  static void SolveInto(const Model& model, const SolveOptions& options, const Stopwatch& clock,
+                        Result* result) {
+    const double unbounded_bound = model.sense() == Sense::kMaximize ? kInf : -kInf;
+    const Formulation formulation = Formulate(model, false);
+    const double seconds = Remaining(options, clock);
+    if (seconds <= 0) {
+      result->termination = Termination::kTimeLimit;
+      result->message = "time limit reached before CBC started";
+      result->best_bound = unbounded_bound;
+      result->gap = kInf;
+      return;
+    }
+    CbcPtr cbc = Load(formulation, model.sense(), options, seconds);
+    std::string error;
+    if (!RunCbc(cbc.get(), &error)) {
+      result->termination = Termination::kError;
+      result->message = "CBC failed: " + error;
+      return;
+    }
+    const int status = Cbc_status(cbc.get());
+    const int secondary = Cbc_secondaryStatus(cbc.get());
+    const double* best = Cbc_bestSolution(cbc.get());
+    const std::string codes =
+        " (CBC status " + std::to_string(status) + ", secondary " + std::to_string(secondary) + ")";
+    if (best != nullptr) {
+      result->has_solution = true;
+      result->values.assign(best, best + model.num_vars());
+      result->objective = ObjectiveOf(model, result->values);
+      result->best_bound = Cbc_getBestPossibleObjValue(cbc.get()) + model.objective_constant();
+      // The bound is never on the wrong side of the incumbent.
+      if (model.sense() == Sense::kMaximize) {
+        result->best_bound = std::max(result->best_bound, result->objective);
+      } else {
+        result->best_bound = std::min(result->best_bound, result->objective);
+      }
+    } else {
+      result->best_bound = unbounded_bound;
+    }
+    result->gap = result->has_solution ? internal::RelativeGap(result->best_bound, result->objective) : kInf;
+
+    if (Cbc_isContinuousUnbounded(cbc.get()) != 0 || secondary == 7) {
+      return ClassifyUnbounded(model, options, clock, result);
+    }
+    if (Cbc_isProvenInfeasible(cbc.get()) != 0 || secondary == 1) {
+      result->termination = Termination::kInfeasible;
+      result->message = "proven infeasible" + codes;
+      result->has_solution = false;
+      result->values.clear();
+      return;
+    }
+    if (status == 0 && best != nullptr && (secondary == 0 || secondary == 2 || secondary == -1)) {
+      result->termination = Termination::kOptimal;
+      result->message = (secondary == 2 ? "optimal within the relative gap" : "optimal") + codes;
+      if (secondary != 2) result->best_bound = result->objective, result->gap = 0.0;
+      return;
+    }
+    if (Cbc_isSecondsLimitReached(cbc.get()) != 0 || secondary == 4) {
+      result->termination = Termination::kTimeLimit;
+      result->message = (best != nullptr ? "time limit reached with a feasible solution"
+                                         : "time limit reached before a feasible solution was found") +
+                        codes;
+      return;
+    }
+    result->termination = Termination::kError;
+    result->message =
+        (status == 2 ? "CBC abandoned the search (numerical difficulties)" : "CBC stopped") + codes;
+  }
+
+  static double ObjectiveOf(const Model& model, const std::vector<double>& values) {
+    double total = model.objective_constant();
+    const RowData& obj = model.objective();
+    for (std::size_t k = 0; k < obj.vars.size(); ++k)
+      total += obj.coefs[k] * values[static_cast<std::size_t>(obj.vars[k])];
+    return total;
+  }
+
+  // The LP relaxation is unbounded: the problem is unbounded if it has a feasible solution, else
+  // infeasible. Find out by solving it again with a zero objective.
+  static void ClassifyUnbounded(const Model& model, const SolveOptions& options, const Stopwatch& clock,
+                                Result* result) {
+    result->has_solution = false;
+    result->values.clear();
+    result->best_bound = model.sense() == Sense::kMaximize ? kInf : -kInf;
+    result->gap = kInf;
+    const double seconds = Remaining(options, clock);
+    int feasible = -1;  // unknown
+    if (seconds > 0) {
+      const Formulation formulation = Formulate(model, true);
+      CbcPtr cbc = Load(formulation, Sense::kMinimize, options, seconds);
+      std::string error;
+      if (RunCbc(cbc.get(), &error)) {
+        if (Cbc_bestSolution(cbc.get()) != nullptr) {
+          feasible = 1;
+        } else if (Cbc_isProvenInfeasible(cbc.get()) != 0 || Cbc_secondaryStatus(cbc.get()) == 1) {
+          feasible = 0;
+        }
+      }
+    }
+    if (feasible == 0) {
+      result->termination = Termination::kInfeasible;
+      result->message = "infeasible (the LP relaxation is unbounded but no feasible point exists)";
+    } else {
+      result->termination = Termination::kUnbounded;
+      result->message = feasible == 1 ? "the objective is unbounded (a feasible solution exists)"
+                                      : "infeasible or unbounded (the LP relaxation is unbounded)";
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCbcBackend() { return std::make_unique<CbcBackend>(); }
+
+void RegisterCbcBackend() { RegisterBackend("cbc", MakeCbcBackend); }
+
+}  // namespace bft::milp
