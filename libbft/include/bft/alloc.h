@@ -10,7 +10,12 @@
 // c_j is the job's current node count, and O_j(c_j) counts as 0 when c_j < min_nodes (a job
 // preempted below its minimum is not running). Constraints: a node runs at most one job; n_j is
 // 0 or within [min_nodes, max_nodes]; no migration (a job keeps all its nodes and adds free ones,
-// or keeps a subset of its nodes).
+// or keeps a subset of its nodes). O_j(0) is 0 whatever the curve says at 0 nodes.
+//
+// Node identities (every solver but the node-level MILP chooses counts first): a shrinking job
+// keeps its lowest-numbered nodes and releases the rest; the free nodes (in the pool and not in
+// the current map, plus those just released) go, lowest-numbered first, to the growing jobs in the
+// order of Problem::jobs. See docs/alloc.md.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +33,14 @@ namespace bft::alloc {
 using NodeId = std::int64_t;
 
 struct Job {
-  std::string id;
-  int min_nodes = 1;
-  int max_nodes = 1;
+  std::string id;     // non-empty, unique within a Problem
+  int min_nodes = 1;  // >= 1
+  int max_nodes = 1;  // >= min_nodes; counts above the pool size are simply never reached
   // The value the allocator maximises, O_j(n) (samples/s, speedup, or any metric of the operator's).
+  // Must not be empty (the zero curve).
   curve::ThroughputCurve objective;
-  // samples/s, used to predict progress (often the same curve as `objective`).
+  // samples/s, used to predict progress (often the same curve as `objective`); when empty, the
+  // objective curve is used.
   curve::ThroughputCurve throughput;
   double scale_up_s = 0.0;    // seconds of stalled training when the job grows
   double scale_down_s = 0.0;  // seconds of stalled training when the job shrinks
@@ -71,8 +78,9 @@ SolverKind SolverKindFromString(const std::string& name);
 
 enum class Goal {
   kThroughput,  // the weighted objective above
-  kMaxMinFair,  // maximise the smallest normalised value O_j(n_j) / O_j(max_nodes) over jobs,
-                // then the weighted objective among allocations that reach it
+  kMaxMinFair,  // maximise the smallest normalised value min(1, O_j(n_j) / O_j(max_nodes)) over
+                // jobs (1 for a job with O_j(max_nodes) = 0), then the weighted objective among
+                // allocations that reach it
 };
 
 struct SolveOptions {
@@ -85,20 +93,23 @@ struct SolveOptions {
 
 struct JobAllocation {
   std::string id;
-  int nodes_before = 0;  // c_j
-  int nodes_after = 0;   // n_j
+  int nodes_before = 0;          // c_j
+  int nodes_after = 0;           // n_j
   std::vector<NodeId> kept;      // sorted
   std::vector<NodeId> added;     // sorted
   std::vector<NodeId> released;  // sorted
-  double rate = 0.0;     // predicted throughput at nodes_after (samples/s)
-  double value = 0.0;    // O_j(nodes_after)
-  double penalty = 0.0;  // rescale penalty charged in the objective (unweighted)
+  double rate = 0.0;             // predicted throughput at nodes_after (samples/s)
+  double value = 0.0;            // O_j(nodes_after)
+  double penalty = 0.0;          // rescale penalty charged in the objective (unweighted)
 };
 
 struct Allocation {
   std::vector<JobAllocation> jobs;  // in the order of Problem::jobs
   std::vector<Assignment> map;      // the new node -> job map, sorted by node
   double objective = 0.0;           // tfwd_s * sum w_j O_j(n_j) - sum w_j penalty_j
+  // min over jobs of min(1, O_j(n_j) / O_j(max_nodes)) (a job with O_j(max_nodes) = 0 counts as 1);
+  // 1 when there are no jobs. What Goal::kMaxMinFair maximises first.
+  double min_normalized_value = 1.0;
   SolverKind solver = SolverKind::kExact;
   // Why the solver stopped; kOptimal for a proven optimum. The heuristic reports kOptimal only
   // in the sense "finished": use `proven_optimal` to tell.

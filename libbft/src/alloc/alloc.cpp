@@ -1,1 +1,76 @@
-// Placeholder: implementation pending.
+// bft::alloc::Solve: validation, then one of the four solvers, then node assignment and scoring.
+#include <algorithm>
+#include <chrono>
+
+#include "alloc/internal.h"
+
+namespace bft::alloc {
+
+namespace {
+
+// Counts that keep every job where it is when that is allowed, else at the nearest allowed count
+// below: always feasible (they use at most the nodes already in use). The answer when a MILP solver
+// ends without a solution.
+std::vector<int> KeepCounts(const internal::Prepared& prepared) {
+  std::vector<int> counts(prepared.jobs.size());
+  for (std::size_t j = 0; j < counts.size(); ++j) {
+    const internal::JobData& d = prepared.jobs[j];
+    const int n = std::min(d.current, d.max_nodes);
+    counts[j] = n >= d.min_nodes ? n : 0;
+  }
+  return counts;
+}
+
+}  // namespace
+
+Allocation Solve(const Problem& problem, const SolveOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string error;
+  if (!options.IsValid(&error)) throw InvalidArgument("alloc::Solve: options: " + error);
+  if (!problem.IsValid(&error)) throw InvalidArgument("alloc::Solve: problem: " + error);
+  const internal::Prepared prepared = internal::Prepare(problem);
+
+  Allocation allocation;
+  switch (options.solver) {
+    case SolverKind::kExact: {
+      allocation =
+          internal::FromCounts(problem, prepared, internal::ExactCounts(problem, prepared, options.goal));
+      allocation.termination = milp::Termination::kOptimal;
+      allocation.proven_optimal = true;
+      allocation.message = "proven optimal (combinatorial)";
+      break;
+    }
+    case SolverKind::kEqualShare: {
+      allocation = internal::FromCounts(problem, prepared, internal::EqualShareCounts(prepared));
+      allocation.termination = milp::Termination::kOptimal;
+      allocation.proven_optimal = false;
+      allocation.message = "heuristic: equal share, leftovers first come first served";
+      break;
+    }
+    case SolverKind::kCountMilp:
+    case SolverKind::kNodeMilp: {
+      const internal::MilpOutcome outcome = options.solver == SolverKind::kCountMilp
+                                                ? internal::SolveCountMilp(problem, prepared, options)
+                                                : internal::SolveNodeMilp(problem, prepared, options);
+      if (!outcome.has_solution) {
+        allocation = internal::FromCounts(problem, prepared, KeepCounts(prepared));
+        allocation.message = "no solution from the MILP solver (" + outcome.message +
+                             "); every job keeps its nodes where its bounds allow";
+      } else if (options.solver == SolverKind::kNodeMilp) {
+        allocation = internal::FromMap(problem, prepared, outcome.job_of_pool_node);
+        allocation.message = outcome.message;
+      } else {
+        allocation = internal::FromCounts(problem, prepared, outcome.counts);
+        allocation.message = outcome.message;
+      }
+      allocation.termination = outcome.termination;
+      allocation.proven_optimal = outcome.has_solution && outcome.proven_optimal;
+      break;
+    }
+  }
+  allocation.solver = options.solver;
+  allocation.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return allocation;
+}
+
+}  // namespace bft::alloc

@@ -1,0 +1,323 @@
+// The exact combinatorial solver: a multiple-choice knapsack over node counts, solved by dynamic
+// programming over a reduced set of candidate counts with an exact one-job correction.
+//
+// Nodes are interchangeable once counts are chosen (any counts with sum <= |pool| can be realised
+// without migration), so the problem is: maximise sum_j f_j(n_j) subject to sum_j n_j <= N and
+// n_j in A_j (the allowed counts: 0 or [min, max], possibly cut further by the max-min goal), where
+// f_j(n) = w_j (tfwd O_j(n) - penalty_j(n)). docs/alloc.md gives the full argument; in short:
+//
+// 1. Dominance: only counts n whose f_j(n) beats every smaller allowed count matter (the
+//    "choices"): any other count can be replaced by a smaller one worth at least as much.
+// 2. Exchange: call a choice n of job j "inner" if n-1 and n+1 are choices too and f_j is linear on
+//    [n-1, n+1] (no curve breakpoint at n, n not within 1 of c_j, n > 1); every other choice is a
+//    "key". If two jobs sit on inner choices with slopes s and t, moving one node from one to the
+//    other changes the objective by s - t or t - s, so one direction loses nothing; repeat until
+//    one job reaches a key. Hence an optimum exists with at most one job on an inner choice.
+// 3. DP over keys: D0[i][x] = best value of the first i jobs, all on keys, using <= x nodes. Its
+//    value at N is a lower bound LB. For job j on inner n, the others (all on keys) are worth at most
+//    D0[J][N - n + k] - f_j(k) for every key k of j (the others plus j at k is a key solution with
+//    N - n + k nodes), so j can beat LB only if min_k (f_j(n) - f_j(k) + D0[J][N - n + k]) > LB.
+//    Jobs that pass this test ("candidates") are moved to the end of the order and a second layer
+//    D1 (exactly one job, a candidate, on an inner choice) is run over them. The answer is
+//    max(D0[J][N], D1[J][N]), proven optimal.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "alloc/internal.h"
+
+namespace bft::alloc::internal {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+struct JobChoices {
+  std::vector<int> key_n;
+  std::vector<double> key_f;
+  std::vector<int> inner_n;
+  std::vector<double> inner_f;
+  int last = 0;  // the largest choice: the smallest count reaching the job's best value
+};
+
+JobChoices MakeChoices(const JobData& d, const std::vector<char>& allowed, double tfwd_s) {
+  const int top = static_cast<int>(allowed.size()) - 1;
+  std::vector<char> choice(allowed.size(), 0);
+  std::vector<double> f(allowed.size(), 0.0);
+  bool any = false;
+  double best = 0.0;
+  for (int n = 0; n <= top; ++n) {
+    if (!allowed[n]) continue;
+    f[n] = Contribution(d, n, tfwd_s);
+    if (!any || f[n] > best) {
+      choice[n] = 1;
+      best = f[n];
+      any = true;
+    }
+  }
+  std::vector<char> kink(allowed.size(), 0);
+  for (int b : d.breakpoints)
+    if (b <= top) kink[b] = 1;
+  for (int n = d.current - 1; n <= d.current + 1; ++n)
+    if (n >= 0 && n <= top) kink[n] = 1;
+  JobChoices out;
+  for (int n = 0; n <= top; ++n) {
+    if (!choice[n]) continue;
+    out.last = n;
+    const bool key = n <= 1 || n == top || !choice[n - 1] || !choice[n + 1] || kink[n];
+    if (key) {
+      out.key_n.push_back(n);
+      out.key_f.push_back(f[n]);
+    } else {
+      out.inner_n.push_back(n);
+      out.inner_f.push_back(f[n]);
+    }
+  }
+  return out;
+}
+
+// out[x] = max(out[x], in[x - k] + fk) for x in [k, width): the inner loop of the DP.
+inline void Relax(const double* __restrict in, double* __restrict out, int width, int k, double fk) {
+  const double* src = in - k;
+  for (int x = k; x < width; ++x) {
+    const double v = src[x] + fk;
+    out[x] = out[x] < v ? v : out[x];
+  }
+}
+
+// out = max over keys (k, f): in[x - k] + f.
+void Layer(const double* in, double* out, int width, const JobChoices& c) {
+  std::fill(out, out + width, kNegInf);
+  for (std::size_t i = 0; i < c.key_n.size(); ++i) Relax(in, out, width, c.key_n[i], c.key_f[i]);
+}
+
+// A (rows x width) table of doubles, uninitialised (every cell is written before it is read).
+class Table {
+ public:
+  Table(std::size_t rows, std::size_t width) : width_(width), data_(new double[rows * width]) {}
+  double* row(std::size_t i) { return data_.get() + i * width_; }
+
+ private:
+  std::size_t width_;
+  std::unique_ptr<double[]> data_;
+};
+
+std::vector<char> AllowedCounts(const Problem& problem, const JobData& d, int job_index, Goal goal,
+                                double tau) {
+  const int top = std::max(d.max_nodes, 0);
+  std::vector<char> allowed(static_cast<std::size_t>(top) + 1, 0);
+  for (int n = 0; n <= top; ++n) {
+    allowed[n] = Feasible(d, n);
+    if (allowed[n] && goal == Goal::kMaxMinFair)
+      allowed[n] = NormalizedValue(problem, d, job_index, n) >= tau;
+  }
+  return allowed;
+}
+
+}  // namespace
+
+double MaxMinThreshold(const Problem& problem, const Prepared& prepared) {
+  const int num_jobs = static_cast<int>(prepared.jobs.size());
+  std::vector<std::vector<double>> ratio(num_jobs);
+  std::vector<double> candidates;
+  for (int j = 0; j < num_jobs; ++j) {
+    const JobData& d = prepared.jobs[j];
+    ratio[j].assign(static_cast<std::size_t>(std::max(d.max_nodes, 0)) + 1, -1.0);
+    for (int n = 0; n <= d.max_nodes; ++n) {
+      if (!Feasible(d, n)) continue;
+      ratio[j][n] = NormalizedValue(problem, d, j, n);
+      candidates.push_back(ratio[j][n]);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  auto feasible = [&](double tau) {
+    long long need = 0;
+    for (int j = 0; j < num_jobs; ++j) {
+      int n = 0;
+      const int size = static_cast<int>(ratio[j].size());
+      while (n < size && !(ratio[j][n] >= tau)) ++n;
+      if (n == size) return false;
+      need += n;
+      if (need > prepared.pool_size) return false;
+    }
+    return true;
+  };
+  // Largest feasible candidate (feasibility is monotone in tau); tau = 0 is always feasible.
+  double best = 0.0;
+  std::size_t lo = 0, hi = candidates.size();
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (feasible(candidates[mid])) {
+      best = std::max(best, candidates[mid]);
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return best;
+}
+
+std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, Goal goal) {
+  const int num_jobs = static_cast<int>(prepared.jobs.size());
+  const int capacity = prepared.pool_size;
+  const double tau = goal == Goal::kMaxMinFair ? MaxMinThreshold(problem, prepared) : 0.0;
+  std::vector<JobChoices> choices(num_jobs);
+  long long sum_last = 0;
+  int widest = 0;
+  for (int j = 0; j < num_jobs; ++j) {
+    const JobData& d = prepared.jobs[j];
+    choices[j] = MakeChoices(d, AllowedCounts(problem, d, j, goal, tau), prepared.tfwd_s);
+    sum_last += choices[j].last;
+    widest = std::max(widest, choices[j].last);
+  }
+  std::vector<int> counts(num_jobs);
+  // Every job can have its best count at once.
+  if (sum_last <= capacity) {
+    for (int j = 0; j < num_jobs; ++j) counts[j] = choices[j].last;
+    return counts;
+  }
+  // The D0 table runs a little beyond the capacity so that the candidate test can use keys above an
+  // inner count (N - n + k > N). Any extension is correct; a wider one prunes more.
+  const int extension = std::min(widest, 256);
+  const int width = capacity + extension + 1;
+
+  std::vector<int> order(num_jobs);
+  for (int j = 0; j < num_jobs; ++j) order[j] = j;
+  Table d0(static_cast<std::size_t>(num_jobs) + 1, width);
+  std::fill(d0.row(0), d0.row(0) + width, 0.0);
+  for (int i = 0; i < num_jobs; ++i) Layer(d0.row(i), d0.row(i + 1), width, choices[order[i]]);
+  const double* final0 = d0.row(num_jobs);
+  const double lower = final0[capacity];
+
+  // Candidates for the one job on an inner choice.
+  const double tolerance = 1e-12 * std::max(1.0, std::abs(lower));
+  std::vector<char> candidate(num_jobs, 0);
+  int num_candidates = 0;
+  for (int j = 0; j < num_jobs; ++j) {
+    const JobChoices& c = choices[j];
+    for (std::size_t a = 0; a < c.inner_n.size() && !candidate[j]; ++a) {
+      const int n = c.inner_n[a];
+      double bound = std::numeric_limits<double>::infinity();
+      for (std::size_t b = 0; b < c.key_n.size(); ++b) {
+        const int x = capacity - n + c.key_n[b];
+        if (x >= width) break;
+        bound = std::min(bound, c.inner_f[a] - c.key_f[b] + final0[x]);
+      }
+      if (bound > lower + tolerance) candidate[j] = 1;
+    }
+    num_candidates += candidate[j];
+  }
+
+  if (num_candidates == 0) {
+    int x = capacity;
+    for (int i = num_jobs; i >= 1; --i) {
+      const JobChoices& c = choices[order[i - 1]];
+      const double target = d0.row(i)[x];
+      const double* prev = d0.row(i - 1);
+      int pick = -1;
+      for (std::size_t b = 0; b < c.key_n.size() && c.key_n[b] <= x; ++b)
+        if (prev[x - c.key_n[b]] + c.key_f[b] == target) {
+          pick = c.key_n[b];
+          break;
+        }
+      if (pick < 0) throw Error("alloc exact: internal error while tracing back the optimum");
+      counts[order[i - 1]] = pick;
+      x -= pick;
+    }
+    return counts;
+  }
+
+  // Second pass: candidates last. The rows up to the first candidate are unchanged.
+  int first = 0;
+  while (!candidate[first]) ++first;
+  order.clear();
+  for (int j = 0; j < num_jobs; ++j)
+    if (!candidate[j]) order.push_back(j);
+  const int plain = static_cast<int>(order.size());
+  for (int j = 0; j < num_jobs; ++j)
+    if (candidate[j]) order.push_back(j);
+  for (int i = first; i < num_jobs; ++i) Layer(d0.row(i), d0.row(i + 1), width, choices[order[i]]);
+  // D1 rows plain..num_jobs, over [0, capacity]: exactly one candidate on an inner choice.
+  const int width1 = capacity + 1;
+  Table d1(static_cast<std::size_t>(num_candidates) + 1, width1);
+  std::fill(d1.row(0), d1.row(0) + width1, kNegInf);
+  for (int i = plain; i < num_jobs; ++i) {
+    const JobChoices& c = choices[order[i]];
+    double* out = d1.row(i - plain + 1);
+    if (i == plain) {
+      std::fill(out, out + width1, kNegInf);
+    } else {
+      Layer(d1.row(i - plain), out, width1, c);
+    }
+    for (std::size_t a = 0; a < c.inner_n.size(); ++a)
+      Relax(d0.row(i), out, width1, c.inner_n[a], c.inner_f[a]);
+  }
+  const double best0 = d0.row(num_jobs)[capacity];
+  const double best1 = d1.row(num_candidates)[capacity];
+  bool inner_used = best1 > best0;
+  int x = capacity;
+  for (int i = num_jobs; i >= 1; --i) {
+    const JobChoices& c = choices[order[i - 1]];
+    int pick = -1;
+    if (inner_used) {
+      // Row i of D1 is d1.row(i - plain); its predecessors are d1.row(i - plain - 1) and d0.row(i - 1).
+      const double target = d1.row(i - plain)[x];
+      if (i - 1 > plain) {
+        const double* prev = d1.row(i - 1 - plain);
+        for (std::size_t b = 0; b < c.key_n.size() && c.key_n[b] <= x; ++b)
+          if (prev[x - c.key_n[b]] + c.key_f[b] == target) {
+            pick = c.key_n[b];
+            break;
+          }
+      }
+      if (pick < 0) {
+        const double* prev = d0.row(i - 1);
+        for (std::size_t a = 0; a < c.inner_n.size() && c.inner_n[a] <= x; ++a)
+          if (prev[x - c.inner_n[a]] + c.inner_f[a] == target) {
+            pick = c.inner_n[a];
+            inner_used = false;
+            break;
+          }
+      }
+    } else {
+      const double target = d0.row(i)[x];
+      const double* prev = d0.row(i - 1);
+      for (std::size_t b = 0; b < c.key_n.size() && c.key_n[b] <= x; ++b)
+        if (prev[x - c.key_n[b]] + c.key_f[b] == target) {
+          pick = c.key_n[b];
+          break;
+        }
+    }
+    if (pick < 0) throw Error("alloc exact: internal error while tracing back the optimum");
+    counts[order[i - 1]] = pick;
+    x -= pick;
+  }
+  return counts;
+}
+
+std::vector<int> EqualShareCounts(const Prepared& prepared) {
+  const int num_jobs = static_cast<int>(prepared.jobs.size());
+  std::vector<int> counts(num_jobs, 0);
+  if (num_jobs == 0) return counts;
+  const int share = prepared.pool_size / num_jobs;
+  int left = prepared.pool_size;
+  for (int j = 0; j < num_jobs; ++j) {
+    const JobData& d = prepared.jobs[j];
+    const int n = std::min(share, d.max_nodes);
+    counts[j] = n >= d.min_nodes ? n : 0;
+    left -= counts[j];
+  }
+  // Leftover nodes, first come first served: each job in turn grows as far as it can.
+  for (int j = 0; j < num_jobs && left > 0; ++j) {
+    const JobData& d = prepared.jobs[j];
+    if (counts[j] == 0 && (d.min_nodes > left || d.min_nodes > d.max_nodes)) continue;
+    const int n = std::min(d.max_nodes, counts[j] + left);
+    left -= n - counts[j];
+    counts[j] = n;
+  }
+  return counts;
+}
+
+}  // namespace bft::alloc::internal

@@ -1,0 +1,89 @@
+// Internals of bft::alloc shared by the solvers: the problem reduced to per-job tables, the
+// count-level objective, and node assignment from counts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bft/alloc.h"
+
+namespace bft::alloc::internal {
+
+// One job of a valid Problem, reduced to what every solver needs.
+struct JobData {
+  int min_nodes = 1;
+  int max_nodes = 1;           // min(Job::max_nodes, |pool|): no job can use more than the pool
+  int current = 0;             // c_j: nodes it runs on now
+  double current_value = 0.0;  // O_j(c_j), or 0 when c_j < min_nodes (the job is not running)
+  double up_penalty = 0.0;     // scale_up_s * current_value (unweighted)
+  double down_penalty = 0.0;   // scale_down_s * current_value (unweighted)
+  double weight = 1.0;
+  std::vector<double> value;          // O_j(n) for n = 0..max_nodes, value[0] = 0
+  std::vector<int> breakpoints;       // curve breakpoints inside [1, max_nodes]
+  std::vector<NodeId> current_nodes;  // sorted
+};
+
+struct Prepared {
+  std::vector<JobData> jobs;  // in the order of Problem::jobs
+  int pool_size = 0;
+  double tfwd_s = 10.0;
+};
+
+// Assumes problem.IsValid().
+Prepared Prepare(const Problem& problem);
+
+// True if n is a count job may run on: 0 or within [min_nodes, max_nodes].
+inline bool Feasible(const JobData& job, int n) {
+  return n == 0 || (n >= job.min_nodes && n <= job.max_nodes);
+}
+// Unweighted rescale penalty of moving from c_j to n nodes.
+inline double Penalty(const JobData& job, int n) {
+  if (n > job.current) return job.up_penalty;
+  if (n < job.current) return job.down_penalty;
+  return 0.0;
+}
+// The job's weighted contribution to the objective at n nodes: w * (tfwd * O(n) - penalty(n)).
+inline double Contribution(const JobData& job, int n, double tfwd_s) {
+  return job.weight * (tfwd_s * job.value[n] - Penalty(job, n));
+}
+// Normalised value min(1, O(n) / O(max_nodes)) used by the max-min goal; 1 for a job whose curve is
+// 0 at max_nodes (it has nothing to gain, so it never limits the minimum).
+double NormalizedValue(const Problem& problem, const JobData& job, int job_index, int n);
+
+// True if the counts fit the pool and every job's [min, max]; else false with the reason.
+bool CheckCounts(const Prepared& prepared, const std::vector<int>& counts, std::string* error);
+
+// Turns per-job counts (CheckCounts must pass) into an Allocation without migration: a growing job
+// keeps all its nodes and takes the lowest-numbered free ones (free in the pool or released by a
+// shrinking job), jobs taking theirs in the order of Problem::jobs; a shrinking job keeps its
+// lowest-numbered nodes and releases the rest.
+Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts);
+
+// Builds the Allocation of a complete new node -> job map (job indices per pool node, -1 free).
+// Throws bft::Error if the map migrates a job (it both adds and releases nodes) or breaks min/max.
+Allocation FromMap(const Problem& problem, const Prepared& prepared,
+                   const std::vector<int>& job_of_pool_node);
+
+// Fills objective, min normalised value, per-job value/rate/penalty from counts.
+void Score(const Problem& problem, const Prepared& prepared, Allocation* allocation);
+
+// Solvers on counts.
+std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, Goal goal);
+std::vector<int> EqualShareCounts(const Prepared& prepared);
+// The largest threshold t such that every job can reach normalised value >= t within the pool
+// (0 when some job must stay at 0 nodes).
+double MaxMinThreshold(const Problem& problem, const Prepared& prepared);
+
+// MILP solvers (milp_solvers.cpp). They fill counts or a node map and the solver status fields.
+struct MilpOutcome {
+  bool has_solution = false;
+  std::vector<int> counts;            // count-level
+  std::vector<int> job_of_pool_node;  // node-level (empty for count-level)
+  milp::Termination termination = milp::Termination::kError;
+  bool proven_optimal = false;
+  std::string message;
+};
+MilpOutcome SolveCountMilp(const Problem& problem, const Prepared& prepared, const SolveOptions& options);
+MilpOutcome SolveNodeMilp(const Problem& problem, const Prepared& prepared, const SolveOptions& options);
+
+}  // namespace bft::alloc::internal

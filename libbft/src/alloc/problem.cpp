@@ -1,0 +1,317 @@
+// Problem validation, the reduction to per-job tables, scoring and node assignment from counts.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "alloc/internal.h"
+
+namespace bft::alloc {
+
+namespace {
+
+bool Fail(std::string* error, const std::string& why) {
+  if (error != nullptr) *error = why;
+  return false;
+}
+
+std::string JobName(const Job& job, std::size_t index) {
+  std::ostringstream os;
+  os << "job " << index << " ('" << job.id << "')";
+  return os.str();
+}
+
+}  // namespace
+
+bool Problem::IsValid(std::string* error) const {
+  if (!std::isfinite(tfwd_s) || !(tfwd_s > 0.0)) {
+    std::ostringstream os;
+    os << "tfwd_s must be a finite number > 0, got " << tfwd_s;
+    return Fail(error, os.str());
+  }
+  std::unordered_set<std::string> ids;
+  ids.reserve(jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const Job& job = jobs[j];
+    const std::string name = JobName(job, j);
+    std::ostringstream os;
+    if (job.id.empty()) {
+      os << "job " << j << ": id is empty";
+      return Fail(error, os.str());
+    }
+    if (!ids.insert(job.id).second) {
+      os << name << ": duplicate job id";
+      return Fail(error, os.str());
+    }
+    if (job.min_nodes < 1) {
+      os << name << ": min_nodes " << job.min_nodes << " must be >= 1";
+      return Fail(error, os.str());
+    }
+    if (job.max_nodes < job.min_nodes) {
+      os << name << ": min_nodes " << job.min_nodes << " > max_nodes " << job.max_nodes;
+      return Fail(error, os.str());
+    }
+    if (!std::isfinite(job.scale_up_s) || job.scale_up_s < 0.0) {
+      os << name << ": scale_up_s " << job.scale_up_s << " must be a finite number >= 0";
+      return Fail(error, os.str());
+    }
+    if (!std::isfinite(job.scale_down_s) || job.scale_down_s < 0.0) {
+      os << name << ": scale_down_s " << job.scale_down_s << " must be a finite number >= 0";
+      return Fail(error, os.str());
+    }
+    if (!std::isfinite(job.weight) || job.weight < 0.0) {
+      os << name << ": weight " << job.weight << " must be a finite number >= 0";
+      return Fail(error, os.str());
+    }
+    if (job.objective.empty()) {
+      os << name << ": objective curve is empty (give at least one breakpoint)";
+      return Fail(error, os.str());
+    }
+    std::string why;
+    if (!curve::ThroughputCurve::Check(job.objective.nodes(), job.objective.values(), &why)) {
+      os << name << ": objective " << why;
+      return Fail(error, os.str());
+    }
+    if (!curve::ThroughputCurve::Check(job.throughput.nodes(), job.throughput.values(), &why)) {
+      os << name << ": throughput " << why;
+      return Fail(error, os.str());
+    }
+  }
+  std::unordered_set<NodeId> in_pool;
+  in_pool.reserve(pool.size());
+  for (std::size_t k = 0; k < pool.size(); ++k) {
+    if (!in_pool.insert(pool[k]).second) {
+      std::ostringstream os;
+      os << "pool[" << k << "]: node " << pool[k] << " appears twice in the pool";
+      return Fail(error, os.str());
+    }
+  }
+  std::unordered_set<NodeId> mapped;
+  mapped.reserve(current.size());
+  for (std::size_t k = 0; k < current.size(); ++k) {
+    const Assignment& a = current[k];
+    std::ostringstream os;
+    if (in_pool.count(a.node) == 0) {
+      os << "current[" << k << "]: node " << a.node << " (job '" << a.job
+         << "') is not in the pool (remove nodes the main scheduler took back from the map)";
+      return Fail(error, os.str());
+    }
+    if (!mapped.insert(a.node).second) {
+      os << "current[" << k << "]: node " << a.node << " is mapped twice";
+      return Fail(error, os.str());
+    }
+    if (ids.count(a.job) == 0) {
+      os << "current[" << k << "]: node " << a.node << " runs unknown job '" << a.job << "'";
+      return Fail(error, os.str());
+    }
+  }
+  return true;
+}
+
+bool SolveOptions::IsValid(std::string* error) const {
+  std::string why;
+  if (!milp.IsValid(&why)) return Fail(error, "milp options: " + why);
+  if ((solver == SolverKind::kNodeMilp || solver == SolverKind::kCountMilp) && milp_backend.empty())
+    return Fail(error, "milp_backend is empty (name a backend, e.g. \"glpk\")");
+  if (goal != Goal::kThroughput && goal != Goal::kMaxMinFair) return Fail(error, "goal is not a known Goal");
+  if (solver != SolverKind::kNodeMilp && solver != SolverKind::kCountMilp && solver != SolverKind::kExact &&
+      solver != SolverKind::kEqualShare)
+    return Fail(error, "solver is not a known SolverKind");
+  return true;
+}
+
+const char* ToString(SolverKind kind) {
+  switch (kind) {
+    case SolverKind::kNodeMilp:
+      return "node_milp";
+    case SolverKind::kCountMilp:
+      return "count_milp";
+    case SolverKind::kExact:
+      return "exact";
+    case SolverKind::kEqualShare:
+      return "equal_share";
+  }
+  return "unknown";
+}
+
+SolverKind SolverKindFromString(const std::string& name) {
+  for (SolverKind kind :
+       {SolverKind::kNodeMilp, SolverKind::kCountMilp, SolverKind::kExact, SolverKind::kEqualShare})
+    if (name == ToString(kind)) return kind;
+  throw InvalidArgument("solver: unknown solver '" + name +
+                        "' (expected one of node_milp, count_milp, exact, equal_share)");
+}
+
+namespace internal {
+
+Prepared Prepare(const Problem& problem) {
+  Prepared prepared;
+  prepared.pool_size = static_cast<int>(problem.pool.size());
+  prepared.tfwd_s = problem.tfwd_s;
+  std::unordered_map<std::string, int> index;
+  index.reserve(problem.jobs.size());
+  for (std::size_t j = 0; j < problem.jobs.size(); ++j)
+    index.emplace(problem.jobs[j].id, static_cast<int>(j));
+  prepared.jobs.resize(problem.jobs.size());
+  for (const Assignment& a : problem.current) prepared.jobs[index.at(a.job)].current_nodes.push_back(a.node);
+  for (std::size_t j = 0; j < problem.jobs.size(); ++j) {
+    const Job& job = problem.jobs[j];
+    JobData& d = prepared.jobs[j];
+    std::sort(d.current_nodes.begin(), d.current_nodes.end());
+    d.min_nodes = job.min_nodes;
+    d.max_nodes = std::min(job.max_nodes, prepared.pool_size);
+    d.current = static_cast<int>(d.current_nodes.size());
+    d.current_value = d.current >= job.min_nodes ? job.objective.Evaluate(d.current) : 0.0;
+    d.up_penalty = job.scale_up_s * d.current_value;
+    d.down_penalty = job.scale_down_s * d.current_value;
+    d.weight = job.weight;
+    const int top = std::max(d.max_nodes, 0);
+    d.value.resize(static_cast<std::size_t>(top) + 1);
+    d.value[0] = 0.0;
+    for (int n = 1; n <= top; ++n) d.value[n] = job.objective.Evaluate(n);
+    for (int b : job.objective.nodes())
+      if (b >= 1 && b <= top) d.breakpoints.push_back(b);
+  }
+  return prepared;
+}
+
+double NormalizedValue(const Problem& problem, const JobData& job, int job_index, int n) {
+  const Job& j = problem.jobs[job_index];
+  const double top = j.objective.Evaluate(j.max_nodes);
+  if (!(top > 0.0)) return 1.0;
+  return std::min(1.0, (n == 0 ? 0.0 : job.value[n]) / top);
+}
+
+bool CheckCounts(const Prepared& prepared, const std::vector<int>& counts, std::string* error) {
+  if (counts.size() != prepared.jobs.size()) return Fail(error, "wrong number of counts");
+  long long total = 0;
+  for (std::size_t j = 0; j < counts.size(); ++j) {
+    if (!Feasible(prepared.jobs[j], counts[j])) {
+      std::ostringstream os;
+      os << "job " << j << ": count " << counts[j] << " is neither 0 nor within ["
+         << prepared.jobs[j].min_nodes << ", " << prepared.jobs[j].max_nodes << "]";
+      return Fail(error, os.str());
+    }
+    total += counts[j];
+  }
+  if (total > prepared.pool_size) {
+    std::ostringstream os;
+    os << "counts use " << total << " nodes, the pool has " << prepared.pool_size;
+    return Fail(error, os.str());
+  }
+  return true;
+}
+
+void Score(const Problem& problem, const Prepared& prepared, Allocation* allocation) {
+  double objective = 0.0;
+  double min_normalized = 1.0;
+  for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
+    const JobData& d = prepared.jobs[j];
+    JobAllocation& ja = allocation->jobs[j];
+    const int n = ja.nodes_after;
+    const Job& job = problem.jobs[j];
+    ja.value = d.value[n];
+    ja.rate = n == 0 ? 0.0 : (job.throughput.empty() ? job.objective : job.throughput).Evaluate(n);
+    ja.penalty = Penalty(d, n);
+    objective += Contribution(d, n, prepared.tfwd_s);
+    min_normalized = std::min(min_normalized, NormalizedValue(problem, d, static_cast<int>(j), n));
+  }
+  allocation->objective = objective;
+  allocation->min_normalized_value = min_normalized;
+}
+
+namespace {
+
+void BuildMap(Allocation* allocation) {
+  std::size_t total = 0;
+  for (const JobAllocation& ja : allocation->jobs) total += ja.kept.size() + ja.added.size();
+  allocation->map.clear();
+  allocation->map.reserve(total);
+  for (const JobAllocation& ja : allocation->jobs) {
+    for (NodeId n : ja.kept) allocation->map.push_back({n, ja.id});
+    for (NodeId n : ja.added) allocation->map.push_back({n, ja.id});
+  }
+  std::sort(allocation->map.begin(), allocation->map.end(),
+            [](const Assignment& a, const Assignment& b) { return a.node < b.node; });
+}
+
+}  // namespace
+
+Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts) {
+  Allocation allocation;
+  allocation.jobs.resize(prepared.jobs.size());
+  std::vector<NodeId> free_nodes;
+  {
+    std::unordered_set<NodeId> busy;
+    busy.reserve(problem.current.size());
+    for (const Assignment& a : problem.current) busy.insert(a.node);
+    for (NodeId n : problem.pool)
+      if (busy.count(n) == 0) free_nodes.push_back(n);
+  }
+  for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
+    const JobData& d = prepared.jobs[j];
+    JobAllocation& ja = allocation.jobs[j];
+    ja.id = problem.jobs[j].id;
+    ja.nodes_before = d.current;
+    ja.nodes_after = counts[j];
+    const int keep = std::min(counts[j], d.current);
+    ja.kept.assign(d.current_nodes.begin(), d.current_nodes.begin() + keep);
+    ja.released.assign(d.current_nodes.begin() + keep, d.current_nodes.end());
+    free_nodes.insert(free_nodes.end(), ja.released.begin(), ja.released.end());
+  }
+  std::sort(free_nodes.begin(), free_nodes.end());
+  std::size_t next = 0;
+  for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
+    JobAllocation& ja = allocation.jobs[j];
+    const int grow = counts[j] - prepared.jobs[j].current;
+    if (grow <= 0) continue;
+    if (next + grow > free_nodes.size()) throw Error("alloc: internal error: counts exceed the pool");
+    ja.added.assign(free_nodes.begin() + next, free_nodes.begin() + next + grow);
+    next += grow;
+  }
+  BuildMap(&allocation);
+  Score(problem, prepared, &allocation);
+  return allocation;
+}
+
+Allocation FromMap(const Problem& problem, const Prepared& prepared,
+                   const std::vector<int>& job_of_pool_node) {
+  Allocation allocation;
+  const std::size_t num_jobs = prepared.jobs.size();
+  allocation.jobs.resize(num_jobs);
+  std::unordered_map<NodeId, int> before;
+  before.reserve(problem.current.size());
+  for (std::size_t j = 0; j < num_jobs; ++j) {
+    for (NodeId n : prepared.jobs[j].current_nodes) before.emplace(n, static_cast<int>(j));
+    allocation.jobs[j].id = problem.jobs[j].id;
+    allocation.jobs[j].nodes_before = prepared.jobs[j].current;
+  }
+  for (std::size_t k = 0; k < problem.pool.size(); ++k) {
+    const NodeId node = problem.pool[k];
+    const int after = job_of_pool_node[k];
+    const auto it = before.find(node);
+    const int was = it == before.end() ? -1 : it->second;
+    if (was >= 0 && was == after) allocation.jobs[was].kept.push_back(node);
+    if (was >= 0 && was != after) allocation.jobs[was].released.push_back(node);
+    if (after >= 0 && was != after) allocation.jobs[after].added.push_back(node);
+  }
+  for (std::size_t j = 0; j < num_jobs; ++j) {
+    JobAllocation& ja = allocation.jobs[j];
+    std::sort(ja.kept.begin(), ja.kept.end());
+    std::sort(ja.added.begin(), ja.added.end());
+    std::sort(ja.released.begin(), ja.released.end());
+    ja.nodes_after = static_cast<int>(ja.kept.size() + ja.added.size());
+    if (!ja.added.empty() && !ja.released.empty())
+      throw Error("alloc: internal error: job '" + ja.id +
+                  "' would migrate (it both adds and releases nodes)");
+    if (!Feasible(prepared.jobs[j], ja.nodes_after))
+      throw Error("alloc: internal error: job '" + ja.id + "' gets a count outside [min_nodes, max_nodes]");
+  }
+  BuildMap(&allocation);
+  Score(problem, prepared, &allocation);
+  return allocation;
+}
+
+}  // namespace internal
+}  // namespace bft::alloc

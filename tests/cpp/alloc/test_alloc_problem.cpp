@@ -1,0 +1,157 @@
+// Problem and SolveOptions validation: every invalid input is named in the error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "alloc_test_util.h"
+#include "bft/alloc.h"
+
+namespace bft::alloc {
+namespace {
+
+using testing::MakeJob;
+
+Problem ValidProblem() {
+  Problem p;
+  p.jobs.push_back(MakeJob("a", 1, 4, {1, 4}, {10, 30}, 10, 5));
+  p.jobs.push_back(MakeJob("b", 2, 8, {2, 8}, {5, 20}));
+  p.pool = {10, 11, 12, 13};
+  p.current = {{10, "a"}, {11, "b"}};
+  return p;
+}
+
+// Expects IsValid to fail with a message containing every one of `words`, and Solve to throw
+// InvalidArgument with the same message.
+void ExpectInvalid(const Problem& p, const std::vector<std::string>& words) {
+  std::string error;
+  EXPECT_FALSE(p.IsValid(&error));
+  for (const std::string& w : words)
+    EXPECT_NE(error.find(w), std::string::npos) << "'" << w << "' not in: " << error;
+  try {
+    Solve(p);
+    ADD_FAILURE() << "Solve accepted an invalid problem";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(error), std::string::npos) << e.what();
+  }
+}
+
+TEST(AllocProblem, ValidProblemPasses) {
+  std::string error;
+  EXPECT_TRUE(ValidProblem().IsValid(&error)) << error;
+  EXPECT_TRUE(ValidProblem().IsValid(nullptr));
+}
+
+TEST(AllocProblem, RejectsBadTfwd) {
+  for (double t : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    Problem p = ValidProblem();
+    p.tfwd_s = t;
+    ExpectInvalid(p, {"tfwd_s"});
+  }
+}
+
+TEST(AllocProblem, RejectsMinAboveMax) {
+  Problem p = ValidProblem();
+  p.jobs[1].min_nodes = 9;
+  ExpectInvalid(p, {"'b'", "min_nodes 9 > max_nodes 8"});
+}
+
+TEST(AllocProblem, RejectsMinBelowOne) {
+  Problem p = ValidProblem();
+  p.jobs[0].min_nodes = 0;
+  ExpectInvalid(p, {"'a'", "min_nodes"});
+}
+
+TEST(AllocProblem, RejectsNegativeOrNanCosts) {
+  Problem p = ValidProblem();
+  p.jobs[0].scale_up_s = -1;
+  ExpectInvalid(p, {"'a'", "scale_up_s"});
+  p = ValidProblem();
+  p.jobs[1].scale_down_s = std::nan("");
+  ExpectInvalid(p, {"'b'", "scale_down_s"});
+  p = ValidProblem();
+  p.jobs[1].weight = -0.5;
+  ExpectInvalid(p, {"'b'", "weight"});
+}
+
+TEST(AllocProblem, RejectsEmptyAndDuplicateJobIds) {
+  Problem p = ValidProblem();
+  p.jobs[1].id = "";
+  ExpectInvalid(p, {"job 1", "id is empty"});
+  p = ValidProblem();
+  p.jobs[1].id = "a";
+  p.current.clear();
+  ExpectInvalid(p, {"'a'", "duplicate job id"});
+}
+
+TEST(AllocProblem, RejectsEmptyObjectiveCurve) {
+  Problem p = ValidProblem();
+  p.jobs[0].objective = curve::ThroughputCurve();
+  ExpectInvalid(p, {"'a'", "objective curve is empty"});
+}
+
+TEST(AllocProblem, BadCurvesAreRejectedWhenBuilt) {
+  EXPECT_THROW(curve::ThroughputCurve({1, 1}, {1.0, 2.0}), InvalidArgument);
+  EXPECT_THROW(curve::ThroughputCurve({1, 2}, {1.0, -2.0}), InvalidArgument);
+  EXPECT_THROW(curve::ThroughputCurve({1, 2}, {1.0, std::nan("")}), InvalidArgument);
+}
+
+TEST(AllocProblem, RejectsNodeTwiceInPool) {
+  Problem p = ValidProblem();
+  p.pool.push_back(12);
+  ExpectInvalid(p, {"node 12", "twice in the pool"});
+}
+
+TEST(AllocProblem, RejectsMappedNodeOutsidePool) {
+  Problem p = ValidProblem();
+  p.current.push_back({99, "a"});
+  ExpectInvalid(p, {"node 99", "not in the pool"});
+}
+
+TEST(AllocProblem, RejectsNodeMappedTwice) {
+  Problem p = ValidProblem();
+  p.current.push_back({10, "b"});
+  ExpectInvalid(p, {"node 10", "mapped twice"});
+}
+
+TEST(AllocProblem, RejectsUnknownJobInMap) {
+  Problem p = ValidProblem();
+  p.current.push_back({12, "zzz"});
+  ExpectInvalid(p, {"node 12", "unknown job 'zzz'"});
+}
+
+TEST(AllocOptions, RejectsInvalidMilpOptionsAndEmptyBackend) {
+  SolveOptions options;
+  options.solver = SolverKind::kCountMilp;
+  options.milp_backend = "";
+  std::string error;
+  EXPECT_FALSE(options.IsValid(&error));
+  EXPECT_NE(error.find("milp_backend"), std::string::npos) << error;
+  EXPECT_THROW(Solve(ValidProblem(), options), InvalidArgument);
+  options = SolveOptions();
+  options.milp.relative_gap = -1.0;
+  EXPECT_FALSE(options.IsValid(&error));
+  EXPECT_NE(error.find("milp options"), std::string::npos) << error;
+}
+
+TEST(AllocOptions, UnknownBackendIsNotAvailable) {
+  SolveOptions options;
+  options.solver = SolverKind::kCountMilp;
+  options.milp_backend = "no-such-backend";
+  EXPECT_THROW(Solve(ValidProblem(), options), NotAvailable);
+}
+
+TEST(AllocOptions, SolverNamesRoundTrip) {
+  for (SolverKind kind :
+       {SolverKind::kNodeMilp, SolverKind::kCountMilp, SolverKind::kExact, SolverKind::kEqualShare})
+    EXPECT_EQ(SolverKindFromString(ToString(kind)), kind);
+  try {
+    SolverKindFromString("simplex");
+    ADD_FAILURE() << "accepted an unknown solver name";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("simplex"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace bft::alloc

@@ -1,0 +1,217 @@
+// Hand-solved cases for the exact solver and the equal-share heuristic, node identities, goals.
+#include <gtest/gtest.h>
+
+#include "alloc_test_util.h"
+#include "bft/alloc.h"
+
+namespace bft::alloc {
+namespace {
+
+using testing::Counts;
+using testing::MakeJob;
+using testing::SatisfiesConstraints;
+
+SolveOptions With(SolverKind solver, Goal goal = Goal::kThroughput) {
+  SolveOptions options;
+  options.solver = solver;
+  options.goal = goal;
+  return options;
+}
+
+Problem FreshPool(std::vector<Job> jobs, int nodes) {
+  Problem p;
+  p.jobs = std::move(jobs);
+  for (int k = 0; k < nodes; ++k) p.pool.push_back(100 + k);
+  return p;
+}
+
+TEST(AllocExact, PicksTheBetterMarginalValue) {
+  // a: 10/node up to 4; b: 15/node up to 2. Four nodes: b takes 2 (30), a takes 2 (20): 10 * 50.
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40}), MakeJob("b", 1, 2, {1, 2}, {15, 30})}, 4);
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{2, 2}));
+  EXPECT_DOUBLE_EQ(a.objective, 500.0);
+  EXPECT_TRUE(a.proven_optimal);
+  EXPECT_EQ(a.solver, SolverKind::kExact);
+  EXPECT_EQ(a.jobs[1].rate, 30.0);
+  EXPECT_EQ(a.jobs[1].value, 30.0);
+}
+
+TEST(AllocExact, HandlesNonConcaveCurves) {
+  // a is worth 1 at one node but 100 at four (convex); b is linear, 20/node. All four to a beats
+  // any split (a3 + b1 = 67 + 20); the equal share gives a2 + b2 = 34 + 40.
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {1, 100}), MakeJob("b", 1, 4, {1, 4}, {20, 80})}, 4);
+  const Allocation exact = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, exact));
+  EXPECT_EQ(Counts(exact), (std::vector<int>{4, 0}));
+  EXPECT_DOUBLE_EQ(exact.objective, 1000.0);
+  const Allocation equal = Solve(p, With(SolverKind::kEqualShare));
+  EXPECT_TRUE(SatisfiesConstraints(p, equal));
+  EXPECT_EQ(Counts(equal), (std::vector<int>{2, 2}));
+  EXPECT_DOUBLE_EQ(equal.objective, 740.0);
+  EXPECT_FALSE(equal.proven_optimal);
+}
+
+TEST(AllocExact, RescalePenaltyKeepsARunningJobInPlace) {
+  // a runs on 2 nodes at 10/node; growing to 4 would earn 10 * 40 - 30 * 20 = -200 < 10 * 20.
+  // b (new, 1/node) takes the two free nodes: 200 + 20.
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40}, 30, 5), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
+  p.current = {{100, "a"}, {101, "a"}};
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{2, 2}));
+  EXPECT_DOUBLE_EQ(a.objective, 220.0);
+  EXPECT_EQ(a.jobs[0].kept, (std::vector<NodeId>{100, 101}));
+  EXPECT_EQ(a.jobs[1].added, (std::vector<NodeId>{102, 103}));
+  EXPECT_EQ(a.jobs[0].penalty, 0.0);
+}
+
+TEST(AllocExact, ShrinkPenaltyIsCharged) {
+  // a on 4 nodes (value 40), b new and 5x more valuable per node. Moving 2 nodes to b:
+  // 10*(20 + 100) - 3*40 = 1080 > staying: 10*40 = 400.
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40}, 0, 3), MakeJob("b", 2, 2, {2}, {100})}, 4);
+  p.current = {{100, "a"}, {101, "a"}, {102, "a"}, {103, "a"}};
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{2, 2}));
+  EXPECT_DOUBLE_EQ(a.objective, 1080.0);
+  EXPECT_DOUBLE_EQ(a.jobs[0].penalty, 120.0);
+  // The shrinking job keeps its lowest-numbered nodes; the grower takes the released ones.
+  EXPECT_EQ(a.jobs[0].kept, (std::vector<NodeId>{100, 101}));
+  EXPECT_EQ(a.jobs[0].released, (std::vector<NodeId>{102, 103}));
+  EXPECT_EQ(a.jobs[1].added, (std::vector<NodeId>{102, 103}));
+}
+
+TEST(AllocExact, JobBelowMinAfterPreemptionPaysNoPenalty) {
+  // a needs 4 nodes; preemption left it 2 (not running: rate 0, so growing costs nothing).
+  Problem p = FreshPool({MakeJob("a", 4, 4, {4}, {40}, 1000, 1000)}, 4);
+  p.current = {{102, "a"}, {103, "a"}};
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{4}));
+  EXPECT_DOUBLE_EQ(a.objective, 400.0);
+  EXPECT_EQ(a.jobs[0].penalty, 0.0);
+  EXPECT_EQ(a.jobs[0].kept, (std::vector<NodeId>{102, 103}));
+  EXPECT_EQ(a.jobs[0].added, (std::vector<NodeId>{100, 101}));
+}
+
+TEST(AllocExact, JobAboveItsMaxShrinks) {
+  Problem p = FreshPool({MakeJob("a", 1, 2, {1, 2}, {10, 20})}, 4);
+  p.current = {{103, "a"}, {100, "a"}, {102, "a"}};
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(a.jobs[0].kept, (std::vector<NodeId>{100, 102}));
+  EXPECT_EQ(a.jobs[0].released, (std::vector<NodeId>{103}));
+}
+
+TEST(AllocExact, WeightsShiftNodes) {
+  Problem p =
+      FreshPool({MakeJob("a", 1, 2, {1, 2}, {10, 20}), MakeJob("b", 1, 2, {1, 2}, {10, 20}, 0, 0, 2.0)}, 2);
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{0, 2}));
+  EXPECT_DOUBLE_EQ(a.objective, 400.0);
+}
+
+TEST(AllocExact, MaxMinFairnessSharesNodes) {
+  // Throughput gives a all four nodes; max-min gives 2 + 2 (both at half their value at max).
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
+  EXPECT_EQ(Counts(Solve(p)), (std::vector<int>{4, 0}));
+  const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+  EXPECT_TRUE(SatisfiesConstraints(p, fair));
+  EXPECT_EQ(Counts(fair), (std::vector<int>{2, 2}));
+  EXPECT_DOUBLE_EQ(fair.min_normalized_value, 0.5);
+  EXPECT_DOUBLE_EQ(fair.objective, 2020.0);
+}
+
+TEST(AllocExact, MaxMinFairnessThenThroughput) {
+  // 5 nodes: the fair minimum is 0.5 (2 + 2); the fifth node goes where it is worth most (a).
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 5);
+  const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+  EXPECT_TRUE(SatisfiesConstraints(p, fair));
+  EXPECT_EQ(Counts(fair), (std::vector<int>{3, 2}));
+}
+
+TEST(AllocExact, NoJobsAndEmptyPool) {
+  Problem none = FreshPool({}, 5);
+  const Allocation a = Solve(none);
+  EXPECT_TRUE(a.jobs.empty());
+  EXPECT_TRUE(a.map.empty());
+  EXPECT_EQ(a.objective, 0.0);
+  Problem empty = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40})}, 0);
+  const Allocation b = Solve(empty);
+  EXPECT_TRUE(SatisfiesConstraints(empty, b));
+  EXPECT_EQ(Counts(b), (std::vector<int>{0}));
+  for (SolverKind s : {SolverKind::kEqualShare}) {
+    EXPECT_TRUE(SatisfiesConstraints(none, Solve(none, With(s))));
+    EXPECT_TRUE(SatisfiesConstraints(empty, Solve(empty, With(s))));
+  }
+}
+
+TEST(AllocExact, MoreJobsThanNodes) {
+  std::vector<Job> jobs;
+  for (int j = 0; j < 5; ++j)
+    jobs.push_back(MakeJob("j" + std::to_string(j), 1, 2, {1, 2}, {1.0 + j, 2.0 + 2 * j}));
+  Problem p = FreshPool(jobs, 2);
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{0, 0, 0, 0, 2}));
+  const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+  EXPECT_TRUE(SatisfiesConstraints(p, fair));
+  EXPECT_EQ(fair.min_normalized_value, 0.0);
+  EXPECT_EQ(Counts(fair), (std::vector<int>{0, 0, 0, 0, 2}));
+}
+
+TEST(AllocExact, JobWhoseMinExceedsThePoolStaysOut) {
+  Problem p =
+      FreshPool({MakeJob("big", 8, 16, {8, 16}, {800, 1600}), MakeJob("small", 1, 2, {1, 2}, {1, 2})}, 4);
+  const Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{0, 2}));
+}
+
+TEST(AllocExact, ThroughputCurveGivesTheRate) {
+  Job job = MakeJob("a", 1, 4, {1, 4}, {1, 4});
+  job.throughput = curve::ThroughputCurve({1, 4}, {100, 400});
+  Problem p = FreshPool({job}, 3);
+  const Allocation a = Solve(p);
+  EXPECT_DOUBLE_EQ(a.jobs[0].value, 3.0);
+  EXPECT_DOUBLE_EQ(a.jobs[0].rate, 300.0);
+  p.jobs[0].throughput = curve::ThroughputCurve();  // empty: the objective stands in
+  EXPECT_DOUBLE_EQ(Solve(p).jobs[0].rate, 3.0);
+}
+
+TEST(AllocEqualShare, SplitsEvenlyThenFirstComeFirstServed) {
+  std::vector<Job> jobs;
+  for (int j = 0; j < 3; ++j) jobs.push_back(MakeJob("j" + std::to_string(j), 1, 8, {8}, {8}));
+  Problem p = FreshPool(jobs, 10);
+  const Allocation a = Solve(p, With(SolverKind::kEqualShare));
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{4, 3, 3}));
+}
+
+TEST(AllocEqualShare, JobsNeedingMoreThanTheShareGetLeftovers) {
+  // Share 3; "big" needs 4 so it starts at 0; leftovers (10 - 3 - 3 = 4) go first to "a" (up to
+  // its max 4), then the rest to "big" only if at least its min remains.
+  Problem p = FreshPool(
+      {MakeJob("a", 1, 4, {4}, {4}), MakeJob("big", 4, 8, {8}, {8}), MakeJob("c", 1, 3, {3}, {3})}, 10);
+  const Allocation a = Solve(p, With(SolverKind::kEqualShare));
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{4, 0, 3}));
+  p.pool.push_back(500);
+  p.pool.push_back(501);
+  p.pool.push_back(502);  // 13 nodes, share 4: a 4, big 4, c 3, leftover 2 -> big 6
+  EXPECT_EQ(Counts(Solve(p, With(SolverKind::kEqualShare))), (std::vector<int>{4, 6, 3}));
+}
+
+TEST(AllocSolve, ReportsWallTimeAndMessage) {
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40})}, 4);
+  const Allocation a = Solve(p);
+  EXPECT_GE(a.wall_time_s, 0.0);
+  EXPECT_FALSE(a.message.empty());
+  EXPECT_EQ(a.termination, milp::Termination::kOptimal);
+}
+
+}  // namespace
+}  // namespace bft::alloc
