@@ -1,6 +1,345 @@
+// bft._core.sim: trace and workload readers, the replay engine and the synthetic generator.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bft/alloc.h"
+#include "bft/sim.h"
 #include "bindings.h"
 
+namespace py = pybind11;
+
 namespace bft::python {
-// Placeholder until the sim bindings land.
-void BindSim(pybind11::module_& /*m*/) {}
+namespace {
+
+template <typename T, typename Row, typename Get>
+py::array_t<T> Column(const std::vector<Row>& rows, Get get) {
+  py::array_t<T> out(static_cast<py::ssize_t>(rows.size()));
+  T* p = out.mutable_data();
+  for (std::size_t i = 0; i < rows.size(); ++i) p[i] = static_cast<T>(get(rows[i]));
+  return out;
+}
+
+py::dict SummaryToDict(const sim::Summary& s) {
+  py::dict d;
+  d["policy"] = s.policy;
+  d["curves"] = s.curves;
+  d["start_s"] = s.start_s;
+  d["end_s"] = s.end_s;
+  d["nodes"] = s.nodes;
+  d["events"] = s.events;
+  d["samples_done"] = s.samples_done;
+  d["samples_without_losses"] = s.samples_without_losses;
+  d["loss_samples"] = s.loss_samples;
+  d["idle_node_hours"] = s.idle_node_hours;
+  d["used_node_hours"] = s.used_node_hours;
+  d["idle_capture"] = s.idle_capture;
+  d["overhead_efficiency"] = s.overhead_efficiency;
+  d["jobs_submitted"] = s.jobs_submitted;
+  d["jobs_admitted"] = s.jobs_admitted;
+  d["jobs_finished"] = s.jobs_finished;
+  d["makespan_s"] = s.makespan_s;
+  d["mean_turnaround_s"] = s.mean_turnaround_s;
+  d["rescales"] = s.rescales;
+  d["preemptions"] = s.preemptions;
+  d["allocator_calls"] = s.allocator_calls;
+  d["allocator_p50_s"] = s.allocator_p50_s;
+  d["allocator_p99_s"] = s.allocator_p99_s;
+  d["allocator_max_s"] = s.allocator_max_s;
+  d["allocator_total_s"] = s.allocator_total_s;
+  d["wall_s"] = s.wall_s;
+  return d;
+}
+
+py::dict ResultToDict(const sim::ReplayResult& r) {
+  py::dict out;
+  out["summary"] = SummaryToDict(r.summary);
+  using S = sim::Step;
+  const auto& st = r.steps;
+  py::dict steps;
+  steps["time_s"] = Column<double>(st, [](const S& s) { return s.time_s; });
+  steps["transitions"] = Column<std::int32_t>(st, [](const S& s) { return s.transitions; });
+  steps["idle_nodes"] = Column<std::int32_t>(st, [](const S& s) { return s.idle_nodes; });
+  steps["used_nodes"] = Column<std::int32_t>(st, [](const S& s) { return s.used_nodes; });
+  steps["running_jobs"] = Column<std::int32_t>(st, [](const S& s) { return s.running_jobs; });
+  steps["active_jobs"] = Column<std::int32_t>(st, [](const S& s) { return s.active_jobs; });
+  steps["queued_jobs"] = Column<std::int32_t>(st, [](const S& s) { return s.queued_jobs; });
+  steps["finished_jobs"] = Column<std::int32_t>(st, [](const S& s) { return s.finished_jobs; });
+  steps["rescales"] = Column<std::int32_t>(st, [](const S& s) { return s.rescales; });
+  steps["preemptions"] = Column<std::int32_t>(st, [](const S& s) { return s.preemptions; });
+  steps["samples_done"] = Column<double>(st, [](const S& s) { return s.samples_done; });
+  steps["rate"] = Column<double>(st, [](const S& s) { return s.rate; });
+  steps["allocator_s"] = Column<double>(st, [](const S& s) { return s.allocator_s; });
+  out["steps"] = steps;
+
+  using J = sim::JobResult;
+  const auto& js = r.jobs;
+  py::dict jobs;
+  py::list names;
+  for (const J& j : js) names.append(j.name);
+  jobs["name"] = names;
+  jobs["submit_s"] = Column<double>(js, [](const J& j) { return j.submit_s; });
+  jobs["admit_s"] = Column<double>(js, [](const J& j) { return j.admit_s; });
+  jobs["finish_s"] = Column<double>(js, [](const J& j) { return j.finish_s; });
+  jobs["work"] = Column<double>(js, [](const J& j) { return j.work; });
+  jobs["done"] = Column<double>(js, [](const J& j) { return j.done; });
+  jobs["loss_samples"] = Column<double>(js, [](const J& j) { return j.loss_samples; });
+  jobs["rescales"] = Column<std::int32_t>(js, [](const J& j) { return j.rescales; });
+  jobs["preemptions"] = Column<std::int32_t>(js, [](const J& j) { return j.preemptions; });
+  jobs["node_seconds"] = Column<double>(js, [](const J& j) { return j.node_seconds; });
+  out["jobs"] = jobs;
+
+  using P = sim::JobProgress;
+  py::dict progress;
+  progress["time_s"] = Column<double>(r.progress, [](const P& p) { return p.time_s; });
+  progress["job"] = Column<std::int32_t>(r.progress, [](const P& p) { return p.job; });
+  progress["done"] = Column<double>(r.progress, [](const P& p) { return p.done; });
+  progress["nodes"] = Column<std::int32_t>(r.progress, [](const P& p) { return p.nodes; });
+  out["progress"] = progress;
+
+  using A = sim::AssignmentChange;
+  py::dict assignments;
+  assignments["time_s"] = Column<double>(r.assignments, [](const A& a) { return a.time_s; });
+  assignments["node"] = Column<std::int64_t>(r.assignments, [](const A& a) { return a.node; });
+  assignments["job"] = Column<std::int32_t>(r.assignments, [](const A& a) { return a.job; });
+  out["assignments"] = assignments;
+  return out;
+}
+
+}  // namespace
+
+void BindSim(py::module_& m) {
+  py::enum_<sim::NodeState>(m, "NodeState")
+      .value("BUSY", sim::NodeState::kBusy)
+      .value("IDLE", sim::NodeState::kIdle);
+  py::enum_<sim::CurveMode>(m, "CurveMode")
+      .value("ORACLE", sim::CurveMode::kOracle)
+      .value("LEARNED", sim::CurveMode::kLearned);
+
+  py::class_<sim::Trace>(m, "Trace", "An idle-node trace: node names and time-sorted transitions.")
+      .def(
+          py::init([](std::vector<std::string> node_names,
+                      py::array_t<std::int64_t, py::array::forcecast> times,
+                      py::array_t<std::int64_t, py::array::forcecast> nodes,
+                      py::array_t<std::int8_t, py::array::forcecast> states) {
+            if (times.ndim() != 1 || nodes.ndim() != 1 || states.ndim() != 1 ||
+                times.size() != nodes.size() || times.size() != states.size()) {
+              throw InvalidArgument("Trace: times, nodes and states must be 1-D arrays of one length");
+            }
+            sim::Trace t;
+            t.node_names = std::move(node_names);
+            auto tv = times.unchecked<1>();
+            auto nv = nodes.unchecked<1>();
+            auto sv = states.unchecked<1>();
+            t.transitions.resize(static_cast<std::size_t>(times.size()));
+            for (py::ssize_t i = 0; i < times.size(); ++i) {
+              if (sv(i) != 0 && sv(i) != 1) {
+                throw InvalidArgument("Trace: states[" + std::to_string(i) +
+                                      "] must be 0 (busy) or 1 (idle)");
+              }
+              t.transitions[static_cast<std::size_t>(i)] = {tv(i), nv(i), static_cast<sim::NodeState>(sv(i))};
+            }
+            std::string error;
+            if (!t.IsValid(&error)) throw InvalidArgument("Trace: " + error);
+            return t;
+          }),
+          py::arg("node_names"), py::arg("times"), py::arg("nodes"), py::arg("states"),
+          "Builds a trace from node names and parallel arrays (state 1 = idle, 0 = busy); validated.")
+      .def_readonly("node_names", &sim::Trace::node_names)
+      .def_property_readonly("times",
+                             [](const sim::Trace& t) {
+                               return Column<std::int64_t>(t.transitions,
+                                                           [](const sim::Transition& x) { return x.time_s; });
+                             })
+      .def_property_readonly("nodes",
+                             [](const sim::Trace& t) {
+                               return Column<std::int64_t>(t.transitions,
+                                                           [](const sim::Transition& x) { return x.node; });
+                             })
+      .def_property_readonly("states",
+                             [](const sim::Trace& t) {
+                               return Column<std::int8_t>(t.transitions, [](const sim::Transition& x) {
+                                 return static_cast<int>(x.state);
+                               });
+                             })
+      .def_property_readonly("first_time_s", &sim::Trace::first_time_s)
+      .def_property_readonly("last_time_s", &sim::Trace::last_time_s)
+      .def("find_node", &sim::Trace::FindNode, py::arg("name"))
+      .def("__len__", [](const sim::Trace& t) { return t.transitions.size(); })
+      .def("__repr__", [](const sim::Trace& t) {
+        return "<Trace " + std::to_string(t.node_names.size()) + " nodes, " +
+               std::to_string(t.transitions.size()) + " transitions, " + std::to_string(t.first_time_s()) +
+               ".." + std::to_string(t.last_time_s()) + " s>";
+      });
+
+  py::class_<sim::JobSpec>(m, "JobSpec", "One elastic training job of a workload.")
+      .def(py::init<>())
+      .def_readwrite("name", &sim::JobSpec::name)
+      .def_readwrite("submit_s", &sim::JobSpec::submit_s)
+      .def_readwrite("min_nodes", &sim::JobSpec::min_nodes)
+      .def_readwrite("max_nodes", &sim::JobSpec::max_nodes)
+      .def_readwrite("work", &sim::JobSpec::work)
+      .def_readwrite("scale_up_s", &sim::JobSpec::scale_up_s)
+      .def_readwrite("scale_down_s", &sim::JobSpec::scale_down_s)
+      .def_readwrite("weight", &sim::JobSpec::weight)
+      .def_property(
+          "nodes", [](const sim::JobSpec& j) { return j.throughput.nodes(); },
+          [](sim::JobSpec& j, const std::vector<int>& nodes) {
+            j.throughput = curve::ThroughputCurve(nodes, j.throughput.nodes() == nodes
+                                                             ? j.throughput.values()
+                                                             : std::vector<double>(nodes.size()));
+            j.objective = curve::ThroughputCurve(nodes, j.objective.nodes() == nodes
+                                                            ? j.objective.values()
+                                                            : std::vector<double>(nodes.size()));
+          },
+          "Node counts of the curve breakpoints (shared by throughput and objective).")
+      .def_property(
+          "throughput", [](const sim::JobSpec& j) { return j.throughput.values(); },
+          [](sim::JobSpec& j, const std::vector<double>& v) {
+            j.throughput = curve::ThroughputCurve(j.throughput.nodes(), v);
+          },
+          "samples/s at `nodes`.")
+      .def_property(
+          "objective", [](const sim::JobSpec& j) { return j.objective.values(); },
+          [](sim::JobSpec& j, const std::vector<double>& v) {
+            j.objective = curve::ThroughputCurve(j.objective.nodes(), v);
+          },
+          "The allocator's value at `nodes`.")
+      .def(
+          "throughput_at", [](const sim::JobSpec& j, double n) { return j.throughput.Evaluate(n); },
+          py::arg("n"))
+      .def("is_valid",
+           [](const sim::JobSpec& j) {
+             std::string error;
+             const bool ok = j.IsValid(&error);
+             return py::make_tuple(ok, error);
+           })
+      .def("__repr__", [](const sim::JobSpec& j) {
+        return "<JobSpec " + j.name + " submit=" + std::to_string(j.submit_s) +
+               " nodes=" + std::to_string(j.min_nodes) + ".." + std::to_string(j.max_nodes) + ">";
+      });
+
+  m.def(
+      "read_trace",
+      [](const std::string& path) {
+        py::gil_scoped_release release;
+        return sim::ReadTrace(path);
+      },
+      py::arg("path"), "Reads a time,node,state CSV trace (plain or gzip).");
+  m.def(
+      "parse_trace",
+      [](const std::string& text, const std::string& source) {
+        py::gil_scoped_release release;
+        return sim::ParseTrace(text, source);
+      },
+      py::arg("text"), py::arg("source") = "<trace>");
+  m.def(
+      "write_trace",
+      [](const sim::Trace& trace, const std::string& path) {
+        py::gil_scoped_release release;
+        sim::WriteTrace(trace, path);
+      },
+      py::arg("trace"), py::arg("path"));
+  m.def(
+      "read_jobs",
+      [](const std::string& path) {
+        py::gil_scoped_release release;
+        return sim::ReadJobs(path);
+      },
+      py::arg("path"), "Reads a JSONL workload.");
+  m.def(
+      "parse_jobs",
+      [](const std::string& text, const std::string& source) {
+        py::gil_scoped_release release;
+        return sim::ParseJobs(text, source);
+      },
+      py::arg("text"), py::arg("source") = "<jobs>");
+  m.def(
+      "write_jobs",
+      [](const std::vector<sim::JobSpec>& jobs, const std::string& path) {
+        py::gil_scoped_release release;
+        sim::WriteJobs(jobs, path);
+      },
+      py::arg("jobs"), py::arg("path"));
+
+  m.def(
+      "generate_synthetic",
+      [](std::uint64_t seed, int nodes, double duration_s, double mean_idle_nodes, double mean_block_nodes,
+         double median_idle_s, double idle_sigma, int jobs, double mean_interarrival_s) {
+        sim::SyntheticOptions o;
+        o.seed = seed;
+        o.nodes = nodes;
+        o.duration_s = duration_s;
+        o.mean_idle_nodes = mean_idle_nodes;
+        o.mean_block_nodes = mean_block_nodes;
+        o.median_idle_s = median_idle_s;
+        o.idle_sigma = idle_sigma;
+        o.jobs = jobs;
+        o.mean_interarrival_s = mean_interarrival_s;
+        sim::SyntheticWorkload w;
+        {
+          py::gil_scoped_release release;
+          w = sim::GenerateSynthetic(o);
+        }
+        return py::make_tuple(std::move(w.trace), std::move(w.jobs));
+      },
+      py::arg("seed") = sim::SyntheticOptions{}.seed, py::arg("nodes") = sim::SyntheticOptions{}.nodes,
+      py::arg("duration_s") = sim::SyntheticOptions{}.duration_s,
+      py::arg("mean_idle_nodes") = sim::SyntheticOptions{}.mean_idle_nodes,
+      py::arg("mean_block_nodes") = sim::SyntheticOptions{}.mean_block_nodes,
+      py::arg("median_idle_s") = sim::SyntheticOptions{}.median_idle_s,
+      py::arg("idle_sigma") = sim::SyntheticOptions{}.idle_sigma,
+      py::arg("jobs") = sim::SyntheticOptions{}.jobs,
+      py::arg("mean_interarrival_s") = sim::SyntheticOptions{}.mean_interarrival_s,
+      "The synthetic idle-node trace and job mix of `bft replay`'s default: (Trace, [JobSpec]).");
+
+  m.def(
+      "replay",
+      [](const sim::Trace& trace, const std::vector<sim::JobSpec>& jobs, const std::string& policy,
+         const std::string& curves, int max_jobs, double tfwd_s, std::vector<std::string> nodes,
+         std::optional<double> start_s, std::optional<double> end_s, bool record_job_progress,
+         bool record_assignments, std::optional<std::string> milp_backend, std::optional<double> time_limit_s,
+         py::object on_progress) {
+        sim::ReplayOptions o;
+        o.solve.solver = alloc::SolverKindFromString(policy);
+        if (milp_backend) o.solve.milp_backend = *milp_backend;
+        if (time_limit_s) o.solve.milp.time_limit_s = *time_limit_s;
+        o.curves = sim::CurveModeFromString(curves);
+        o.max_jobs = max_jobs;
+        o.tfwd_s = tfwd_s;
+        o.nodes = std::move(nodes);
+        o.start_s = start_s;
+        o.end_s = end_s;
+        o.record_job_progress = record_job_progress;
+        o.record_assignments = record_assignments;
+        if (!on_progress.is_none()) {
+          py::function f = on_progress;
+          o.on_progress = [f](double fraction) {
+            py::gil_scoped_acquire acquire;
+            if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+            f(fraction);
+          };
+        }
+        sim::ReplayResult result;
+        {
+          py::gil_scoped_release release;
+          result = sim::Replay(trace, jobs, o);
+        }
+        o.on_progress = nullptr;  // drop the Python callback while holding the GIL
+        return ResultToDict(result);
+      },
+      py::arg("trace"), py::arg("jobs"), py::arg("policy") = "exact", py::arg("curves") = "oracle",
+      py::arg("max_jobs") = 10, py::arg("tfwd_s") = 10.0, py::arg("nodes") = std::vector<std::string>{},
+      py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,
+      py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
+      py::arg("time_limit_s") = py::none(), py::arg("on_progress") = py::none(),
+      "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
+      "steps, "
+      "jobs, progress, assignments (columns as numpy arrays).");
+}
+
 }  // namespace bft::python

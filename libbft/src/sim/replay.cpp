@@ -88,9 +88,10 @@ class Engine {
   int subset_size_ = 0;
   int used_ = 0;
   // Jobs.
-  std::vector<int> queue_;  // job indices by (submit, index)
-  std::size_t next_queued_ = 0;
-  std::vector<int> active_;  // admitted, unfinished, in admission order
+  std::vector<int> queue_;        // job indices by (submit, index)
+  std::size_t next_queued_ = 0;   // next job to admit
+  std::size_t next_arrival_ = 0;  // next job to arrive (next_arrival_ >= next_queued_)
+  std::vector<int> active_;       // admitted, unfinished, in admission order
   int finished_ = 0;
   int admitted_ = 0;
   // Accounting.
@@ -240,24 +241,33 @@ void Engine::Allocate(double t, int* rescales) {
   result_.steps.back().allocator_s = seconds;  // the caller pushed the step row already
 
   if (allocation.jobs.size() != active_.size()) throw Error("allocator returned a different number of jobs");
+  // Releases first: a node one job releases may go to another job in the same allocation.
   for (std::size_t k = 0; k < active_.size(); ++k) {
     const int j = active_[k];
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
-    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    const JobState& job = jobs_[static_cast<std::size_t>(j)];
     const alloc::JobAllocation& ja = allocation.jobs[k];
     const int c = static_cast<int>(job.nodes.size());
     if (ja.id != spec.name || ja.nodes_before != c ||
-        ja.kept.size() + ja.released.size() != static_cast<std::size_t>(c)) {
+        ja.kept.size() + ja.released.size() != static_cast<std::size_t>(c) ||
+        ja.nodes_after != static_cast<int>(ja.kept.size() + ja.added.size())) {
       throw Error("allocator returned an inconsistent allocation for job \"" + spec.name + "\"");
     }
     for (const NodeId node : ja.released) {
-      if (owner_[static_cast<std::size_t>(node)] != j) {
+      if (node < 0 || node >= static_cast<NodeId>(owner_.size()) ||
+          owner_[static_cast<std::size_t>(node)] != j) {
         throw Error("allocator released node " + std::to_string(node) + " that job \"" + spec.name +
                     "\" does not hold");
       }
       owner_[static_cast<std::size_t>(node)] = -1;
       if (opt_.record_assignments) result_.assignments.push_back({t, node, -1});
     }
+  }
+  for (std::size_t k = 0; k < active_.size(); ++k) {
+    const int j = active_[k];
+    const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    const alloc::JobAllocation& ja = allocation.jobs[k];
     for (const NodeId node : ja.added) {
       if (node < 0 || node >= static_cast<NodeId>(owner_.size()) || !idle_[static_cast<std::size_t>(node)] ||
           owner_[static_cast<std::size_t>(node)] != -1) {
@@ -267,10 +277,8 @@ void Engine::Allocate(double t, int* rescales) {
       owner_[static_cast<std::size_t>(node)] = j;
       if (opt_.record_assignments) result_.assignments.push_back({t, node, j});
     }
+    const int c = static_cast<int>(job.nodes.size());
     const int n = ja.nodes_after;
-    if (n != static_cast<int>(ja.kept.size() + ja.added.size())) {
-      throw Error("allocator returned an inconsistent node count for job \"" + spec.name + "\"");
-    }
     if (!ja.released.empty() || !ja.added.empty()) {
       job.nodes.clear();
       std::merge(ja.kept.begin(), ja.kept.end(), ja.added.begin(), ja.added.end(),
@@ -385,8 +393,8 @@ ReplayResult Engine::Run() {
   while (true) {
     const double t_trace = next < tr.size() ? static_cast<double>(tr[next].time_s) : kInf;
     const double t_submit =
-        next_queued_ < queue_.size() && static_cast<int>(active_.size()) < opt_.max_jobs
-            ? std::max(specs_[static_cast<std::size_t>(queue_[next_queued_])].submit_s, start_)
+        next_arrival_ < queue_.size()
+            ? std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_)
             : kInf;
     const double t_finish = NextFinish();
     double t = first ? start_ : std::max(now_, std::min({t_trace, t_submit, t_finish}));
@@ -439,6 +447,13 @@ ReplayResult Engine::Run() {
       }
     }
 
+    // Arrivals are events (the step log shows the queue) even when no job can be admitted.
+    bool arrived = false;
+    for (; next_arrival_ < queue_.size() &&
+           std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_) <= t;
+         ++next_arrival_) {
+      arrived = true;
+    }
     // First come, first served admission.
     while (next_queued_ < queue_.size() && static_cast<int>(active_.size()) < opt_.max_jobs) {
       const int j = queue_[next_queued_];
@@ -453,14 +468,11 @@ ReplayResult Engine::Run() {
       if (advisor_) advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, 0, 0.0);
     }
 
-    if (!changed) continue;  // e.g. transitions outside the node subset only
+    if (!changed && !arrived) continue;  // e.g. transitions outside the node subset only
     RecordStep(t, transitions, 0, preemptions, 0.0);
     int rescales = 0;
-    if (!active_.empty() && !pool_.empty()) {
-      Allocate(t, &rescales);
-    } else if (!active_.empty()) {
-      // No idle node: every job is at 0 nodes; nothing to decide.
-    }
+    // With no idle node every job is at 0 nodes: nothing to decide.
+    if (changed && !active_.empty() && !pool_.empty()) Allocate(t, &rescales);
     for (const int j : active_) {
       JobState& job = jobs_[static_cast<std::size_t>(j)];
       const JobSpec& spec = specs_[static_cast<std::size_t>(j)];

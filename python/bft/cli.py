@@ -1,0 +1,251 @@
+"""The ``bft`` command line: ``bft replay`` replays an idle-node trace with a workload of elastic jobs.
+
+With no arguments, ``bft replay`` replays the built-in synthetic trace and job mix (docs/sim.md)
+under the exact optimiser and the equal-share heuristic and prints a side-by-side comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from . import sim
+
+DEFAULT_POLICIES = ("exact", "equal_share")
+
+
+def _parse_time(text: str) -> float:
+    """Seconds on the trace's clock: a number, optionally with a unit s, m, h or d (e.g. 36h, 1.5d)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([smhd]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a time: {text!r} (examples: 7200, 90m, 36h, 1.5d)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def _parse_policies(values: Optional[Sequence[str]]) -> List[str]:
+    if not values:
+        return list(DEFAULT_POLICIES)
+    out: List[str] = []
+    for v in values:
+        for p in v.split(","):
+            p = p.strip()
+            if not p:
+                continue
+            if p not in sim.POLICIES:
+                raise SystemExit(f"bft replay: error: unknown policy {p!r} (choose from {', '.join(sim.POLICIES)})")
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def _select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]]:
+    """--nodes: a count N (the first N node names in sorted order), a comma list of names, or @FILE."""
+    if spec is None:
+        return None
+    if spec.startswith("@"):
+        path = Path(spec[1:])
+        try:
+            names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        except OSError as e:
+            raise SystemExit(f"bft replay: error: --nodes: cannot read {path}: {e.strerror}")
+        return names
+    if spec.isdigit():
+        n = int(spec)
+        if n < 1:
+            raise SystemExit("bft replay: error: --nodes: the count must be >= 1")
+        names = sorted(trace.node_names)
+        if n > len(names):
+            raise SystemExit(f"bft replay: error: --nodes {n}: the trace has only {len(names)} nodes")
+        return names[:n]
+    return [s.strip() for s in spec.split(",") if s.strip()]
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (a few plain lines when stderr is not a terminal)."""
+
+    def __init__(self, label: str, enabled: bool = True, stream=None):
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.t0 = time.perf_counter()
+        self.last_quarter = -1
+
+    def __call__(self, fraction: float) -> None:
+        if not self.enabled:
+            return
+        fraction = min(max(fraction, 0.0), 1.0)
+        elapsed = time.perf_counter() - self.t0
+        if self.tty:
+            width = 30
+            filled = int(round(fraction * width))
+            bar = "#" * filled + "." * (width - filled)
+            self.stream.write(f"\r  {self.label:<22} [{bar}] {fraction:6.1%}  {elapsed:6.1f} s")
+            if fraction >= 1.0:
+                self.stream.write("\n")
+            self.stream.flush()
+        else:
+            quarter = int(fraction * 4)
+            if quarter > self.last_quarter:
+                self.last_quarter = quarter
+                self.stream.write(f"  {self.label}: {fraction:.0%} ({elapsed:.1f} s)\n")
+                self.stream.flush()
+
+
+def _replay_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "replay",
+        help="replay an idle-node trace with a workload of elastic training jobs",
+        description="Replay an idle-node trace with a queue of elastic training jobs under one or more "
+        "allocation policies and report samples done, idle capture, overheads and allocator time. "
+        "With no --trace/--jobs, a built-in synthetic trace and job mix is replayed (docs/sim.md).",
+    )
+    p.add_argument("--trace", type=Path, help="node event trace: CSV time,node,state (optionally .gz)")
+    p.add_argument("--jobs", type=Path, help="job workload: JSONL, one job per line (docs/formats.md)")
+    p.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME",
+        help=f"allocation policy, repeatable or a comma list: {', '.join(sim.POLICIES)} "
+        f"(default: {','.join(DEFAULT_POLICIES)})",
+    )
+    p.add_argument("--curves", choices=("oracle", "learned", "both"), default="oracle",
+                   help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
+                   "advisor (learned), or one replay of each (both). Default: oracle")
+    p.add_argument("--max-jobs", type=int, default=10, help="most jobs admitted at once, FCFS (default 10)")
+    p.add_argument("--tfwd", type=float, default=10.0, help="allocator's forward-looking time in seconds (default 10)")
+    p.add_argument("--nodes", metavar="SPEC",
+                   help="node subset: a count N (first N names in sorted order), a comma list of names, or @FILE")
+    p.add_argument("--start", type=_parse_time, help="window start on the trace's clock (e.g. 72000, 20h, 1d)")
+    p.add_argument("--end", type=_parse_time, help="window end on the trace's clock (default: the trace's last event)")
+    p.add_argument("--out", type=Path, help="write the step logs, summaries, job tables and plots to this directory")
+    p.add_argument("--no-plots", action="store_true", help="with --out, skip the PNG plots")
+    p.add_argument("--seed", type=int, default=1, help="seed of the built-in synthetic trace and jobs (default 1)")
+    p.add_argument("--milp-backend", help="MILP backend for node_milp/count_milp (default glpk)")
+    p.add_argument("--time-limit", type=float, help="time limit per MILP solve in seconds")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _load_inputs(args) -> "tuple":
+    if (args.trace is None) != (args.jobs is None):
+        raise SystemExit("bft replay: error: give both --trace and --jobs, or neither for the built-in synthetic default")
+    if args.trace is None:
+        trace, jobs = sim.generate_synthetic(seed=args.seed)
+        what = (f"built-in synthetic workload (seed {args.seed}): {len(trace.node_names)} nodes, "
+                f"{len(trace)} transitions over {(trace.last_time_s) / 86400:.1f} days, {len(jobs)} jobs")
+        return trace, jobs, what
+    try:
+        t0 = time.perf_counter()
+        trace = sim.read_trace(args.trace)
+        jobs = sim.read_jobs(args.jobs)
+        dt = time.perf_counter() - t0
+    except FileNotFoundError as e:
+        raise SystemExit(f"bft replay: error: {e}")
+    except ValueError as e:
+        raise SystemExit(f"bft replay: error: {e}")
+    what = (f"{args.trace}: {len(trace.node_names)} nodes, {len(trace)} transitions; "
+            f"{args.jobs}: {len(jobs)} jobs (read in {dt:.1f} s)")
+    return trace, jobs, what
+
+
+def _safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", label)
+
+
+def replay_main(args) -> int:
+    policies = _parse_policies(args.policy)
+    curve_modes = ["oracle", "learned"] if args.curves == "both" else [args.curves]
+    if args.max_jobs < 1:
+        raise SystemExit("bft replay: error: --max-jobs must be >= 1")
+    trace, jobs, what = _load_inputs(args)
+    nodes = _select_nodes(args.nodes, trace)
+    print(f"bft replay: {what}", flush=True)
+    window = []
+    if nodes is not None:
+        window.append(f"{len(nodes)} nodes")
+    if args.start is not None or args.end is not None:
+        window.append(f"window {args.start if args.start is not None else 0:g} .. "
+                      f"{args.end if args.end is not None else trace.last_time_s:g} s")
+    print(f"  max {args.max_jobs} jobs at once, tfwd {args.tfwd:g} s"
+          + (", " + ", ".join(window) if window else ""), flush=True)
+
+    results = []
+    for curves in curve_modes:
+        for policy in policies:
+            label = policy if curves == "oracle" else f"{policy}+{curves}"
+            bar = ProgressBar(label, enabled=not args.quiet)
+            try:
+                r = sim.replay(
+                    trace, jobs, policy=policy, curves=curves, max_jobs=args.max_jobs, tfwd_s=args.tfwd,
+                    nodes=nodes, start_s=args.start, end_s=args.end, milp_backend=args.milp_backend,
+                    time_limit_s=args.time_limit, on_progress=bar,
+                )
+            except ValueError as e:
+                raise SystemExit(f"bft replay: error: {e}")
+            results.append(r)
+
+    print()
+    for r in results:
+        print(sim.format_summary(r.summary))
+        print()
+    if len(results) > 1:
+        print(sim.comparison_table(results))
+        print()
+
+    if args.out is not None:
+        out = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for r in results:
+            base = _safe(r.label)
+            r.write_steps_csv(out / f"steps-{base}.csv")
+            r.write_summary_json(out / f"summary-{base}.json")
+            r.write_jobs_csv(out / f"jobs-{base}.csv")
+            written += [f"steps-{base}.csv", f"summary-{base}.json", f"jobs-{base}.csv"]
+        if len(results) > 1:
+            (out / "comparison.txt").write_text(sim.comparison_table(results) + "\n")
+            written.append("comparison.txt")
+        if not args.no_plots:
+            try:
+                from . import plots
+            except ImportError as e:  # pragma: no cover - matplotlib missing
+                print(f"bft replay: plots skipped ({e}); pip install matplotlib", file=sys.stderr)
+            else:
+                for r in results:
+                    base = _safe(r.label)
+                    plots.plot_nodes(r, out / f"nodes-{base}.png")
+                    plots.plot_progress(r, out / f"progress-{base}.png")
+                    written += [f"nodes-{base}.png", f"progress-{base}.png"]
+                if len(results) > 1:
+                    plots.plot_comparison(results, out / "comparison.png")
+                    written.append("comparison.png")
+        print(f"wrote {len(written)} files to {out}/: {', '.join(written)}")
+    elif args.trace is None:
+        print("(--out DIR writes the step logs, summaries and plots; --help lists the options)")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="bft", description="libbft: elastic training on idle supercomputer nodes")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _replay_parser(sub)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "replay":
+        try:
+            return replay_main(args)
+        except KeyboardInterrupt:
+            print("\nbft replay: interrupted", file=sys.stderr)
+            return 130
+    return 2  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

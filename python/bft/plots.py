@@ -1,0 +1,98 @@
+"""PNG plots of a replay (matplotlib, headless): idle vs used nodes, cumulative progress per job."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence, Union
+
+import numpy as np
+
+PathLike = Union[str, os.PathLike]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _time_axis(t: np.ndarray, start: float, span: float):
+    if span > 3 * 86400:
+        return (t - start) / 86400.0, "time since start (days)"
+    return (t - start) / 3600.0, "time since start (hours)"
+
+
+def plot_nodes(result, path: PathLike) -> None:
+    """Idle nodes and nodes used by training over time (step plot, one point per event)."""
+    plt = _pyplot()
+    s = result.summary
+    start, end = float(s["start_s"]), float(s["end_s"])
+    steps = result.steps
+    x, xlabel = _time_axis(steps["time_s"], start, end - start)
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=110)
+    ax.fill_between(x, steps["idle_nodes"], step="post", color="#c6dbef", label="idle nodes")
+    ax.step(x, steps["used_nodes"], where="post", color="#08519c", linewidth=0.8, label="used by training")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("nodes")
+    ax.set_xlim(0, x[-1] if len(x) else 1)
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{result.label}: idle capture {float(s['idle_capture']):.1%} "
+                 f"({float(s['used_node_hours']):.0f} of {float(s['idle_node_hours']):.0f} node-hours)")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_progress(result, path: PathLike, max_labels: int = 12) -> None:
+    """Cumulative samples done per job over time, as a fraction of each job's work."""
+    plt = _pyplot()
+    s = result.summary
+    start, end = float(s["start_s"]), float(s["end_s"])
+    prog = result.progress
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=110)
+    jobs = np.unique(prog["job"]) if len(prog["job"]) else np.array([], dtype=int)
+    names = result.jobs["name"]
+    work = result.jobs["work"]
+    cmap = plt.get_cmap("tab20")
+    for k, j in enumerate(jobs):
+        sel = prog["job"] == j
+        x, xlabel = _time_axis(prog["time_s"][sel], start, end - start)
+        y = prog["done"][sel] / work[j]
+        ax.plot(x, y, color=cmap(k % 20), linewidth=0.9, label=names[j] if k < max_labels else None)
+    _, xlabel = _time_axis(np.array([start]), start, end - start)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of work done")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    ax.set_title(f"{result.label}: progress of {len(jobs)} admitted jobs "
+                 f"({s['jobs_finished']} finished)")
+    if len(jobs):
+        ax.legend(loc="upper left", fontsize=7, ncol=2,
+                  title=None if len(jobs) <= max_labels else f"first {max_labels} of {len(jobs)}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_comparison(results: Sequence, path: PathLike) -> None:
+    """Total samples done over time, one line per policy."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=110)
+    for r in results:
+        s = r.summary
+        start, end = float(s["start_s"]), float(s["end_s"])
+        x, xlabel = _time_axis(r.steps["time_s"], start, end - start)
+        ax.step(x, r.steps["samples_done"], where="post", label=r.label)
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel("samples done (all jobs)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left")
+    ax.set_title("cumulative progress by policy")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

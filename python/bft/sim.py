@@ -1,0 +1,292 @@
+"""Trace replay: evaluate allocation policies on idle-node traces (a thin layer over ``bft._core.sim``).
+
+>>> from bft import sim
+>>> trace, jobs = sim.generate_synthetic(seed=1)
+>>> result = sim.replay(trace, jobs, policy="exact")
+>>> result.summary["idle_capture"]  # doctest: +SKIP
+
+Traces are ``time,node,state`` CSV files (optionally gzip) and workloads are JSONL files with one
+job per line; see docs/formats.md. The accounting is documented in docs/sim.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
+
+import numpy as np
+
+from ._core import sim as _sim
+
+Trace = _sim.Trace
+JobSpec = _sim.JobSpec
+NodeState = _sim.NodeState
+CurveMode = _sim.CurveMode
+
+PathLike = Union[str, os.PathLike]
+
+__all__ = [
+    "Trace",
+    "JobSpec",
+    "NodeState",
+    "CurveMode",
+    "ReplayResult",
+    "read_trace",
+    "parse_trace",
+    "write_trace",
+    "read_jobs",
+    "parse_jobs",
+    "write_jobs",
+    "generate_synthetic",
+    "replay",
+    "comparison_table",
+    "format_summary",
+    "POLICIES",
+]
+
+# The allocators of bft.alloc, by the names SolverKindFromString accepts.
+POLICIES = ("exact", "equal_share", "count_milp", "node_milp")
+
+STEP_COLUMNS = (
+    "time_s",
+    "transitions",
+    "idle_nodes",
+    "used_nodes",
+    "running_jobs",
+    "active_jobs",
+    "queued_jobs",
+    "finished_jobs",
+    "rescales",
+    "preemptions",
+    "samples_done",
+    "rate",
+    "allocator_s",
+)
+
+
+def read_trace(path: PathLike) -> Trace:
+    """Reads a ``time,node,state`` trace (plain or gzip). Bad lines raise ValueError("path:line: ...")."""
+    return _sim.read_trace(os.fspath(path))
+
+
+def parse_trace(text: str, source: str = "<trace>") -> Trace:
+    return _sim.parse_trace(text, source)
+
+
+def write_trace(trace: Trace, path: PathLike) -> None:
+    """Writes the trace as CSV (gzip-compressed if the path ends in .gz)."""
+    _sim.write_trace(trace, os.fspath(path))
+
+
+def read_jobs(path: PathLike) -> List[JobSpec]:
+    """Reads a JSONL workload. Bad lines raise ValueError("path:line: ...")."""
+    return _sim.read_jobs(os.fspath(path))
+
+
+def parse_jobs(text: str, source: str = "<jobs>") -> List[JobSpec]:
+    return _sim.parse_jobs(text, source)
+
+
+def write_jobs(jobs: Sequence[JobSpec], path: PathLike) -> None:
+    _sim.write_jobs(list(jobs), os.fspath(path))
+
+
+def generate_synthetic(seed: int = 1, **options) -> "tuple[Trace, List[JobSpec]]":
+    """The synthetic trace and job mix of ``bft replay``'s default (docs/sim.md describes the model).
+
+    Options (defaults in brackets): nodes [512], duration_s [2 days], mean_idle_nodes [96],
+    mean_block_nodes [8], median_idle_s [1800], idle_sigma [1.2], jobs [24], mean_interarrival_s [1200].
+    """
+    trace, jobs = _sim.generate_synthetic(seed=seed, **options)
+    return trace, list(jobs)
+
+
+@dataclass
+class ReplayResult:
+    """What one replay produced. Columns are numpy arrays."""
+
+    summary: Dict[str, object]
+    steps: Dict[str, np.ndarray]
+    jobs: Dict[str, object]
+    progress: Dict[str, np.ndarray]
+    assignments: Dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> str:
+        return str(self.summary["policy"])
+
+    @property
+    def label(self) -> str:
+        """policy, plus the curve mode when it is not the oracle: "exact", "exact+learned"."""
+        curves = self.summary["curves"]
+        return self.policy if curves == "oracle" else f"{self.policy}+{curves}"
+
+    def write_steps_csv(self, path: PathLike) -> None:
+        """The per-event step log, one row per event, columns STEP_COLUMNS."""
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(STEP_COLUMNS)
+            cols = [self.steps[c] for c in STEP_COLUMNS]
+            for row in zip(*cols):
+                w.writerow([_fmt(x) for x in row])
+
+    def write_jobs_csv(self, path: PathLike) -> None:
+        """Per job: submit, admit and finish times (-1: never), work, done, losses, rescales, preemptions."""
+        keys = ("name", "submit_s", "admit_s", "finish_s", "work", "done", "loss_samples", "rescales",
+                "preemptions", "node_seconds")
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(keys)
+            for row in zip(*(self.jobs[k] for k in keys)):
+                w.writerow([_fmt(x) for x in row])
+
+    def write_summary_json(self, path: PathLike) -> None:
+        with open(path, "w") as f:
+            json.dump(self.summary, f, indent=2)
+            f.write("\n")
+
+    def job_progress(self, job: int) -> "tuple[np.ndarray, np.ndarray]":
+        """(times, done) of one job (index into the workload) at the events where it was admitted."""
+        sel = self.progress["job"] == job
+        return self.progress["time_s"][sel], self.progress["done"][sel]
+
+
+def _fmt(x) -> str:
+    if isinstance(x, (float, np.floating)):
+        return repr(float(x))
+    return str(x)
+
+
+def replay(
+    trace: Union[Trace, PathLike],
+    jobs: Union[Sequence[JobSpec], PathLike],
+    policy: str = "exact",
+    curves: str = "oracle",
+    *,
+    max_jobs: int = 10,
+    tfwd_s: float = 10.0,
+    nodes: Optional[Iterable[str]] = None,
+    start_s: Optional[float] = None,
+    end_s: Optional[float] = None,
+    record_job_progress: bool = True,
+    record_assignments: bool = False,
+    milp_backend: Optional[str] = None,
+    time_limit_s: Optional[float] = None,
+    on_progress: Optional[Callable[[float], None]] = None,
+) -> ReplayResult:
+    """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
+
+    ``curves`` is "oracle" (the allocator sees the workload's curves) or "learned" (the profiling
+    advisor learns them from the simulated progress). ``nodes`` restricts the replay to a subset of
+    the trace's node names; ``start_s``/``end_s`` to a window on the trace's clock. ``on_progress``
+    is called with the fraction replayed. The replay runs in C++ with the GIL released.
+    """
+    if not isinstance(trace, Trace):
+        trace = read_trace(trace)
+    if isinstance(jobs, (str, os.PathLike)):
+        jobs = read_jobs(jobs)
+    raw = _sim.replay(
+        trace,
+        list(jobs),
+        policy=policy,
+        curves=curves,
+        max_jobs=max_jobs,
+        tfwd_s=tfwd_s,
+        nodes=list(nodes) if nodes is not None else [],
+        start_s=start_s,
+        end_s=end_s,
+        record_job_progress=record_job_progress,
+        record_assignments=record_assignments,
+        milp_backend=milp_backend,
+        time_limit_s=time_limit_s,
+        on_progress=on_progress,
+    )
+    return ReplayResult(
+        summary=dict(raw["summary"]),
+        steps=dict(raw["steps"]),
+        jobs=dict(raw["jobs"]),
+        progress=dict(raw["progress"]),
+        assignments=dict(raw["assignments"]),
+    )
+
+
+def _duration(s: float) -> str:
+    s = float(s)
+    if s >= 86400:
+        return f"{s / 86400:.2f} d"
+    if s >= 3600:
+        return f"{s / 3600:.2f} h"
+    if s >= 60:
+        return f"{s / 60:.1f} min"
+    return f"{s:.1f} s"
+
+
+def _seconds(s: float) -> str:
+    s = float(s)
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+def format_summary(summary: Dict[str, object]) -> str:
+    """A readable multi-line summary of one replay."""
+    s = summary
+    label = s["policy"] if s["curves"] == "oracle" else f"{s['policy']} (learned curves)"
+    lines = [
+        f"policy {label}: {s['nodes']} nodes, window {_duration(float(s['end_s']) - float(s['start_s']))}, "
+        f"{s['events']} events",
+        f"  samples done          {float(s['samples_done']):.4g}  (overhead efficiency {float(s['overhead_efficiency']):.1%}, "
+        f"{float(s['loss_samples']):.3g} lost to {s['rescales']} rescales and {s['preemptions']} preemptions)",
+        f"  node-hours            {float(s['used_node_hours']):.1f} used of {float(s['idle_node_hours']):.1f} idle "
+        f"(idle capture {float(s['idle_capture']):.1%})",
+        f"  jobs                  {s['jobs_finished']} finished of {s['jobs_submitted']} submitted "
+        f"({s['jobs_admitted']} admitted)",
+    ]
+    if int(s["jobs_finished"]) > 0:
+        lines.append(
+            f"  makespan              {_duration(s['makespan_s'])}, mean turnaround {_duration(s['mean_turnaround_s'])}"
+        )
+    lines.append(
+        f"  allocator             {s['allocator_calls']} calls, p50 {_seconds(s['allocator_p50_s'])}, "
+        f"p99 {_seconds(s['allocator_p99_s'])}, max {_seconds(s['allocator_max_s'])}"
+    )
+    lines.append(f"  replay wall time      {_seconds(s['wall_s'])}")
+    return "\n".join(lines)
+
+
+def comparison_table(results: Sequence[ReplayResult]) -> str:
+    """Side-by-side comparison of several replays of the same trace and workload."""
+    rows = [
+        ("samples done", lambda s: f"{float(s['samples_done']):.4g}"),
+        ("idle capture", lambda s: f"{float(s['idle_capture']):.1%}"),
+        ("node-hours used", lambda s: f"{float(s['used_node_hours']):.1f}"),
+        ("overhead efficiency", lambda s: f"{float(s['overhead_efficiency']):.1%}"),
+        ("jobs finished", lambda s: f"{s['jobs_finished']}/{s['jobs_submitted']}"),
+        ("makespan", lambda s: _duration(s["makespan_s"]) if int(s["jobs_finished"]) else "-"),
+        ("mean turnaround", lambda s: _duration(s["mean_turnaround_s"]) if int(s["jobs_finished"]) else "-"),
+        ("rescales", lambda s: str(s["rescales"])),
+        ("preemptions", lambda s: str(s["preemptions"])),
+        ("allocator p50", lambda s: _seconds(s["allocator_p50_s"])),
+        ("allocator p99", lambda s: _seconds(s["allocator_p99_s"])),
+        ("allocator max", lambda s: _seconds(s["allocator_max_s"])),
+        ("replay wall time", lambda s: _seconds(s["wall_s"])),
+    ]
+    if results:
+        base = float(results[0].summary["samples_done"])
+        if base > 0 and len(results) > 1:
+            rows.insert(1, (f"vs {results[0].label}", lambda s: f"{float(s['samples_done']) / base:.3f}x"))
+    header = [""] + [r.label for r in results]
+    table = [header] + [[name] + [fmt(r.summary) for r in results] for name, fmt in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    out = []
+    for k, row in enumerate(table):
+        out.append("  ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)))
+        if k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)

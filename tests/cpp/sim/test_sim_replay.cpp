@@ -1,0 +1,269 @@
+// The replay engine: accounting computed by hand, invariants, windows, subsets, FCFS admission.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "bft/sim.h"
+
+namespace bft::sim {
+namespace {
+
+JobSpec MakeJob(const std::string& name, double submit, double work, int max_nodes = 2) {
+  JobSpec j;
+  j.name = name;
+  j.submit_s = submit;
+  j.min_nodes = 1;
+  j.max_nodes = max_nodes;
+  j.work = work;
+  j.scale_up_s = 5.0;
+  j.scale_down_s = 3.0;
+  j.throughput = curve::ThroughputCurve({0, 1, 2}, {0.0, 10.0, 18.0});
+  j.objective = j.throughput;
+  return j;
+}
+
+// Two nodes; b is reclaimed at 100 and idle again at 200; the replay ends at 300.
+Trace TinyTrace() { return ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"); }
+
+ReplayOptions Options(double end_s) {
+  ReplayOptions o;
+  o.end_s = end_s;
+  o.record_assignments = true;
+  return o;
+}
+
+TEST(SimReplay, TinyTraceMatchesTheAccountingComputedByHand) {
+  // t in [0,100): 2 nodes at 18/s -> 1800. At 100 b is reclaimed: preemption loss 3 s x 18/s = 54.
+  // [100,200): 1 node at 10/s -> +1000. At 200 the exact allocator grows the job to 2 nodes
+  // (10 s x 18 - 5 s x 10 = 130 > 10 s x 10 = 100): rescale loss 5 s x 10/s = 50. [200,300): +1800.
+  const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, Options(300));
+  const Summary& s = r.summary;
+  EXPECT_DOUBLE_EQ(s.samples_done, 1800 - 54 + 1000 - 50 + 1800);
+  EXPECT_DOUBLE_EQ(s.samples_without_losses, 1800 + 1000 + 1800);
+  EXPECT_DOUBLE_EQ(s.loss_samples, 104);
+  EXPECT_DOUBLE_EQ(s.overhead_efficiency, 4496.0 / 4600.0);
+  EXPECT_DOUBLE_EQ(s.idle_node_hours, 500.0 / 3600.0);
+  EXPECT_DOUBLE_EQ(s.used_node_hours, 500.0 / 3600.0);
+  EXPECT_DOUBLE_EQ(s.idle_capture, 1.0);
+  EXPECT_EQ(s.rescales, 1);
+  EXPECT_EQ(s.preemptions, 1);
+  EXPECT_EQ(s.jobs_finished, 0);
+  EXPECT_EQ(s.jobs_admitted, 1);
+  EXPECT_EQ(s.allocator_calls, 3);
+  EXPECT_EQ(s.nodes, 2);
+  // Step log: events at 0, 100, 200 and the closing row at 300.
+  ASSERT_EQ(r.steps.size(), 4u);
+  EXPECT_EQ(r.steps[0].used_nodes, 2);
+  EXPECT_EQ(r.steps[1].time_s, 100);
+  EXPECT_EQ(r.steps[1].idle_nodes, 1);
+  EXPECT_EQ(r.steps[1].preemptions, 1);
+  EXPECT_EQ(r.steps[1].transitions, 1);
+  EXPECT_DOUBLE_EQ(r.steps[1].samples_done, 1746);
+  EXPECT_DOUBLE_EQ(r.steps[1].rate, 10);
+  EXPECT_EQ(r.steps[2].rescales, 1);
+  EXPECT_DOUBLE_EQ(r.steps[2].samples_done, 2696);
+  EXPECT_EQ(r.steps[3].time_s, 300);
+  EXPECT_DOUBLE_EQ(r.steps[3].samples_done, 4496);
+  EXPECT_EQ(r.jobs[0].rescales, 1);
+  EXPECT_EQ(r.jobs[0].preemptions, 1);
+  EXPECT_DOUBLE_EQ(r.jobs[0].node_seconds, 500);
+}
+
+TEST(SimReplay, AJobFinishingBetweenTraceEventsIsAnEvent) {
+  // As above with work 3000: after the rescale at 200 the job has 2696 done and needs 304 more
+  // at 18/s, so it finishes at 200 + 304/18 and its nodes sit idle afterwards.
+  const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 3000)}, Options(300));
+  const double finish = 200 + 304.0 / 18.0;
+  EXPECT_EQ(r.summary.jobs_finished, 1);
+  EXPECT_NEAR(r.jobs[0].finish_s, finish, 1e-9);
+  EXPECT_DOUBLE_EQ(r.jobs[0].done, 3000);
+  EXPECT_NEAR(r.summary.makespan_s, finish, 1e-9);
+  EXPECT_NEAR(r.summary.mean_turnaround_s, finish, 1e-9);
+  EXPECT_NEAR(r.summary.used_node_hours * 3600, 200 + 100 + 2 * (finish - 200), 1e-6);
+  EXPECT_DOUBLE_EQ(r.summary.idle_node_hours * 3600, 500);
+  EXPECT_NEAR(r.summary.samples_without_losses, 3000 + 104, 1e-6);
+  ASSERT_EQ(r.steps.size(), 5u);
+  EXPECT_NEAR(r.steps[3].time_s, finish, 1e-9);
+  EXPECT_EQ(r.steps[3].finished_jobs, 1);
+  EXPECT_EQ(r.steps[3].used_nodes, 0);
+}
+
+TEST(SimReplay, AdmitsFirstComeFirstServedUpToMaxJobs) {
+  ReplayOptions o = Options(300);
+  o.max_jobs = 1;
+  // "late" is submitted first in time but listed second; "early" waits for it.
+  const ReplayResult r = Replay(TinyTrace(), {MakeJob("early", 10, 500), MakeJob("late", 5, 500)}, o);
+  EXPECT_EQ(r.jobs[1].admit_s, 5);
+  EXPECT_EQ(r.jobs[0].admit_s, r.jobs[1].finish_s);
+  EXPECT_GT(r.jobs[0].finish_s, r.jobs[1].finish_s);
+  EXPECT_EQ(r.summary.jobs_finished, 2);
+  for (const Step& s : r.steps) EXPECT_LE(s.active_jobs, 1);
+  // Its arrival at 10 is an event, and the step log shows it queued.
+  ASSERT_GE(r.steps.size(), 3u);
+  EXPECT_EQ(r.steps[2].time_s, 10);
+  EXPECT_EQ(r.steps[2].queued_jobs, 1);
+  EXPECT_EQ(r.steps[2].allocator_s, 0.0);
+}
+
+TEST(SimReplay, WindowStartsFromTheTraceStateAndQueuesEarlierJobs) {
+  ReplayOptions o = Options(250);
+  o.start_s = 150;  // b is busy at 150 (reclaimed at 100), a idle since 0
+  const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o);
+  EXPECT_EQ(r.jobs[0].admit_s, 150);
+  // [150,200): 1 node at 10/s = 500; at 200 grows (loss 50); [200,250): 2 nodes = 900.
+  EXPECT_DOUBLE_EQ(r.summary.samples_done, 500 - 50 + 900);
+  EXPECT_DOUBLE_EQ(r.summary.idle_node_hours * 3600, 50 + 100);
+  EXPECT_EQ(r.summary.start_s, 150);
+  EXPECT_EQ(r.summary.end_s, 250);
+}
+
+TEST(SimReplay, NodeSubsetOnlyOffersThoseNodes) {
+  ReplayOptions o = Options(300);
+  o.nodes = {"a"};
+  const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o);
+  EXPECT_EQ(r.summary.nodes, 1);
+  EXPECT_DOUBLE_EQ(r.summary.samples_done, 3000);  // 1 node at 10/s for 300 s, no loss
+  EXPECT_EQ(r.summary.preemptions, 0);
+  EXPECT_DOUBLE_EQ(r.summary.idle_node_hours * 3600, 300);
+  o.nodes = {"zz"};
+  EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o), InvalidArgument);
+}
+
+TEST(SimReplay, RejectsInvalidOptionsAndJobs) {
+  ReplayOptions o = Options(300);
+  o.max_jobs = 0;
+  EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, 1)}, o), InvalidArgument);
+  o = Options(300);
+  o.start_s = 400;
+  EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, 1)}, o), InvalidArgument);
+  EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, 1), MakeJob("j", 0, 1)}, Options(300)), InvalidArgument);
+  EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, -1)}, Options(300)), InvalidArgument);
+}
+
+// Checks the invariants of one replay; `trace` must be the replayed trace.
+void CheckInvariants(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayResult& r) {
+  const Summary& s = r.summary;
+  EXPECT_LE(s.used_node_hours, s.idle_node_hours * (1 + 1e-12));
+  EXPECT_LE(s.samples_done, s.samples_without_losses * (1 + 1e-12));
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    EXPECT_GE(r.jobs[j].done, 0.0);
+    EXPECT_LE(r.jobs[j].done, jobs[j].work);
+    if (r.jobs[j].finish_s >= 0) {
+      EXPECT_DOUBLE_EQ(r.jobs[j].done, jobs[j].work);
+    }
+  }
+  for (const Step& st : r.steps) {
+    EXPECT_LE(st.used_nodes, st.idle_nodes);
+    EXPECT_LE(st.active_jobs, 10);
+  }
+  // Replays the assignment log against the trace: a node runs at most one job, only while idle.
+  std::vector<int> owner(trace.node_names.size(), -1);
+  std::vector<char> idle(trace.node_names.size(), 0);
+  std::size_t next = 0;
+  for (const AssignmentChange& a : r.assignments) {
+    for (; next < trace.transitions.size() && static_cast<double>(trace.transitions[next].time_s) <= a.time_s;
+         ++next) {
+      const Transition& x = trace.transitions[next];
+      idle[static_cast<std::size_t>(x.node)] = x.state == NodeState::kIdle;
+    }
+    const auto n = static_cast<std::size_t>(a.node);
+    if (a.job >= 0) {
+      ASSERT_EQ(owner[n], -1) << "node " << a.node << " given to job " << a.job << " at " << a.time_s
+                              << " while running job " << owner[n];
+      ASSERT_TRUE(idle[n]) << "node " << a.node << " given to a job at " << a.time_s << " while busy";
+      owner[n] = a.job;
+    } else {
+      ASSERT_NE(owner[n], -1) << "node " << a.node << " released at " << a.time_s << " but held by no job";
+      owner[n] = -1;
+    }
+  }
+}
+
+TEST(SimReplayInvariants, HoldOnSyntheticTracesUnderEveryPolicy) {
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    SyntheticOptions so;
+    so.seed = seed;
+    so.nodes = 96;
+    so.duration_s = 12 * 3600;
+    so.mean_idle_nodes = 30;
+    so.jobs = 14;
+    const SyntheticWorkload w = GenerateSynthetic(so);
+    for (const alloc::SolverKind kind : {alloc::SolverKind::kExact, alloc::SolverKind::kEqualShare}) {
+      ReplayOptions o;
+      o.solve.solver = kind;
+      o.record_assignments = true;
+      const ReplayResult r = Replay(w.trace, w.jobs, o);
+      SCOPED_TRACE("seed " + std::to_string(seed) + " " + alloc::ToString(kind));
+      CheckInvariants(w.trace, w.jobs, r);
+      EXPECT_GT(r.summary.samples_done, 0);
+      EXPECT_GT(r.summary.preemptions, 0);
+      EXPECT_GT(r.summary.rescales, 0);
+    }
+  }
+}
+
+TEST(SimReplayInvariants, NoNodeIsUsedAfterItsReclaim) {
+  // Every busy transition of a node a job holds must come with a release at that time.
+  SyntheticOptions so;
+  so.nodes = 64;
+  so.duration_s = 6 * 3600;
+  so.mean_idle_nodes = 24;
+  so.jobs = 8;
+  const SyntheticWorkload w = GenerateSynthetic(so);
+  ReplayOptions o;
+  o.record_assignments = true;
+  const ReplayResult r = Replay(w.trace, w.jobs, o);
+  std::map<std::pair<double, NodeId>, int> releases;
+  for (const AssignmentChange& a : r.assignments) {
+    if (a.job < 0) ++releases[{a.time_s, a.node}];
+  }
+  std::vector<int> owner(w.trace.node_names.size(), -1);
+  std::size_t k = 0;
+  for (const Transition& x : w.trace.transitions) {
+    for (; k < r.assignments.size() && r.assignments[k].time_s < static_cast<double>(x.time_s); ++k) {
+      owner[static_cast<std::size_t>(r.assignments[k].node)] = r.assignments[k].job;
+    }
+    if (x.state == NodeState::kBusy && owner[static_cast<std::size_t>(x.node)] >= 0) {
+      EXPECT_EQ((releases[{static_cast<double>(x.time_s), x.node}]), 1)
+          << "node " << x.node << " reclaimed at " << x.time_s << " without being released";
+    }
+  }
+}
+
+TEST(SimSynthetic, SameSeedSameWorkloadDifferentSeedDifferent) {
+  SyntheticOptions so;
+  so.nodes = 64;
+  so.duration_s = 86400;
+  so.mean_idle_nodes = 20;
+  const SyntheticWorkload a = GenerateSynthetic(so);
+  const SyntheticWorkload b = GenerateSynthetic(so);
+  so.seed = 2;
+  const SyntheticWorkload c = GenerateSynthetic(so);
+  ASSERT_EQ(a.trace.transitions.size(), b.trace.transitions.size());
+  for (std::size_t k = 0; k < a.trace.transitions.size(); ++k) {
+    EXPECT_EQ(a.trace.transitions[k].time_s, b.trace.transitions[k].time_s);
+    EXPECT_EQ(a.trace.transitions[k].node, b.trace.transitions[k].node);
+  }
+  EXPECT_NE(a.trace.transitions.size(), c.trace.transitions.size());
+  std::string error;
+  EXPECT_TRUE(a.trace.IsValid(&error)) << error;
+  EXPECT_TRUE(c.trace.IsValid(&error)) << error;
+  ASSERT_EQ(a.jobs.size(), 24u);
+  for (const JobSpec& j : a.jobs) EXPECT_TRUE(j.IsValid(&error)) << error;
+}
+
+TEST(SimSynthetic, TimeAverageOfIdleNodesIsNearTheTarget) {
+  SyntheticOptions so;  // 512 nodes, 2 days, target 96 idle on average
+  const SyntheticWorkload w = GenerateSynthetic(so);
+  ReplayOptions o;
+  o.end_s = so.duration_s;
+  const ReplayResult r = Replay(w.trace, {}, o);
+  const double mean_idle = r.summary.idle_node_hours * 3600 / so.duration_s;
+  EXPECT_GT(mean_idle, 0.6 * so.mean_idle_nodes);
+  EXPECT_LT(mean_idle, 1.4 * so.mean_idle_nodes);
+}
+
+}  // namespace
+}  // namespace bft::sim
