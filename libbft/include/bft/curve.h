@@ -91,8 +91,8 @@ struct Sample {
 struct FitOptions {
   Model model = Model::kAuto;  // force one model, or kAuto to choose
   Selection selection = Selection::kLeaveOneOut;
-  int max_iterations = 100;    // Levenberg-Marquardt iterations for kUsl
-  double tolerance = 1e-10;    // relative step / cost change for kUsl convergence
+  int max_iterations = 100;  // Levenberg-Marquardt iterations for kUsl
+  double tolerance = 1e-10;  // relative step / cost change for kUsl convergence
   // Relative spread (max/min - 1) beyond which samples at the same node count count as conflicting.
   double duplicate_tolerance = 0.5;
   // Extrapolation beyond the largest measured node count n_max: the predicted gain over X(n_max)

@@ -34,8 +34,8 @@
 namespace bft::curve {
 
 struct AdvisorOptions {
-  double warmup_s = 30.0;       // intervals starting within this time after a rescale are warm-up
-  int warmup_intervals = 1;     // ... and at least this many intervals after each rescale
+  double warmup_s = 30.0;           // intervals starting within this time after a rescale are warm-up
+  int warmup_intervals = 1;         // ... and at least this many intervals after each rescale
   double half_life_s = 6 * 3600.0;  // weight of an interval halves every half_life_s (<= 0: never)
   double drift_threshold = 0.25;    // relative deviation that counts as drift
   int drift_intervals = 3;          // consecutive deviating intervals that confirm drift
@@ -83,13 +83,13 @@ struct JobProfile {
   int current_nodes = 0;
   double last_report_s = 0.0;
   double cumulative_samples = 0.0;
-  std::vector<SizeEstimate> sizes;         // by increasing node count
-  std::vector<RescaleOverhead> rescales;   // measured overheads, oldest first (at most 64 kept)
-  double mean_scale_up_s = 0.0;            // mean measured overhead of growing (0 if none)
-  double mean_scale_down_s = 0.0;          // ... of shrinking
-  FitResult fit;                           // the curve fitted from `sizes` (status says if usable)
-  bool has_prior = false;                  // SetPrior was called
-  double prior_samples_per_node_s = 0.0;   // the prior in force
+  std::vector<SizeEstimate> sizes;        // by increasing node count
+  std::vector<RescaleOverhead> rescales;  // measured overheads, oldest first (at most 64 kept)
+  double mean_scale_up_s = 0.0;           // mean measured overhead of growing (0 if none)
+  double mean_scale_down_s = 0.0;         // ... of shrinking
+  FitResult fit;                          // the curve fitted from `sizes` (status says if usable)
+  bool has_prior = false;                 // SetPrior was called
+  double prior_samples_per_node_s = 0.0;  // the prior in force
 };
 
 class ProfilingAdvisor {
@@ -126,7 +126,7 @@ class ProfilingAdvisor {
   // Everything known about a job; throws InvalidArgument for an unknown job.
   JobProfile Profile(const std::string& job_id) const;
   bool HasJob(const std::string& job_id) const;
-  std::vector<std::string> Jobs() const;  // sorted
+  std::vector<std::string> Jobs() const;   // sorted
   void Forget(const std::string& job_id);  // no-op for an unknown job
 
   // The whole state (options included) as text; Load throws bft::ParseError ("advisor state:line")

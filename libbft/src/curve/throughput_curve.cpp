@@ -61,7 +61,8 @@ ThroughputCurve ThroughputCurve::Resample(const std::vector<int>& at) const {
 }
 
 std::vector<double> ThroughputCurve::Table(int max_nodes) const {
-  if (max_nodes < 0) throw InvalidArgument("curve table: max_nodes " + std::to_string(max_nodes) + " is negative");
+  if (max_nodes < 0)
+    throw InvalidArgument("curve table: max_nodes " + std::to_string(max_nodes) + " is negative");
   std::vector<double> table(static_cast<std::size_t>(max_nodes) + 1);
   for (int n = 0; n <= max_nodes; ++n) table[n] = Evaluate(n);
   return table;

@@ -1,0 +1,579 @@
+// Fitting throughput models to samples: see bft/curve.h for the models and docs/curve.md for the
+// exact forms, the selection rule, the statuses and the extrapolation rule.
+//
+// Every model is fitted on relative residuals r_i = sqrt(w_i) * (X_model(n_i) / x_i - 1).
+// - The linear models (kAmdahl, kOptimus, kCommLog) describe t(n) = 1/X(n) = theta . phi(n). With
+//   X_model = 1/(theta . phi) the relative residual is x_i^-1 / (theta . phi) - 1; we minimise the
+//   first-order equivalent  sum_i w_i (x_i * theta . phi(n_i) - 1)^2  (the relative residual of
+//   the time per sample), a non-negative least-squares problem in theta. With at most three
+//   features the exact NNLS optimum is found by enumerating supports (the optimum is the
+//   unconstrained least-squares solution on its support, which is feasible); each support is a
+//   tiny SPD solve on fixed-capacity Eigen matrices, so nothing is allocated on the heap.
+// - kUsl is nonlinear in its parameters: Levenberg-Marquardt with box projection, started from
+//   the NNLS fit of 1/X on {1/n, 1, n} (which maps exactly onto a USL with sigma, kappa >= 0).
+// Leave-one-out for the linear models downdates the Gram matrix (G - a_i a_i^T), so each fold
+// costs one support enumeration and no pass over the data.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+
+#include "bft/curve.h"
+
+namespace bft::curve {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kRcondMin = 1e-13;       // below this reciprocal condition number: ill-conditioned
+constexpr double kMinRelResidual = 1e-6;  // floor on the RMS relative residual inside AICc
+
+using Mat3 = Eigen::Matrix3d;
+using Vec3 = Eigen::Vector3d;
+using SmallMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 3, 3>;
+using SmallVec = Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 3, 1>;
+
+// One distinct node count after merging duplicates.
+struct Point {
+  double n;
+  double x;  // samples/s
+  double w;  // weight
+};
+
+// Features phi(n) of the linear models (time per sample = theta . phi).
+int Features(Model model, double n, Vec3* phi) {
+  switch (model) {
+    case Model::kAmdahl:
+      *phi << 1.0, 1.0 / n, 0.0;
+      return 2;
+    case Model::kOptimus:
+      *phi << 1.0, 1.0 / n, std::log2(n) / n;
+      return 3;
+    case Model::kCommLog:
+      *phi << 1.0, 1.0 / n, std::log2(n);
+      return 3;
+    case Model::kUsl:  // the linear model that initialises the USL fit: 1/X on {1, 1/n, n}
+      *phi << 1.0, 1.0 / n, n;
+      return 3;
+    case Model::kAuto:
+      break;
+  }
+  phi->setZero();
+  return 0;
+}
+
+// The normal equations of sum_i w_i (x_i theta.phi_i - 1)^2: G = sum w x^2 phi phi^T, h = sum w x phi.
+struct Normal {
+  Mat3 g = Mat3::Zero();
+  Vec3 h = Vec3::Zero();
+  double c = 0.0;  // sum w (the constant of the quadratic)
+  int k = 0;       // number of features
+};
+
+void RowOf(Model model, const Point& p, Vec3* a, int* k) {
+  *k = Features(model, p.n, a);
+  *a *= p.x;
+}
+
+Normal BuildNormal(Model model, const std::vector<Point>& pts) {
+  Normal ne;
+  Vec3 a = Vec3::Zero();
+  for (const Point& p : pts) {
+    RowOf(model, p, &a, &ne.k);
+    ne.g.noalias() += p.w * a * a.transpose();
+    ne.h += p.w * a;
+    ne.c += p.w;
+  }
+  return ne;
+}
+
+// Exact NNLS of min theta^T G theta - 2 h^T theta + c over theta >= 0 by support enumeration.
+// max_support limits the support size (the number of distinct sizes in an underdetermined fold).
+// Returns the status: kIllConditioned if the unconstrained full-support system is singular
+// (checked only when check_conditioning), kOk otherwise.
+FitStatus SolveNnls(const Normal& ne, int max_support, bool check_conditioning, Vec3* theta) {
+  const int k = ne.k;
+  // Column scaling for conditioning: D = diag(G)^-1/2.
+  Vec3 d = Vec3::Ones();
+  for (int j = 0; j < k; ++j) d[j] = ne.g(j, j) > 0.0 ? 1.0 / std::sqrt(ne.g(j, j)) : 0.0;
+  if (check_conditioning) {
+    SmallMat gs(k, k);
+    for (int r = 0; r < k; ++r)
+      for (int c = 0; c < k; ++c) gs(r, c) = ne.g(r, c) * d[r] * d[c];
+    Eigen::LDLT<SmallMat> ldlt(gs);
+    bool bad = ldlt.info() != Eigen::Success || !(ldlt.rcond() > kRcondMin);
+    for (int j = 0; j < k; ++j) bad = bad || d[j] == 0.0;
+    if (bad) return FitStatus::kIllConditioned;
+  }
+  double best_cost = kInf;
+  Vec3 best = Vec3::Zero();
+  for (int mask = 1; mask < (1 << k); ++mask) {
+    int idx[3];
+    int s = 0;
+    for (int j = 0; j < k; ++j)
+      if (mask & (1 << j)) idx[s++] = j;
+    if (s > max_support) continue;
+    SmallMat gs(s, s);
+    SmallVec hs(s);
+    bool zero_col = false;
+    for (int r = 0; r < s; ++r) {
+      zero_col = zero_col || d[idx[r]] == 0.0;
+      hs[r] = ne.h[idx[r]] * d[idx[r]];
+      for (int c = 0; c < s; ++c) gs(r, c) = ne.g(idx[r], idx[c]) * d[idx[r]] * d[idx[c]];
+    }
+    if (zero_col) continue;
+    Eigen::LLT<SmallMat> llt(gs);
+    if (llt.info() != Eigen::Success || !(llt.rcond() > kRcondMin)) continue;
+    SmallVec ys = llt.solve(hs);
+    bool feasible = true;
+    for (int r = 0; r < s; ++r) feasible = feasible && ys[r] >= 0.0 && std::isfinite(ys[r]);
+    if (!feasible) continue;
+    Vec3 th = Vec3::Zero();
+    for (int r = 0; r < s; ++r) th[idx[r]] = ys[r] * d[idx[r]];
+    const double cost = th.dot(ne.g * th) - 2.0 * ne.h.dot(th) + ne.c;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = th;
+    }
+  }
+  if (!(best_cost < kInf)) return FitStatus::kIllConditioned;
+  *theta = best;
+  return FitStatus::kOk;
+}
+
+double PredictLinear(Model model, const Vec3& theta, double n) {
+  Vec3 phi = Vec3::Zero();
+  Features(model, n, &phi);
+  const double t = theta.dot(phi);
+  return t > 0.0 ? 1.0 / t : kInf;
+}
+
+double PredictUsl(const std::array<double, 3>& p, double n) {
+  const double den = 1.0 + p[1] * (n - 1.0) + p[2] * n * (n - 1.0);
+  return den > 0.0 ? p[0] * n / den : kInf;
+}
+
+double Predict(Model model, const std::array<double, 3>& p, double n) {
+  if (model == Model::kUsl) return PredictUsl(p, n);
+  return PredictLinear(model, Vec3(p[0], p[1], p[2]), n);
+}
+
+// Weighted RMS relative error of a model over the points.
+double RmsRelError(Model model, const std::array<double, 3>& p, const std::vector<Point>& pts) {
+  double num = 0.0, den = 0.0;
+  for (const Point& q : pts) {
+    const double r = Predict(model, p, q.n) / q.x - 1.0;
+    num += q.w * r * r;
+    den += q.w;
+  }
+  return std::sqrt(num / den);
+}
+
+double Aicc(double rms, int m, int k) {
+  if (m <= k + 1) return kInf;
+  const double s = std::max(rms, kMinRelResidual);
+  return m * std::log(s * s) + 2.0 * k + 2.0 * k * (k + 1.0) / (m - k - 1.0);
+}
+
+// Levenberg-Marquardt for the USL on relative residuals, parameters projected onto lambda > 0,
+// 0 <= sigma <= 1, kappa >= 0. `skip` leaves one point out (-1: none). Returns kOk or kNotConverged.
+FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt, std::array<double, 3>* p,
+                 int* iterations) {
+  auto cost_of = [&](const std::array<double, 3>& q) {
+    double c = 0.0;
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      if (static_cast<int>(i) == skip) continue;
+      const double r = PredictUsl(q, pts[i].n) / pts[i].x - 1.0;
+      c += pts[i].w * r * r;
+    }
+    return c;
+  };
+  auto project = [](std::array<double, 3>* q) {
+    (*q)[0] = std::max((*q)[0], 1e-300);
+    (*q)[1] = std::clamp((*q)[1], 0.0, 1.0);
+    (*q)[2] = std::max((*q)[2], 0.0);
+  };
+  project(p);
+  double cost = cost_of(*p);
+  double mu = -1.0;
+  *iterations = 0;
+  for (int it = 1; it <= opt.max_iterations; ++it) {
+    *iterations = it;
+    Mat3 jtj = Mat3::Zero();
+    Vec3 jtr = Vec3::Zero();
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      if (static_cast<int>(i) == skip) continue;
+      const Point& q = pts[i];
+      const double nm1 = q.n - 1.0;
+      const double den = 1.0 + (*p)[1] * nm1 + (*p)[2] * q.n * nm1;
+      const double xm = (*p)[0] * q.n / den;
+      const double r = xm / q.x - 1.0;
+      Vec3 jac;
+      // Derivatives of X / x with respect to lambda (scaled by lambda: log-parameter), sigma, kappa.
+      jac << xm / q.x, -xm * nm1 / den / q.x, -xm * q.n * nm1 / den / q.x;
+      jtj.noalias() += q.w * jac * jac.transpose();
+      jtr += q.w * r * jac;
+    }
+    const Vec3 diag = jtj.diagonal().cwiseMax(1e-12 * std::max(1.0, jtj.diagonal().maxCoeff()));
+    if (mu < 0.0) mu = 1e-3 * diag.maxCoeff();
+    // Active set: a parameter at a bound whose gradient points out of the box stays fixed this
+    // iteration. Converged when no free parameter has a significant gradient.
+    bool fixed[3] = {false, (*p)[1] <= 0.0 && jtr[1] > 0.0, (*p)[2] <= 0.0 && jtr[2] > 0.0};
+    fixed[1] = fixed[1] || ((*p)[1] >= 1.0 && jtr[1] < 0.0);
+    double gmax = 0.0;
+    for (int j = 0; j < 3; ++j)
+      if (!fixed[j]) gmax = std::max(gmax, std::abs(jtr[j]) / std::sqrt(diag[j]));
+    if (gmax <= 1e-10 * std::max(std::sqrt(cost), 1e-8) || cost < 1e-28) return FitStatus::kOk;
+    bool accepted = false;
+    for (int tries = 0; tries < 20 && !accepted; ++tries) {
+      Mat3 a = jtj;
+      a.diagonal() += mu * diag;
+      Vec3 rhs = jtr;
+      for (int j = 0; j < 3; ++j) {
+        if (!fixed[j]) continue;
+        a.row(j).setZero();
+        a.col(j).setZero();
+        a(j, j) = 1.0;
+        rhs[j] = 0.0;
+      }
+      const Vec3 step = -a.ldlt().solve(rhs);
+      std::array<double, 3> trial = {(*p)[0] * std::exp(std::clamp(step[0], -2.0, 2.0)), (*p)[1] + step[1],
+                                     (*p)[2] + step[2]};
+      project(&trial);
+      const double tc = cost_of(trial);
+      if (tc < cost) {
+        const double rel_change = (cost - tc) / std::max(cost, 1e-300);
+        const double rel_step = std::abs(trial[0] / (*p)[0] - 1.0) + std::abs(trial[1] - (*p)[1]) +
+                                std::abs(trial[2] - (*p)[2]) / std::max(1e-12, (*p)[2] + 1e-12);
+        *p = trial;
+        cost = tc;
+        mu = std::max(mu / 3.0, 1e-20);
+        accepted = true;
+        if (rel_change < opt.tolerance || rel_step < opt.tolerance) return FitStatus::kOk;
+      } else {
+        mu *= 4.0;
+      }
+    }
+    if (!accepted) return FitStatus::kOk;  // no decrease possible even with tiny steps: a minimum
+  }
+  return FitStatus::kNotConverged;
+}
+
+// Maps the NNLS fit of 1/X on {1, 1/n, n} (theta0, theta1, theta2 >= 0) onto USL parameters.
+std::array<double, 3> UslFromLinear(const Vec3& th) {
+  const double inv_lambda = th[0] + th[1] + th[2];
+  const double lambda = 1.0 / inv_lambda;
+  return {lambda, std::clamp((th[0] + th[2]) * lambda, 0.0, 1.0), th[2] * lambda};
+}
+
+std::string Num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Fits one model on all points (skip = -1) or on all but one (a leave-one-out fold).
+struct OneFit {
+  FitStatus status = FitStatus::kOk;
+  std::array<double, 3> params{};
+  int iterations = 0;
+};
+
+OneFit FitOne(Model model, const std::vector<Point>& pts, const Normal& full, int skip, const FitOptions& opt,
+              const std::array<double, 3>* warm) {
+  OneFit out;
+  const int m = static_cast<int>(pts.size()) - (skip >= 0 ? 1 : 0);
+  Normal ne = full;
+  if (skip >= 0) {
+    Vec3 a = Vec3::Zero();
+    int k;
+    RowOf(model == Model::kUsl ? Model::kUsl : model, pts[skip], &a, &k);
+    const double w = pts[skip].w;
+    ne.g.noalias() -= w * a * a.transpose();
+    ne.h -= w * a;
+    ne.c -= w;
+  }
+  Vec3 theta = Vec3::Zero();
+  const bool full_fit = skip < 0;
+  const FitStatus s = SolveNnls(ne, std::min(m, ne.k), full_fit, &theta);
+  if (s != FitStatus::kOk) {
+    out.status = s;
+    return out;
+  }
+  if (model != Model::kUsl) {
+    out.params = {theta[0], theta[1], theta[2]};
+    return out;
+  }
+  out.params = warm != nullptr ? *warm : UslFromLinear(theta);
+  out.status = FitUsl(pts, skip, opt, &out.params, &out.iterations);
+  return out;
+}
+
+void FitModel(Model model, const std::vector<Point>& pts, const FitOptions& opt, bool want_loo, ModelFit* mf,
+              std::string* why) {
+  mf->model = model;
+  const int m = static_cast<int>(pts.size());
+  const int k = NumParameters(model);
+  if (m < k) {
+    mf->status = FitStatus::kInsufficientData;
+    *why = std::string(ToString(model)) + " needs at least " + std::to_string(k) +
+           " distinct node counts, got " + std::to_string(m);
+    return;
+  }
+  const Normal full = BuildNormal(model, pts);
+  const OneFit f = FitOne(model, pts, full, -1, opt, nullptr);
+  mf->status = f.status;
+  mf->iterations = f.iterations;
+  if (f.status != FitStatus::kOk) {
+    *why = f.status == FitStatus::kIllConditioned
+               ? std::string(ToString(model)) +
+                     ": the node counts do not determine the parameters (ill-conditioned)"
+               : std::string(ToString(model)) + ": Levenberg-Marquardt did not converge in " +
+                     std::to_string(opt.max_iterations) + " iterations";
+    return;
+  }
+  mf->params = f.params;
+  for (double v : mf->params) {
+    if (!std::isfinite(v)) {
+      mf->status = FitStatus::kIllConditioned;
+      *why = std::string(ToString(model)) + ": non-finite parameters";
+      return;
+    }
+  }
+  mf->rms_rel_error = RmsRelError(model, mf->params, pts);
+  mf->aicc = Aicc(mf->rms_rel_error, m, k);
+  if (!want_loo || m < 3) return;
+  double num = 0.0, den = 0.0;
+  for (int i = 0; i < m; ++i) {
+    const OneFit g = FitOne(model, pts, full, i, opt, model == Model::kUsl ? &mf->params : nullptr);
+    double r = kInf;
+    if (g.status == FitStatus::kOk) r = Predict(model, g.params, pts[i].n) / pts[i].x - 1.0;
+    if (!std::isfinite(r)) {
+      num = kInf;
+      break;
+    }
+    num += pts[i].w * r * r;
+    den += pts[i].w;
+  }
+  mf->loo_rel_error = std::isfinite(num) ? std::sqrt(num / den) : kInf;
+}
+
+}  // namespace
+
+const char* ToString(Model model) {
+  switch (model) {
+    case Model::kAuto:
+      return "auto";
+    case Model::kAmdahl:
+      return "amdahl";
+    case Model::kOptimus:
+      return "optimus";
+    case Model::kCommLog:
+      return "comm_log";
+    case Model::kUsl:
+      return "usl";
+  }
+  return "?";
+}
+
+Model ModelFromString(const std::string& name) {
+  for (Model m : {Model::kAuto, Model::kAmdahl, Model::kOptimus, Model::kCommLog, Model::kUsl})
+    if (name == ToString(m)) return m;
+  throw InvalidArgument("unknown curve model '" + name +
+                        "' (expected auto, amdahl, optimus, comm_log or usl)");
+}
+
+int NumParameters(Model model) {
+  switch (model) {
+    case Model::kAuto:
+      return 0;
+    case Model::kAmdahl:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+const char* ToString(FitStatus status) {
+  switch (status) {
+    case FitStatus::kOk:
+      return "ok";
+    case FitStatus::kInsufficientData:
+      return "insufficient_data";
+    case FitStatus::kIllConditioned:
+      return "ill_conditioned";
+    case FitStatus::kNotConverged:
+      return "not_converged";
+  }
+  return "?";
+}
+
+const char* ToString(Selection selection) { return selection == Selection::kAicc ? "aicc" : "loo"; }
+
+Selection SelectionFromString(const std::string& name) {
+  if (name == "loo") return Selection::kLeaveOneOut;
+  if (name == "aicc") return Selection::kAicc;
+  throw InvalidArgument("unknown model selection rule '" + name + "' (expected loo or aicc)");
+}
+
+bool FitOptions::IsValid(std::string* error) const {
+  auto fail = [error](const std::string& why) {
+    if (error != nullptr) *error = why;
+    return false;
+  };
+  if (max_iterations < 1)
+    return fail("fit options: max_iterations " + std::to_string(max_iterations) + " < 1");
+  if (!(tolerance > 0.0) || !std::isfinite(tolerance)) return fail("fit options: tolerance must be positive");
+  if (!(duplicate_tolerance >= 0.0) || !std::isfinite(duplicate_tolerance))
+    return fail("fit options: duplicate_tolerance must be a finite non-negative number");
+  if (!(extrapolation_discount >= 0.0 && extrapolation_discount <= 1.0))
+    return fail("fit options: extrapolation_discount " + Num(extrapolation_discount) + " is not in [0, 1]");
+  if (!(extrapolation_limit >= 1.0) || !std::isfinite(extrapolation_limit))
+    return fail("fit options: extrapolation_limit " + Num(extrapolation_limit) + " must be finite and >= 1");
+  return true;
+}
+
+double ModelFit::Predict(double n) const {
+  if (status != FitStatus::kOk || !(n > 0.0)) return 0.0;
+  const double v = bft::curve::Predict(model, params, n);
+  return std::isfinite(v) ? v : 0.0;
+}
+
+double FitResult::Predict(double n) const {
+  if (!ok())
+    throw Error(std::string("curve fit has no usable parameters (") + ToString(status) + "): " + message);
+  return best.Predict(n);
+}
+
+double FitResult::Evaluate(double n) const {
+  if (!(n > 0.0)) return 0.0;
+  const double top = max_nodes;
+  if (n <= top) return Predict(n);
+  const double x0 = Predict(top);
+  const double gain = Predict(std::min(n, options.extrapolation_limit * top)) - x0;
+  return std::max(0.0, gain > 0.0 ? x0 + options.extrapolation_discount * gain : x0 + gain);
+}
+
+ThroughputCurve FitResult::ToCurve(int max_nodes_) const {
+  if (max_nodes_ < 1)
+    throw InvalidArgument("curve fit: max_nodes " + std::to_string(max_nodes_) + " must be >= 1");
+  if (!ok())
+    throw Error(std::string("curve fit has no usable parameters (") + ToString(status) + "): " + message);
+  std::vector<int> nodes(static_cast<std::size_t>(max_nodes_) + 1);
+  std::vector<double> values(nodes.size());
+  for (int n = 0; n <= max_nodes_; ++n) {
+    nodes[n] = n;
+    values[n] = Evaluate(n);
+  }
+  return ThroughputCurve(std::move(nodes), std::move(values));
+}
+
+FitResult Fit(const std::vector<Sample>& samples, const FitOptions& options) {
+  std::string error;
+  if (!options.IsValid(&error)) throw InvalidArgument(error);
+  if (samples.empty()) throw InvalidArgument("curve fit: no samples");
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = samples[i];
+    const std::string where = "curve fit: sample " + std::to_string(i) + ": ";
+    if (!std::isfinite(s.nodes) || s.nodes < 1.0)
+      throw InvalidArgument(where + "node count " + Num(s.nodes) + " is not a finite number >= 1");
+    if (!std::isfinite(s.samples_per_s) || !(s.samples_per_s > 0.0))
+      throw InvalidArgument(where + "samples_per_s " + Num(s.samples_per_s) + " at " + Num(s.nodes) +
+                            " nodes is not a finite positive number");
+    if (!std::isfinite(s.weight) || !(s.weight > 0.0))
+      throw InvalidArgument(where + "weight " + Num(s.weight) + " is not a finite positive number");
+  }
+  // Merge samples at equal node counts (weighted mean), rejecting conflicting values.
+  std::vector<Point> pts;
+  pts.reserve(samples.size());
+  for (const Sample& s : samples) pts.push_back({s.nodes, s.samples_per_s, s.weight});
+  std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) { return a.n < b.n; });
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < pts.size();) {
+    std::size_t j = i;
+    double lo = pts[i].x, hi = pts[i].x, sw = 0.0, swx = 0.0;
+    for (; j < pts.size() && pts[j].n == pts[i].n; ++j) {
+      lo = std::min(lo, pts[j].x);
+      hi = std::max(hi, pts[j].x);
+      sw += pts[j].w;
+      swx += pts[j].w * pts[j].x;
+    }
+    if (hi / lo - 1.0 > options.duplicate_tolerance)
+      throw InvalidArgument("curve fit: samples at " + Num(pts[i].n) + " nodes conflict: " + Num(lo) +
+                            " and " + Num(hi) + " samples/s differ by more than duplicate_tolerance " +
+                            Num(options.duplicate_tolerance));
+    pts[out++] = {pts[i].n, swx / sw, sw};
+    i = j;
+  }
+  pts.resize(out);
+
+  FitResult result;
+  result.options = options;
+  result.num_sizes = static_cast<int>(pts.size());
+  result.min_nodes = pts.front().n;
+  result.max_nodes = pts.back().n;
+  const bool auto_choice = options.model == Model::kAuto;
+  const bool want_loo = auto_choice && options.selection == Selection::kLeaveOneOut;
+  std::string why[kNumModels];
+  result.candidates.resize(kNumModels);
+  int chosen = -1;
+  for (int i = 0; i < kNumModels; ++i) {
+    const Model model = kAllModels[i];
+    ModelFit& mf = result.candidates[i];
+    if (!auto_choice && model != options.model) {
+      mf.model = model;
+      why[i] = "not requested";
+      continue;
+    }
+    FitModel(model, pts, options, want_loo, &mf, &why[i]);
+    if (!auto_choice) chosen = i;
+  }
+  if (auto_choice) {
+    // Score: LOO error (needs >= 3 sizes) or AICc; models that did not fit, or whose score is
+    // undefined, are not eligible. With fewer sizes than the rule needs, the simplest model that
+    // fitted (kAmdahl) is taken. Ties go to the earlier model in kAllModels (the simpler one).
+    double best_score = kInf;
+    for (int i = 0; i < kNumModels; ++i) {
+      const ModelFit& mf = result.candidates[i];
+      if (mf.status != FitStatus::kOk) continue;
+      const double score = want_loo ? mf.loo_rel_error : mf.aicc;
+      if (score >= 0.0 && score < best_score) {
+        best_score = score;
+        chosen = i;
+      }
+    }
+    if (chosen < 0 && result.candidates[0].status == FitStatus::kOk) chosen = 0;
+  }
+  if (chosen >= 0) {
+    result.best = result.candidates[chosen];
+    result.status = result.best.status;
+    if (!result.ok()) result.message = why[chosen];
+  } else {
+    // Nothing fitted: report the most informative failure (that of the simplest model).
+    result.best = result.candidates[0];
+    result.status = result.best.status;
+    result.message = why[0];
+  }
+  if (result.status == FitStatus::kInsufficientData && pts.size() == 1)
+    result.message =
+        "only one distinct node count (" + Num(pts[0].n) + "): at least 2 are needed to fit a curve";
+  return result;
+}
+
+FitResult Fit(const std::vector<double>& nodes, const std::vector<double>& samples_per_s,
+              const std::vector<double>& weights, const FitOptions& options) {
+  if (nodes.size() != samples_per_s.size())
+    throw InvalidArgument("curve fit: " + std::to_string(nodes.size()) + " node counts but " +
+                          std::to_string(samples_per_s.size()) + " samples_per_s values");
+  if (!weights.empty() && weights.size() != nodes.size())
+    throw InvalidArgument("curve fit: " + std::to_string(weights.size()) + " weights for " +
+                          std::to_string(nodes.size()) + " samples");
+  std::vector<Sample> samples(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    samples[i] = {nodes[i], samples_per_s[i], weights.empty() ? 1.0 : weights[i]};
+  return Fit(samples, options);
+}
+
+}  // namespace bft::curve

@@ -1,0 +1,684 @@
+// The job profiling advisor: see bft/profiling.h for the protocol and docs/curve.md for the rules.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "bft/profiling.h"
+
+namespace bft::curve {
+namespace {
+
+constexpr int kMaxRescalesKept = 64;
+
+struct Interval {
+  double t_end = 0.0;
+  double duration_s = 0.0;
+  double samples = 0.0;
+  double mult = 1.0;  // drift discount
+};
+
+struct SizeData {
+  std::vector<Interval> intervals;  // oldest first
+  int drift_count = 0;              // consecutive deviating intervals at the end of `intervals`
+};
+
+struct JobState {
+  bool has_report = false;
+  int nodes = 0;
+  double last_t = 0.0;
+  double last_cum = 0.0;
+  // The current segment: since the last rescale (or the first report).
+  double seg_t = 0.0;
+  double seg_cum = 0.0;
+  int seg_from = 0;
+  int seg_intervals = 0;
+  bool overhead_pending = false;
+  bool has_prior = false;
+  double prior = 0.0;
+  std::map<int, SizeData> sizes;
+  std::vector<RescaleOverhead> rescales;
+  // Derived (recomputed after every change): the per-size estimates and the fit.
+  std::vector<SizeEstimate> estimates;
+  FitResult fit;
+  bool fit_ok = false;
+};
+
+std::string Num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+bool AdvisorOptions::IsValid(std::string* error) const {
+  auto fail = [error](const std::string& why) {
+    if (error != nullptr) *error = "advisor options: " + why;
+    return false;
+  };
+  auto finite_nonneg = [](double v) { return std::isfinite(v) && v >= 0.0; };
+  if (!finite_nonneg(warmup_s)) return fail("warmup_s " + Num(warmup_s) + " must be finite and >= 0");
+  if (warmup_intervals < 0) return fail("warmup_intervals must be >= 0");
+  if (std::isnan(half_life_s)) return fail("half_life_s is NaN");
+  if (!(drift_threshold > 0.0) || !std::isfinite(drift_threshold)) return fail("drift_threshold must be > 0");
+  if (drift_intervals < 1) return fail("drift_intervals must be >= 1");
+  if (!(drift_discount >= 0.0 && drift_discount <= 1.0)) return fail("drift_discount must be in [0, 1]");
+  if (max_intervals_per_size < 2) return fail("max_intervals_per_size must be >= 2");
+  if (!(prior_samples_per_node_s > 0.0) || !std::isfinite(prior_samples_per_node_s))
+    return fail("prior_samples_per_node_s must be finite and > 0");
+  if (!(single_interval_rel_sd > 0.0) || !std::isfinite(single_interval_rel_sd))
+    return fail("single_interval_rel_sd must be finite and > 0");
+  if (!finite_nonneg(rel_sd_per_doubling)) return fail("rel_sd_per_doubling must be finite and >= 0");
+  if (!finite_nonneg(exploration_bonus)) return fail("exploration_bonus must be finite and >= 0");
+  std::string fit_error;
+  if (!fit.IsValid(&fit_error)) return fail(fit_error);
+  return true;
+}
+
+struct ProfilingAdvisor::Impl {
+  AdvisorOptions options;
+  std::map<std::string, JobState> jobs;
+
+  double Age(const JobState& job, const Interval& iv) const {
+    if (!(options.half_life_s > 0.0) || !std::isfinite(options.half_life_s)) return iv.mult;
+    return iv.mult * std::exp2(-(job.last_t - iv.t_end) / options.half_life_s);
+  }
+
+  // Estimate at one size from intervals [0, end).
+  SizeEstimate EstimateOf(const JobState& job, int n, const SizeData& sd, std::size_t end) const {
+    SizeEstimate e;
+    e.nodes = n;
+    double sw = 0.0, sw2 = 0.0, swd = 0.0, sws = 0.0;
+    for (std::size_t i = 0; i < end; ++i) {
+      const Interval& iv = sd.intervals[i];
+      const double w = Age(job, iv);
+      sw += w;
+      sw2 += w * w;
+      swd += w * iv.duration_s;
+      sws += w * iv.samples;
+      e.steady_s += iv.duration_s;
+    }
+    e.intervals = static_cast<int>(end);
+    if (end == 0 || !(swd > 0.0)) return e;
+    e.samples_per_s = sws / swd;
+    e.weight = sw2 > 0.0 ? sw * sw / sw2 : 0.0;
+    if (end >= 3 && e.samples_per_s > 0.0) {
+      // Spread of the interval rates, weighted by aged duration.
+      double var = 0.0;
+      for (std::size_t i = 0; i < end; ++i) {
+        const Interval& iv = sd.intervals[i];
+        const double r = iv.samples / iv.duration_s - e.samples_per_s;
+        var += Age(job, iv) * iv.duration_s * r * r;
+      }
+      var /= swd;
+      const double n_eff = std::max(e.weight, 1.0);
+      e.rel_sd = std::max(std::sqrt(var / std::max(n_eff - 1.0, 1.0)) / e.samples_per_s, 1e-3);
+    } else {
+      e.rel_sd =
+          options.single_interval_rel_sd / std::sqrt(static_cast<double>(std::max<std::size_t>(end, 1)));
+    }
+    return e;
+  }
+
+  void Refresh(JobState* job) const {
+    job->estimates.clear();
+    for (const auto& [n, sd] : job->sizes) {
+      if (sd.intervals.empty()) continue;
+      const SizeEstimate e = EstimateOf(*job, n, sd, sd.intervals.size());
+      if (e.samples_per_s > 0.0) job->estimates.push_back(e);
+    }
+    job->fit_ok = false;
+    job->fit = FitResult();
+    if (job->estimates.size() < 2) return;
+    std::vector<Sample> samples;
+    samples.reserve(job->estimates.size());
+    for (const SizeEstimate& e : job->estimates)
+      samples.push_back({static_cast<double>(e.nodes), e.samples_per_s, 1.0 / (e.rel_sd * e.rel_sd)});
+    // Normalise the weights to mean 1 (only their ratios matter).
+    double mean = 0.0;
+    for (const Sample& s : samples) mean += s.weight / samples.size();
+    for (Sample& s : samples) s.weight /= mean;
+    job->fit = Fit(samples, options.fit);
+    job->fit_ok = job->fit.ok();
+  }
+
+  const SizeEstimate* Measured(const JobState& job, int n) const {
+    for (const SizeEstimate& e : job.estimates)
+      if (e.nodes == n) return &e;
+    return nullptr;
+  }
+
+  double PriorRate(const JobState* job) const {
+    return job != nullptr && job->has_prior ? job->prior : options.prior_samples_per_node_s;
+  }
+
+  // Relative standard deviation of the fit's prediction (the model error) where nothing was measured.
+  double FitRelSd(const JobState& job) const {
+    double base = job.fit.best.rms_rel_error;
+    if (job.fit.best.loo_rel_error >= 0.0 && std::isfinite(job.fit.best.loo_rel_error))
+      base = std::max(base, job.fit.best.loo_rel_error);
+    return std::max(base, 0.005);
+  }
+
+  double Estimate(const JobState* job, int n) const {
+    if (n <= 0) return 0.0;
+    if (job == nullptr || job->estimates.empty()) return PriorRate(job) * n;
+    if (job->estimates.size() == 1) {  // optimistic: linear scaling through the one measured size
+      const SizeEstimate& e = job->estimates.front();
+      return e.samples_per_s * n / e.nodes;
+    }
+    if (!job->fit_ok) {  // piecewise-linear through the measurements, flat beyond the largest
+      std::vector<int> nodes;
+      std::vector<double> values;
+      for (const SizeEstimate& e : job->estimates) {
+        nodes.push_back(e.nodes);
+        values.push_back(e.samples_per_s);
+      }
+      return ThroughputCurve(nodes, values).Evaluate(n);
+    }
+    const double model = job->fit.Evaluate(n);
+    const SizeEstimate* m = Measured(*job, n);
+    if (m == nullptr) return model;
+    // Inverse-variance blend of the measurement and the model at a measured size.
+    const double wm = 1.0 / (m->rel_sd * m->rel_sd);
+    const double f = FitRelSd(*job);
+    const double wf = 1.0 / (f * f);
+    return (wm * m->samples_per_s + wf * model) / (wm + wf);
+  }
+
+  double RelSd(const JobState* job, int n) const {
+    if (job == nullptr || job->estimates.empty()) return 1.0;
+    const SizeEstimate* m = Measured(*job, n);
+    double base;
+    if (job->estimates.size() >= 2 && job->fit_ok) {
+      base = FitRelSd(*job);
+      if (m != nullptr) return 1.0 / std::sqrt(1.0 / (m->rel_sd * m->rel_sd) + 1.0 / (base * base));
+    } else {
+      if (m != nullptr) return m->rel_sd;
+      base = options.single_interval_rel_sd;
+    }
+    double nearest = std::numeric_limits<double>::infinity();
+    for (const SizeEstimate& e : job->estimates)
+      nearest = std::min(nearest, std::abs(std::log2(static_cast<double>(n) / e.nodes)));
+    return std::min(1.0, base + options.rel_sd_per_doubling * nearest);
+  }
+
+  const JobState* Find(const std::string& id) const {
+    const auto it = jobs.find(id);
+    return it == jobs.end() ? nullptr : &it->second;
+  }
+
+  void AddSteady(JobState* job, int n, const Interval& iv) {
+    SizeData& sd = job->sizes[n];
+    const double rate = iv.samples / iv.duration_s;
+    // Drift: compare with the estimate from the intervals before the current run of deviations.
+    const std::size_t base_end = sd.intervals.size() - static_cast<std::size_t>(sd.drift_count);
+    if (base_end > 0) {
+      const SizeEstimate ref = EstimateOf(*job, n, sd, base_end);
+      if (ref.samples_per_s > 0.0 && std::abs(rate / ref.samples_per_s - 1.0) > options.drift_threshold) {
+        ++sd.drift_count;
+      } else {
+        sd.drift_count = 0;
+      }
+    }
+    sd.intervals.push_back(iv);
+    if (sd.drift_count >= options.drift_intervals) {
+      // Confirmed drift: drop the older data at this size, discount it at the others.
+      sd.intervals.erase(sd.intervals.begin(), sd.intervals.end() - sd.drift_count);
+      sd.drift_count = 0;
+      for (auto& [m, other] : job->sizes) {
+        if (m == n) continue;
+        for (Interval& o : other.intervals) o.mult *= options.drift_discount;
+        other.intervals.erase(std::remove_if(other.intervals.begin(), other.intervals.end(),
+                                             [](const Interval& o) { return !(o.mult > 1e-6); }),
+                              other.intervals.end());
+        other.drift_count = 0;
+      }
+    }
+    // Bounded memory: merge the two oldest intervals (never inside the current run of deviations).
+    while (static_cast<int>(sd.intervals.size()) > options.max_intervals_per_size &&
+           sd.intervals.size() - sd.drift_count >= 2) {
+      Interval& a = sd.intervals[0];
+      const Interval& b = sd.intervals[1];
+      const double d = a.duration_s + b.duration_s;
+      a.mult = (a.mult * a.duration_s + b.mult * b.duration_s) / d;
+      a.duration_s = d;
+      a.samples += b.samples;
+      a.t_end = b.t_end;
+      sd.intervals.erase(sd.intervals.begin() + 1);
+    }
+    for (auto it = job->sizes.begin(); it != job->sizes.end();) {
+      if (it->second.intervals.empty() && it->first != n) {
+        it = job->sizes.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+};
+
+ProfilingAdvisor::ProfilingAdvisor(AdvisorOptions options) : impl_(std::make_unique<Impl>()) {
+  std::string error;
+  if (!options.IsValid(&error)) throw InvalidArgument(error);
+  impl_->options = std::move(options);
+}
+ProfilingAdvisor::~ProfilingAdvisor() = default;
+ProfilingAdvisor::ProfilingAdvisor(ProfilingAdvisor&&) noexcept = default;
+ProfilingAdvisor& ProfilingAdvisor::operator=(ProfilingAdvisor&&) noexcept = default;
+ProfilingAdvisor::ProfilingAdvisor(const ProfilingAdvisor& other)
+    : impl_(std::make_unique<Impl>(*other.impl_)) {}
+ProfilingAdvisor& ProfilingAdvisor::operator=(const ProfilingAdvisor& other) {
+  if (this != &other) impl_ = std::make_unique<Impl>(*other.impl_);
+  return *this;
+}
+
+const AdvisorOptions& ProfilingAdvisor::options() const { return impl_->options; }
+
+void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int nodes,
+                              double cumulative_samples) {
+  const std::string where = "progress report for job '" + job_id + "'";
+  if (job_id.empty()) throw InvalidArgument("progress report: empty job id");
+  if (!std::isfinite(time_s)) throw InvalidArgument(where + ": time_s " + Num(time_s) + " is not finite");
+  if (nodes < 0) throw InvalidArgument(where + ": node count " + std::to_string(nodes) + " is negative");
+  if (!std::isfinite(cumulative_samples) || cumulative_samples < 0.0)
+    throw InvalidArgument(where + ": cumulative_samples " + Num(cumulative_samples) +
+                          " is not a finite non-negative number");
+  const auto found = impl_->jobs.find(job_id);
+  if (found != impl_->jobs.end() && found->second.has_report) {
+    const JobState& j = found->second;
+    if (time_s < j.last_t)
+      throw InvalidArgument(where + ": time_s " + Num(time_s) + " is before the previous report's " +
+                            Num(j.last_t));
+    if (cumulative_samples < j.last_cum)
+      throw InvalidArgument(where + ": cumulative_samples " + Num(cumulative_samples) +
+                            " is below the previous report's " + Num(j.last_cum));
+  }
+  JobState& job = impl_->jobs[job_id];
+  const AdvisorOptions& opt = impl_->options;
+  bool changed = false;
+  if (!job.has_report) {
+    job.has_report = true;
+    job.nodes = nodes;
+    job.seg_t = time_s;
+    job.seg_cum = cumulative_samples;
+    job.seg_from = 0;
+    job.seg_intervals = 0;
+    job.overhead_pending = nodes > 0;
+  } else {
+    const double dt = time_s - job.last_t;
+    const double ds = cumulative_samples - job.last_cum;
+    if (dt > 0.0 && job.nodes > 0) {
+      ++job.seg_intervals;
+      const bool warm = job.last_t < job.seg_t + opt.warmup_s || job.seg_intervals <= opt.warmup_intervals;
+      if (!warm) {
+        impl_->AddSteady(&job, job.nodes, {time_s, dt, ds, 1.0});
+        changed = true;
+        if (job.overhead_pending) {
+          // Observed overhead: the warm-up time minus the time the steady rate needs for its samples.
+          const SizeData& sd = job.sizes[job.nodes];
+          const SizeEstimate e = impl_->EstimateOf(job, job.nodes, sd, sd.intervals.size());
+          if (e.samples_per_s > 0.0) {
+            const double lost = (job.last_t - job.seg_t) - (job.last_cum - job.seg_cum) / e.samples_per_s;
+            job.rescales.push_back({job.seg_t, job.seg_from, job.nodes, std::max(0.0, lost)});
+            if (static_cast<int>(job.rescales.size()) > kMaxRescalesKept)
+              job.rescales.erase(job.rescales.begin());
+          }
+          job.overhead_pending = false;
+        }
+      }
+    }
+    if (nodes != job.nodes) {
+      job.seg_t = time_s;
+      job.seg_cum = cumulative_samples;
+      job.seg_from = job.nodes;
+      job.seg_intervals = 0;
+      job.overhead_pending = nodes > 0;
+      job.nodes = nodes;
+    }
+  }
+  job.last_t = time_s;
+  job.last_cum = cumulative_samples;
+  // Ageing depends on the latest report time, so the estimates are refreshed on every new interval.
+  if (changed || !job.estimates.empty()) impl_->Refresh(&job);
+}
+
+void ProfilingAdvisor::SetPrior(const std::string& job_id, double samples_per_node_s) {
+  if (job_id.empty()) throw InvalidArgument("advisor prior: empty job id");
+  if (!(samples_per_node_s > 0.0) || !std::isfinite(samples_per_node_s))
+    throw InvalidArgument("advisor prior for job '" + job_id + "': samples_per_node_s " +
+                          Num(samples_per_node_s) + " is not a finite positive number");
+  JobState& job = impl_->jobs[job_id];
+  job.has_prior = true;
+  job.prior = samples_per_node_s;
+}
+
+ThroughputCurve ProfilingAdvisor::ThroughputEstimate(const std::string& job_id, int max_nodes) const {
+  if (max_nodes < 1)
+    throw InvalidArgument("throughput estimate for job '" + job_id + "': max_nodes " +
+                          std::to_string(max_nodes) + " must be >= 1");
+  const JobState* job = impl_->Find(job_id);
+  std::vector<int> nodes(static_cast<std::size_t>(max_nodes) + 1);
+  std::vector<double> values(nodes.size());
+  for (int n = 0; n <= max_nodes; ++n) {
+    nodes[n] = n;
+    values[n] = std::max(0.0, impl_->Estimate(job, n));
+  }
+  return ThroughputCurve(std::move(nodes), std::move(values));
+}
+
+ThroughputCurve ProfilingAdvisor::ObjectiveCurve(const std::string& job_id, int max_nodes) const {
+  ThroughputCurve est = ThroughputEstimate(job_id, max_nodes);
+  const JobState* job = impl_->Find(job_id);
+  std::vector<double> values = est.values();
+  for (int n = 1; n <= max_nodes; ++n)
+    values[n] *= 1.0 + impl_->options.exploration_bonus * impl_->RelSd(job, n);
+  return ThroughputCurve(est.nodes(), std::move(values));
+}
+
+double ProfilingAdvisor::RelativeUncertainty(const std::string& job_id, int n) const {
+  if (n < 1)
+    throw InvalidArgument("relative uncertainty for job '" + job_id + "': node count " + std::to_string(n) +
+                          " must be >= 1");
+  return impl_->RelSd(impl_->Find(job_id), n);
+}
+
+std::vector<ProbeSuggestion> ProfilingAdvisor::ProbeSuggestions(const std::string& job_id, int max_nodes,
+                                                                int max_suggestions) const {
+  if (max_nodes < 1)
+    throw InvalidArgument("probe suggestions for job '" + job_id + "': max_nodes " +
+                          std::to_string(max_nodes) + " must be >= 1");
+  if (max_suggestions < 0)
+    throw InvalidArgument("probe suggestions for job '" + job_id + "': max_suggestions must be >= 0");
+  const JobState* job = impl_->Find(job_id);
+  // Candidates: powers of two up to max_nodes, max_nodes itself, and the geometric midpoints
+  // between consecutive measured sizes; minus the measured sizes.
+  std::vector<int> cand;
+  for (int n = 1; n <= max_nodes; n *= 2) {
+    cand.push_back(n);
+    if (n > max_nodes / 2) break;
+  }
+  cand.push_back(max_nodes);
+  if (job != nullptr) {
+    for (std::size_t i = 1; i < job->estimates.size(); ++i) {
+      const int mid = static_cast<int>(
+          std::lround(std::sqrt(1.0 * job->estimates[i - 1].nodes * job->estimates[i].nodes)));
+      if (mid >= 1 && mid <= max_nodes) cand.push_back(mid);
+    }
+  }
+  std::sort(cand.begin(), cand.end());
+  cand.erase(std::unique(cand.begin(), cand.end()), cand.end());
+  std::vector<ProbeSuggestion> out;
+  for (int n : cand) {
+    if (job != nullptr && impl_->Measured(*job, n) != nullptr) continue;
+    ProbeSuggestion p;
+    p.nodes = n;
+    p.predicted_samples_per_s = impl_->Estimate(job, n);
+    p.rel_sd = impl_->RelSd(job, n);
+    p.score = p.predicted_samples_per_s * p.rel_sd;
+    out.push_back(p);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ProbeSuggestion& a, const ProbeSuggestion& b) { return a.score > b.score; });
+  if (static_cast<int>(out.size()) > max_suggestions) out.resize(max_suggestions);
+  return out;
+}
+
+JobProfile ProfilingAdvisor::Profile(const std::string& job_id) const {
+  const JobState* job = impl_->Find(job_id);
+  if (job == nullptr) throw InvalidArgument("advisor: unknown job '" + job_id + "'");
+  JobProfile p;
+  p.job_id = job_id;
+  p.current_nodes = job->nodes;
+  p.last_report_s = job->last_t;
+  p.cumulative_samples = job->last_cum;
+  p.sizes = job->estimates;
+  p.rescales = job->rescales;
+  double up = 0.0, down = 0.0;
+  int nup = 0, ndown = 0;
+  for (const RescaleOverhead& r : job->rescales) {
+    if (r.from_nodes <= 0) continue;  // a start, not a rescale
+    if (r.to_nodes > r.from_nodes) {
+      up += r.overhead_s;
+      ++nup;
+    } else if (r.to_nodes < r.from_nodes) {
+      down += r.overhead_s;
+      ++ndown;
+    }
+  }
+  p.mean_scale_up_s = nup > 0 ? up / nup : 0.0;
+  p.mean_scale_down_s = ndown > 0 ? down / ndown : 0.0;
+  p.fit = job->fit;
+  p.has_prior = job->has_prior;
+  p.prior_samples_per_node_s = impl_->PriorRate(job);
+  return p;
+}
+
+bool ProfilingAdvisor::HasJob(const std::string& job_id) const { return impl_->Find(job_id) != nullptr; }
+
+std::vector<std::string> ProfilingAdvisor::Jobs() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, job] : impl_->jobs) ids.push_back(id);
+  return ids;
+}
+
+void ProfilingAdvisor::Forget(const std::string& job_id) { impl_->jobs.erase(job_id); }
+
+// ---- Save / Load: a line-oriented text format. Numbers are written with 17 significant digits
+// (exact round trip); job ids are percent-encoded (every byte outside [A-Za-z0-9._-]).
+namespace {
+
+std::string D(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string Encode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+constexpr const char* kHeader = "bft-profiling-advisor 1";
+const char* const kWhere = "advisor state";
+
+std::string Decode(const std::string& s, long line) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
+      throw ParseError(kWhere, line, "bad percent-encoding in job id '" + s + "'");
+    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ProfilingAdvisor::Save() const {
+  const AdvisorOptions& o = impl_->options;
+  std::ostringstream os;
+  os << kHeader << "\n";
+  os << "options " << D(o.warmup_s) << ' ' << o.warmup_intervals << ' ' << D(o.half_life_s) << ' '
+     << D(o.drift_threshold) << ' ' << o.drift_intervals << ' ' << D(o.drift_discount) << ' '
+     << o.max_intervals_per_size << ' ' << D(o.prior_samples_per_node_s) << ' ' << D(o.single_interval_rel_sd)
+     << ' ' << D(o.rel_sd_per_doubling) << ' ' << D(o.exploration_bonus) << "\n";
+  os << "fit " << ToString(o.fit.model) << ' ' << ToString(o.fit.selection) << ' ' << o.fit.max_iterations
+     << ' ' << D(o.fit.tolerance) << ' ' << D(o.fit.duplicate_tolerance) << ' '
+     << D(o.fit.extrapolation_discount) << ' ' << D(o.fit.extrapolation_limit) << "\n";
+  for (const auto& [id, j] : impl_->jobs) {
+    os << "job " << Encode(id) << ' ' << j.has_report << ' ' << j.nodes << ' ' << D(j.last_t) << ' '
+       << D(j.last_cum) << ' ' << D(j.seg_t) << ' ' << D(j.seg_cum) << ' ' << j.seg_from << ' '
+       << j.seg_intervals << ' ' << j.overhead_pending << ' ' << j.has_prior << ' ' << D(j.prior) << "\n";
+    for (const auto& [n, sd] : j.sizes) {
+      os << "size " << n << ' ' << sd.drift_count << ' ' << sd.intervals.size() << "\n";
+      for (const Interval& iv : sd.intervals)
+        os << "iv " << D(iv.t_end) << ' ' << D(iv.duration_s) << ' ' << D(iv.samples) << ' ' << D(iv.mult)
+           << "\n";
+    }
+    for (const RescaleOverhead& r : j.rescales)
+      os << "rescale " << D(r.time_s) << ' ' << r.from_nodes << ' ' << r.to_nodes << ' ' << D(r.overhead_s)
+         << "\n";
+  }
+  os << "end\n";
+  return os.str();
+}
+
+ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
+  std::istringstream in(state);
+  std::string text;
+  long line = 0;
+  auto next = [&](bool required) {
+    while (std::getline(in, text)) {
+      ++line;
+      if (!text.empty() && text.back() == '\r') text.pop_back();
+      if (!text.empty()) return true;
+    }
+    if (required) throw ParseError(kWhere, line + 1, "unexpected end of input (missing 'end')");
+    return false;
+  };
+  auto fields = [&](const char* tag, std::size_t count) {
+    std::istringstream ls(text);
+    std::vector<std::string> f;
+    std::string w;
+    while (ls >> w) f.push_back(w);
+    if (f.empty() || f[0] != tag || f.size() != count + 1)
+      throw ParseError(kWhere, line,
+                       std::string("expected '") + tag + "' with " + std::to_string(count) +
+                           " fields, got '" + text + "'");
+    return f;
+  };
+  auto num = [&](const std::string& s) {
+    try {
+      std::size_t pos = 0;
+      const double v = std::stod(s, &pos);
+      if (pos != s.size()) throw std::invalid_argument(s);
+      return v;
+    } catch (const std::exception&) {
+      throw ParseError(kWhere, line, "'" + s + "' is not a number");
+    }
+  };
+  auto integer = [&](const std::string& s) {
+    const double v = num(s);
+    if (v != std::floor(v) || std::abs(v) > 2e9)
+      throw ParseError(kWhere, line, "'" + s + "' is not an integer");
+    return static_cast<int>(v);
+  };
+  auto finite = [&](double v, const char* what) {
+    if (!std::isfinite(v)) throw ParseError(kWhere, line, std::string(what) + " is not finite");
+    return v;
+  };
+  if (!next(false) || text != kHeader)
+    throw ParseError(kWhere, std::max(line, 1L),
+                     std::string("not an advisor state (expected '") + kHeader + "')");
+  next(true);
+  auto f = fields("options", 11);
+  AdvisorOptions o;
+  o.warmup_s = num(f[1]);
+  o.warmup_intervals = integer(f[2]);
+  o.half_life_s = num(f[3]);
+  o.drift_threshold = num(f[4]);
+  o.drift_intervals = integer(f[5]);
+  o.drift_discount = num(f[6]);
+  o.max_intervals_per_size = integer(f[7]);
+  o.prior_samples_per_node_s = num(f[8]);
+  o.single_interval_rel_sd = num(f[9]);
+  o.rel_sd_per_doubling = num(f[10]);
+  o.exploration_bonus = num(f[11]);
+  next(true);
+  f = fields("fit", 7);
+  try {
+    o.fit.model = ModelFromString(f[1]);
+    o.fit.selection = SelectionFromString(f[2]);
+  } catch (const InvalidArgument& e) {
+    throw ParseError(kWhere, line, e.what());
+  }
+  o.fit.max_iterations = integer(f[3]);
+  o.fit.tolerance = num(f[4]);
+  o.fit.duplicate_tolerance = num(f[5]);
+  o.fit.extrapolation_discount = num(f[6]);
+  o.fit.extrapolation_limit = num(f[7]);
+  std::string error;
+  if (!o.IsValid(&error)) throw ParseError(kWhere, line, error);
+  ProfilingAdvisor adv(o);
+  JobState* job = nullptr;
+  SizeData* size = nullptr;
+  std::size_t size_left = 0;
+  while (true) {
+    next(true);
+    const std::string tag = text.substr(0, text.find(' '));
+    if (size_left > 0 && tag != "iv")
+      throw ParseError(kWhere, line, "expected " + std::to_string(size_left) + " more 'iv' lines");
+    if (tag == "end") break;
+    if (tag == "job") {
+      f = fields("job", 12);
+      const std::string id = Decode(f[1], line);
+      if (id.empty() || adv.impl_->jobs.count(id) != 0)
+        throw ParseError(kWhere, line, "empty or repeated job id '" + id + "'");
+      job = &adv.impl_->jobs[id];
+      job->has_report = integer(f[2]) != 0;
+      job->nodes = integer(f[3]);
+      job->last_t = finite(num(f[4]), "last_t");
+      job->last_cum = finite(num(f[5]), "last_cum");
+      job->seg_t = finite(num(f[6]), "seg_t");
+      job->seg_cum = finite(num(f[7]), "seg_cum");
+      job->seg_from = integer(f[8]);
+      job->seg_intervals = integer(f[9]);
+      job->overhead_pending = integer(f[10]) != 0;
+      job->has_prior = integer(f[11]) != 0;
+      job->prior = finite(num(f[12]), "prior");
+      if (job->nodes < 0 || job->seg_from < 0 || job->last_cum < 0.0 ||
+          (job->has_prior && !(job->prior > 0.0)))
+        throw ParseError(kWhere, line, "invalid job state for '" + id + "'");
+    } else if (tag == "size") {
+      if (job == nullptr) throw ParseError(kWhere, line, "'size' before any 'job'");
+      f = fields("size", 3);
+      const int n = integer(f[1]);
+      const int count = integer(f[3]);
+      if (n < 1 || count < 0 || job->sizes.count(n) != 0)
+        throw ParseError(kWhere, line, "invalid or repeated size");
+      size = &job->sizes[n];
+      size->drift_count = integer(f[2]);
+      if (size->drift_count < 0 || size->drift_count > count)
+        throw ParseError(kWhere, line, "invalid drift count");
+      size_left = static_cast<std::size_t>(count);
+    } else if (tag == "iv") {
+      if (size == nullptr || size_left == 0) throw ParseError(kWhere, line, "unexpected 'iv' line");
+      f = fields("iv", 4);
+      Interval iv{finite(num(f[1]), "t_end"), finite(num(f[2]), "duration"), finite(num(f[3]), "samples"),
+                  finite(num(f[4]), "mult")};
+      if (!(iv.duration_s > 0.0) || iv.samples < 0.0 || iv.mult < 0.0)
+        throw ParseError(kWhere, line, "invalid interval");
+      size->intervals.push_back(iv);
+      --size_left;
+    } else if (tag == "rescale") {
+      if (job == nullptr) throw ParseError(kWhere, line, "'rescale' before any 'job'");
+      f = fields("rescale", 4);
+      job->rescales.push_back(
+          {finite(num(f[1]), "time"), integer(f[2]), integer(f[3]), finite(num(f[4]), "overhead")});
+    } else {
+      throw ParseError(kWhere, line, "unknown line '" + text + "'");
+    }
+  }
+  for (auto& [id, j] : adv.impl_->jobs) adv.impl_->Refresh(&j);
+  return adv;
+}
+
+}  // namespace bft::curve

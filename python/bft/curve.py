@@ -1,0 +1,92 @@
+"""Throughput curves, model fitting and the online profiling advisor (:mod:`bft._core.curve`).
+
+>>> from bft import curve
+>>> result = curve.fit([1, 8, 64], [1193.3, 9257.9, 70151.7])
+>>> result.ok, curve.model_name(result.model)          # doctest: +SKIP
+(True, 'optimus')
+>>> result.evaluate([2, 4, 16, 32])                      # doctest: +SKIP
+
+Models, the selection rule, fit statuses, the extrapolation rule and the advisor are documented
+in docs/curve.md.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+from ._core import curve as _c
+
+Model = _c.Model
+FitStatus = _c.FitStatus
+Selection = _c.Selection
+ThroughputCurve = _c.ThroughputCurve
+FitOptions = _c.FitOptions
+FitResult = _c.FitResult
+ModelFit = _c.ModelFit
+AdvisorOptions = _c.AdvisorOptions
+SizeEstimate = _c.SizeEstimate
+RescaleOverhead = _c.RescaleOverhead
+ProbeSuggestion = _c.ProbeSuggestion
+JobProfile = _c.JobProfile
+ProfilingAdvisor = _c.ProfilingAdvisor
+model_from_string = _c.model_from_string
+model_name = _c.model_name
+status_name = _c.status_name
+num_parameters = _c.num_parameters
+
+
+def _as_model(model: Union[str, "Model"]) -> "Model":
+    return model_from_string(model) if isinstance(model, str) else model
+
+
+def fit(
+    nodes: Sequence[float],
+    samples_per_s: Sequence[float],
+    weights: Optional[Sequence[float]] = None,
+    model: Union[str, "Model"] = "auto",
+    selection: Union[str, "Selection"] = "loo",
+    options: Optional["FitOptions"] = None,
+) -> "FitResult":
+    """Fit a throughput model to samples (node count, samples/s, optional weight).
+
+    ``model`` is ``"auto"`` (choose by ``selection``: ``"loo"`` leave-one-out error or ``"aicc"``)
+    or one of ``"amdahl"``, ``"optimus"``, ``"comm_log"``, ``"usl"``. Invalid input raises
+    ``ValueError``; too little data is reported by ``result.status``, never as bad parameters.
+    """
+    opts = FitOptions()
+    if options is not None:
+        for field in ("model", "selection", "max_iterations", "tolerance", "duplicate_tolerance",
+                      "extrapolation_discount", "extrapolation_limit"):
+            setattr(opts, field, getattr(options, field))
+    if options is None or model != "auto":
+        opts.model = _as_model(model)
+    if isinstance(selection, str):
+        rules = {"loo": Selection.LEAVE_ONE_OUT, "aicc": Selection.AICC}
+        if selection not in rules:
+            raise ValueError(f"unknown model selection rule {selection!r} (expected 'loo' or 'aicc')")
+        selection = rules[selection]
+    if options is None or selection != Selection.LEAVE_ONE_OUT:
+        opts.selection = selection
+    return _c.fit(nodes, samples_per_s, weights, opts)
+
+
+__all__ = [
+    "AdvisorOptions",
+    "FitOptions",
+    "FitResult",
+    "FitStatus",
+    "JobProfile",
+    "Model",
+    "ModelFit",
+    "ProbeSuggestion",
+    "ProfilingAdvisor",
+    "RescaleOverhead",
+    "Selection",
+    "SizeEstimate",
+    "ThroughputCurve",
+    "fit",
+    "model_from_string",
+    "model_name",
+    "num_parameters",
+    "status_name",
+]
