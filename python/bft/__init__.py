@@ -8,6 +8,7 @@ Capabilities mirror the C++ library: :mod:`bft.milp` (MILP model and backends), 
 from . import _core
 from ._core import Error, NotAvailable
 from . import curve
+from . import milp
 
 __version__ = _core.__version__
 

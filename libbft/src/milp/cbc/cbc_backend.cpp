@@ -234,6 +234,13 @@ class CbcBackend final : public Backend {
     if (best != nullptr) {
       result->has_solution = true;
       result->values.assign(best, best + model.num_vars());
+      // Integer variables come back within CBC's integrality tolerance: report the integer.
+      for (int j = 0; j < model.num_vars(); ++j) {
+        if (model.var(j).type != VarType::kContinuous) {
+          result->values[static_cast<std::size_t>(j)] =
+              std::round(result->values[static_cast<std::size_t>(j)]);
+        }
+      }
       result->objective = ObjectiveOf(model, result->values);
       result->best_bound = Cbc_getBestPossibleObjValue(cbc.get()) + model.objective_constant();
       // The bound is never on the wrong side of the incumbent.
