@@ -539,7 +539,8 @@ FitResult Fit(const std::vector<Sample>& samples, const FitOptions& options) {
       const ModelFit& mf = result.candidates[i];
       if (mf.status != FitStatus::kOk) continue;
       const double score = want_loo ? mf.loo_rel_error : mf.aicc;
-      if (score >= 0.0 && score < best_score) {
+      const bool defined = want_loo ? score >= 0.0 : score < kInf;
+      if (defined && score < best_score) {
         best_score = score;
         chosen = i;
       }

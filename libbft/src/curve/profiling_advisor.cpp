@@ -245,7 +245,11 @@ struct ProfilingAdvisor::Impl {
       Interval& a = sd.intervals[0];
       const Interval& b = sd.intervals[1];
       const double d = a.duration_s + b.duration_s;
-      a.mult = (a.mult * a.duration_s + b.mult * b.duration_s) / d;
+      // Exponential ageing makes the merge exact: fold a's extra age into its multiplier.
+      double age_a = 1.0;
+      if (options.half_life_s > 0.0 && std::isfinite(options.half_life_s))
+        age_a = std::exp2(-(b.t_end - a.t_end) / options.half_life_s);
+      a.mult = (a.mult * age_a * a.duration_s + b.mult * b.duration_s) / d;
       a.duration_s = d;
       a.samples += b.samples;
       a.t_end = b.t_end;

@@ -1,0 +1,239 @@
+// The profiling advisor, driven by a simulated job that reports its progress with noise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "bft/profiling.h"
+
+namespace bft::curve {
+namespace {
+
+// A job whose steady rate on n nodes is truth(n) * scale; after every rescale it stalls for
+// stall_s seconds (no progress). It reports every period_s seconds, each interval's rate carrying
+// multiplicative noise.
+struct SimJob {
+  std::string id = "job";
+  std::function<double(double)> truth;
+  double scale = 1.0;
+  double stall_s = 15.0;
+  double period_s = 10.0;
+  double noise = 0.03;
+  double t = 0.0;
+  double samples = 0.0;
+  std::mt19937 rng{42};
+
+  // Rescale to `nodes` now and run for duration_s.
+  void Run(ProfilingAdvisor& adv, int nodes, double duration_s) {
+    adv.Report(id, t, nodes, samples);
+    std::normal_distribution<double> eps(0.0, noise);
+    const double start = t;
+    while (t < start + duration_s - 1e-9) {
+      const double t1 = t + period_s;
+      const double productive = std::max(0.0, t1 - std::max(t, start + stall_s));
+      samples += truth(nodes) * scale * (1.0 + eps(rng)) * productive;
+      t = t1;
+      adv.Report(id, t, nodes, samples);
+    }
+  }
+};
+
+double Amdahlish(double n) { return 1.0 / (1e-4 + 1e-3 / n + 5e-5 * std::log2(n) / n); }
+
+TEST(ProfilingAdvisor, UnknownJobGetsTheOptimisticPrior) {
+  AdvisorOptions opt;
+  opt.prior_samples_per_node_s = 50.0;
+  ProfilingAdvisor adv(opt);
+  const ThroughputCurve c = adv.ThroughputEstimate("new", 8);
+  ASSERT_EQ(c.nodes().size(), 9u);
+  EXPECT_DOUBLE_EQ(c.Evaluate(8), 400.0);
+  EXPECT_DOUBLE_EQ(adv.RelativeUncertainty("new", 4), 1.0);
+  EXPECT_GT(adv.ObjectiveCurve("new", 8).Evaluate(8), 400.0);
+  adv.SetPrior("new", 10.0);
+  EXPECT_DOUBLE_EQ(adv.ThroughputEstimate("new", 8).Evaluate(4), 40.0);
+  EXPECT_TRUE(adv.Profile("new").has_prior);
+}
+
+TEST(ProfilingAdvisor, NoisyJobConvergesToItsTrueCurve) {
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = Amdahlish;
+  for (int n : {1, 2, 4, 8, 16, 32}) job.Run(adv, n, 600.0);
+  const JobProfile p = adv.Profile("job");
+  ASSERT_EQ(p.sizes.size(), 6u);
+  ASSERT_TRUE(p.fit.ok()) << p.fit.message;
+  const ThroughputCurve est = adv.ThroughputEstimate("job", 64);
+  for (int n = 1; n <= 32; ++n) EXPECT_NEAR(est.Evaluate(n) / Amdahlish(n), 1.0, 0.03) << n << " nodes";
+  for (const SizeEstimate& s : p.sizes) {
+    EXPECT_NEAR(s.samples_per_s / Amdahlish(s.nodes), 1.0, 0.03) << s.nodes;
+    EXPECT_GT(s.rel_sd, 0.0);
+    EXPECT_LT(s.rel_sd, 0.05);
+  }
+  // Beyond the largest visited size the estimate is conservative.
+  EXPECT_LE(est.Evaluate(64), Amdahlish(64) * 1.03);
+}
+
+TEST(ProfilingAdvisor, WarmupIsDiscardedAndRescaleOverheadMeasured) {
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = [](double n) { return 100.0 * n; };
+  job.noise = 0.0;
+  job.stall_s = 15.0;
+  job.Run(adv, 4, 300.0);
+  job.Run(adv, 8, 300.0);
+  job.Run(adv, 2, 300.0);
+  const JobProfile p = adv.Profile("job");
+  ASSERT_EQ(p.sizes.size(), 3u);
+  for (const SizeEstimate& s : p.sizes) EXPECT_NEAR(s.samples_per_s, 100.0 * s.nodes, 1e-6) << s.nodes;
+  ASSERT_EQ(p.rescales.size(), 3u);  // the start and two rescales
+  for (const RescaleOverhead& r : p.rescales) EXPECT_NEAR(r.overhead_s, 15.0, 1e-6);
+  EXPECT_NEAR(p.mean_scale_up_s, 15.0, 1e-6);
+  EXPECT_NEAR(p.mean_scale_down_s, 15.0, 1e-6);
+  EXPECT_EQ(p.rescales[1].from_nodes, 4);
+  EXPECT_EQ(p.rescales[1].to_nodes, 8);
+}
+
+TEST(ProfilingAdvisor, DriftAgesOutTheOldRate) {
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = Amdahlish;
+  job.Run(adv, 8, 3000.0);
+  job.scale = 0.6;  // the job slows down by 40% (e.g. a new phase of training)
+  job.Run(adv, 8, 300.0);
+  const JobProfile p = adv.Profile("job");
+  ASSERT_EQ(p.sizes.size(), 1u);
+  EXPECT_NEAR(p.sizes[0].samples_per_s / (0.6 * Amdahlish(8)), 1.0, 0.03);
+}
+
+TEST(ProfilingAdvisor, HalfLifeAgesOutOldDataWithoutDriftDetection) {
+  AdvisorOptions opt;
+  opt.drift_threshold = 10.0;  // never detects drift
+  opt.half_life_s = 60.0;
+  ProfilingAdvisor adv(opt);
+  SimJob job;
+  job.truth = [](double n) { return 100.0 * n; };
+  job.noise = 0.0;
+  job.Run(adv, 4, 3000.0);
+  job.scale = 0.5;
+  job.Run(adv, 4, 600.0);
+  EXPECT_NEAR(adv.Profile("job").sizes[0].samples_per_s, 200.0, 2.0);
+}
+
+TEST(ProfilingAdvisor, ExplorationBonusAndProbesFavourUnmeasuredSizes) {
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = Amdahlish;
+  job.Run(adv, 2, 600.0);
+  job.Run(adv, 4, 600.0);
+  const ThroughputCurve est = adv.ThroughputEstimate("job", 32);
+  const ThroughputCurve obj = adv.ObjectiveCurve("job", 32);
+  const double bonus_measured = obj.Evaluate(4) / est.Evaluate(4) - 1.0;
+  const double bonus_far = obj.Evaluate(32) / est.Evaluate(32) - 1.0;
+  EXPECT_GT(bonus_far, bonus_measured);
+  EXPECT_LT(bonus_measured, 0.05);
+  const auto probes = adv.ProbeSuggestions("job", 32, 3);
+  ASSERT_EQ(probes.size(), 3u);
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    EXPECT_NE(probes[i].nodes, 2);
+    EXPECT_NE(probes[i].nodes, 4);
+    if (i > 0) {
+      EXPECT_GE(probes[i - 1].score, probes[i].score);
+    }
+  }
+}
+
+TEST(ProfilingAdvisor, SaveLoadRoundTrips) {
+  ProfilingAdvisor adv;
+  SimJob a;
+  a.truth = Amdahlish;
+  a.Run(adv, 1, 300.0);
+  a.Run(adv, 4, 300.0);
+  a.Run(adv, 8, 300.0);
+  SimJob b;
+  b.id = "job with spaces %/\n";
+  b.truth = [](double n) { return 10.0 * n; };
+  b.Run(adv, 2, 200.0);
+  adv.SetPrior("prior-only", 7.5);
+  const std::string state = adv.Save();
+  const ProfilingAdvisor back = ProfilingAdvisor::Load(state);
+  EXPECT_EQ(back.Save(), state);
+  EXPECT_EQ(back.Jobs(), adv.Jobs());
+  for (const std::string& id : adv.Jobs()) {
+    EXPECT_EQ(back.ThroughputEstimate(id, 16).values(), adv.ThroughputEstimate(id, 16).values()) << id;
+    EXPECT_EQ(back.ObjectiveCurve(id, 16).values(), adv.ObjectiveCurve(id, 16).values()) << id;
+  }
+  // The restored advisor continues where the saved one stopped.
+  ProfilingAdvisor cont = ProfilingAdvisor::Load(state);
+  SimJob a2 = a;
+  a.Run(adv, 8, 100.0);
+  a2.Run(cont, 8, 100.0);
+  EXPECT_EQ(cont.Save(), adv.Save());
+}
+
+TEST(ProfilingAdvisor, MalformedStateIsAParseErrorWithALine) {
+  EXPECT_THROW(ProfilingAdvisor::Load(""), ParseError);
+  ProfilingAdvisor adv;
+  adv.Report("j", 0, 2, 0);
+  adv.Report("j", 100, 2, 1000);
+  std::string state = adv.Save();
+  const auto at = state.find("options ");
+  std::string broken = state;
+  broken.replace(at, 8, "option ");
+  try {
+    ProfilingAdvisor::Load(broken);
+    FAIL() << "expected ParseError";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.line(), 2);
+  }
+  EXPECT_THROW(ProfilingAdvisor::Load(state.substr(0, state.size() - 4)), ParseError);
+}
+
+TEST(ProfilingAdvisor, BadReportsThrowNamingTheJob) {
+  ProfilingAdvisor adv;
+  adv.Report("j", 10.0, 2, 100.0);
+  auto message = [&](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_NE(message([&] { adv.Report("j", 5.0, 2, 200.0); }).find("job 'j': time_s 5 is before"),
+            std::string::npos);
+  EXPECT_NE(message([&] { adv.Report("j", 20.0, 2, 50.0); }).find("cumulative_samples 50"),
+            std::string::npos);
+  EXPECT_NE(message([&] { adv.Report("j", 20.0, -1, 200.0); }).find("node count -1"), std::string::npos);
+  EXPECT_NE(message([&] { adv.Report("j", std::nan(""), 2, 200.0); }).find("not finite"), std::string::npos);
+  EXPECT_NE(message([&] { adv.Report("", 20.0, 2, 200.0); }).find("empty job id"), std::string::npos);
+  EXPECT_NE(message([&] { adv.Profile("nope"); }).find("unknown job 'nope'"), std::string::npos);
+  EXPECT_THROW(adv.ThroughputEstimate("j", 0), InvalidArgument);
+  EXPECT_THROW(adv.SetPrior("j", -1.0), InvalidArgument);
+  AdvisorOptions bad;
+  bad.drift_discount = 2.0;
+  EXPECT_THROW(ProfilingAdvisor{bad}, InvalidArgument);
+  // A rejected report leaves the state unchanged.
+  EXPECT_EQ(adv.Profile("j").last_report_s, 10.0);
+}
+
+TEST(ProfilingAdvisor, ForgetDropsAJob) {
+  ProfilingAdvisor adv;
+  adv.Report("a", 0, 1, 0);
+  adv.Report("b", 0, 1, 0);
+  adv.Forget("a");
+  adv.Forget("unknown");
+  EXPECT_EQ(adv.Jobs(), std::vector<std::string>{"b"});
+  EXPECT_FALSE(adv.HasJob("a"));
+}
+
+TEST(ProfilingAdvisor, StoppedJobRecordsNoInterval) {
+  ProfilingAdvisor adv;
+  adv.Report("j", 0, 0, 0);
+  adv.Report("j", 100, 0, 0);
+  EXPECT_TRUE(adv.Profile("j").sizes.empty());
+}
+
+}  // namespace
+}  // namespace bft::curve
