@@ -9,6 +9,7 @@ from . import _core
 from ._core import Error, NotAvailable
 from . import curve
 from . import milp
+from . import sim
 
 __version__ = _core.__version__
 
