@@ -123,23 +123,23 @@ bool HasBackend(const std::string& name) {
   return false;
 }
 
-TEST(AllocDifferential, NodeMilpCountMilpAndExactAgreeOnGlpk) {
+TEST(AllocDifferential, NodeLevelCountLevelAndExactAgreeOnGlpk) {
   if (!HasBackend("glpk")) GTEST_SKIP() << "the GLPK backend is not built into this test binary";
   AgreeOnRandomProblems("glpk", 1000, Goal::kThroughput, 1);
 }
 
-TEST(AllocDifferential, NodeMilpCountMilpAndExactAgreeOnCbc) {
+TEST(AllocDifferential, NodeLevelCountLevelAndExactAgreeOnCbc) {
   if (!HasBackend("cbc")) GTEST_SKIP() << "the CBC backend is not built into this test binary";
   AgreeOnRandomProblems("cbc", 1000, Goal::kThroughput, 2);
 }
 
-TEST(AllocDifferential, MaxMinFairnessAgreesAcrossSolvers) {
+TEST(AllocDifferential, MaxMinFairnessAgreesAcrossAllSolvers) {
   if (!HasBackend("glpk")) GTEST_SKIP() << "the GLPK backend is not built into this test binary";
   AgreeOnRandomProblems("glpk", 300, Goal::kMaxMinFair, 3);
 }
 
 // Real curves: the seven ImageNet models of the BFTrainer evaluation, on a Summit-sized pool.
-TEST(AllocDifferential, RealImagenetCurvesExactMatchesPlainDpAndCountMilp) {
+TEST(AllocDifferential, RealImagenetWorkloadExactMatchesPlainDpAndCountLevel) {
   const std::string path = bft::testing::SharedDataPath("jobs-imagenet-throughput-1001.jsonl");
   BFT_REQUIRE_SHARED_DATA(path);
   const std::vector<testing::WorkloadJob> workload = testing::ReadWorkload(path);

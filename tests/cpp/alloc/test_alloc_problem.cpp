@@ -84,13 +84,13 @@ TEST(AllocProblem, RejectsEmptyAndDuplicateJobIds) {
   ExpectInvalid(p, {"'a'", "duplicate job id"});
 }
 
-TEST(AllocProblem, RejectsEmptyObjectiveCurve) {
+TEST(AllocProblem, RejectsEmptyObjective) {
   Problem p = ValidProblem();
   p.jobs[0].objective = curve::ThroughputCurve();
   ExpectInvalid(p, {"'a'", "objective curve is empty"});
 }
 
-TEST(AllocProblem, BadCurvesAreRejectedWhenBuilt) {
+TEST(AllocProblem, BadBreakpointsAreRejectedWhenBuilt) {
   EXPECT_THROW(curve::ThroughputCurve({1, 1}, {1.0, 2.0}), InvalidArgument);
   EXPECT_THROW(curve::ThroughputCurve({1, 2}, {1.0, -2.0}), InvalidArgument);
   EXPECT_THROW(curve::ThroughputCurve({1, 2}, {1.0, std::nan("")}), InvalidArgument);
@@ -120,7 +120,7 @@ TEST(AllocProblem, RejectsUnknownJobInMap) {
   ExpectInvalid(p, {"node 12", "unknown job 'zzz'"});
 }
 
-TEST(AllocOptions, RejectsInvalidMilpOptionsAndEmptyBackend) {
+TEST(AllocOptions, RejectsInvalidSolverOptionsAndEmptyBackend) {
   SolveOptions options;
   options.solver = SolverKind::kCountMilp;
   options.milp_backend = "";

@@ -38,7 +38,7 @@ TEST(AllocExact, PicksTheBetterMarginalValue) {
   EXPECT_EQ(a.jobs[1].value, 30.0);
 }
 
-TEST(AllocExact, HandlesNonConcaveCurves) {
+TEST(AllocExact, HandlesNonConcaveValues) {
   // a is worth 1 at one node but 100 at four (convex); b is linear, 20/node. All four to a beats
   // any split (a3 + b1 = 67 + 20); the equal share gives a2 + b2 = 34 + 40.
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {1, 100}), MakeJob("b", 1, 4, {1, 4}, {20, 80})}, 4);
@@ -171,7 +171,7 @@ TEST(AllocExact, JobWhoseMinExceedsThePoolStaysOut) {
   EXPECT_EQ(Counts(a), (std::vector<int>{0, 2}));
 }
 
-TEST(AllocExact, ThroughputCurveGivesTheRate) {
+TEST(AllocExact, ThroughputGivesTheRate) {
   Job job = MakeJob("a", 1, 4, {1, 4}, {1, 4});
   job.throughput = curve::ThroughputCurve({1, 4}, {100, 400});
   Problem p = FreshPool({job}, 3);
