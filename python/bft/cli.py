@@ -89,10 +89,11 @@ class ProgressBar:
                 self.stream.write("\n")
             self.stream.flush()
         else:
+            # Not a terminal (a log, a pipe): one line per quarter.
             quarter = int(fraction * 4)
-            if quarter > self.last_quarter:
+            if quarter > self.last_quarter and quarter > 0:
                 self.last_quarter = quarter
-                self.stream.write(f"  {self.label}: {fraction:.0%} ({elapsed:.1f} s)\n")
+                self.stream.write(f"  {self.label}: {fraction:.0%} replayed ({elapsed:.1f} s)\n")
                 self.stream.flush()
 
 
@@ -178,6 +179,7 @@ def replay_main(args) -> int:
     for curves in curve_modes:
         for policy in policies:
             label = policy if curves == "oracle" else f"{policy}+{curves}"
+            sys.stdout.flush()
             bar = ProgressBar(label, enabled=not args.quiet)
             try:
                 r = sim.replay(

@@ -99,7 +99,7 @@ def generate_synthetic(seed: int = 1, **options) -> "tuple[Trace, List[JobSpec]]
     """The synthetic trace and job mix of ``bft replay``'s default (docs/sim.md describes the model).
 
     Options (defaults in brackets): nodes [512], duration_s [2 days], mean_idle_nodes [96],
-    mean_block_nodes [8], median_idle_s [1800], idle_sigma [1.2], jobs [24], mean_interarrival_s [1200].
+    mean_block_nodes [8], median_idle_s [1800], idle_sigma [1.2], jobs [48], mean_interarrival_s [3600].
     """
     trace, jobs = _sim.generate_synthetic(seed=seed, **options)
     return trace, list(jobs)

@@ -210,8 +210,8 @@ struct SyntheticOptions {
   double mean_block_nodes = 8.0;  // mean size of a block of nodes freed together
   double median_idle_s = 1800.0;  // median idle period of a block (lognormal)
   double idle_sigma = 1.2;        // log-standard deviation of the idle period
-  int jobs = 24;
-  double mean_interarrival_s = 1200.0;  // jobs arrive as a Poisson process from time 0
+  int jobs = 48;
+  double mean_interarrival_s = 3600.0;  // jobs arrive as a Poisson process from time 0
   bool IsValid(std::string* error) const;
 };
 

@@ -250,7 +250,7 @@ TEST(SimSynthetic, SameSeedSameWorkloadDifferentSeedDifferent) {
   std::string error;
   EXPECT_TRUE(a.trace.IsValid(&error)) << error;
   EXPECT_TRUE(c.trace.IsValid(&error)) << error;
-  ASSERT_EQ(a.jobs.size(), 24u);
+  ASSERT_EQ(a.jobs.size(), 48u);
   for (const JobSpec& j : a.jobs) EXPECT_TRUE(j.IsValid(&error)) << error;
 }
 

@@ -1,0 +1,84 @@
+"""`bft replay` / `python -m bft replay`: the default run, files written, errors."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bft import cli, sim
+
+JOB = {
+    "name": "j", "submit": 0, "min_nodes": 1, "max_nodes": 2, "work": 1e6, "scale_up_s": 5.0,
+    "scale_down_s": 3.0, "nodes": [0, 1, 2], "throughput": [0.0, 10.0, 18.0],
+}
+
+
+def run_module(*args, cwd=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.run([sys.executable, "-m", "bft", *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=120)
+
+
+def test_default_replay_runs_the_synthetic_workload_and_writes_outputs(tmp_path):
+    out = tmp_path / "out"
+    p = run_module("replay", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "built-in synthetic workload (seed 1)" in p.stdout
+    assert "policy exact" in p.stdout and "policy equal_share" in p.stdout
+    assert "idle capture" in p.stdout
+    assert "100% replayed" in p.stderr  # the progress report (plain lines when not a terminal)
+    for name in ("steps-exact.csv", "summary-exact.json", "jobs-exact.csv", "nodes-exact.png", "progress-exact.png",
+                 "steps-equal_share.csv", "comparison.txt", "comparison.png"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary-exact.json").read_text())
+    assert summary["policy"] == "exact" and summary["samples_done"] > 0
+    header = (out / "steps-exact.csv").read_text().splitlines()[0]
+    assert header.split(",") == list(sim.STEP_COLUMNS)
+    assert (out / "nodes-exact.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_files_policies_window_and_subset(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n")
+    (tmp_path / "j.jsonl").write_text(json.dumps(JOB) + "\n")
+    rc = cli.main(["replay", "--trace", str(tmp_path / "t.csv"), "--jobs", str(tmp_path / "j.jsonl"),
+                   "--policy", "exact,equal_share", "--end", "5m", "--nodes", "a", "-q", "--out", str(tmp_path / "o"),
+                   "--no-plots"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "1 nodes" in out
+    s = json.loads((tmp_path / "o" / "summary-exact.json").read_text())
+    assert s["end_s"] == 300 and s["nodes"] == 1
+    assert s["samples_done"] == pytest.approx(3000)  # one node at 10 samples/s for 300 s
+    assert not list((tmp_path / "o").glob("*.png"))
+
+
+def test_bad_trace_file_is_a_clear_error(tmp_path):
+    (tmp_path / "t.csv").write_text("time,node,state\n0,a,idle\nsoon,b,idle\n")
+    (tmp_path / "j.jsonl").write_text(json.dumps(JOB) + "\n")
+    p = run_module("replay", "--trace", str(tmp_path / "t.csv"), "--jobs", str(tmp_path / "j.jsonl"))
+    assert p.returncode != 0
+    assert f"{tmp_path / 't.csv'}:3: time: expected a non-negative whole number of seconds" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_bad_jobs_file_and_bad_arguments_are_clear_errors(tmp_path):
+    (tmp_path / "t.csv").write_text("time,node,state\n0,a,idle\n")
+    (tmp_path / "j.jsonl").write_text(json.dumps(dict(JOB, work=-5)) + "\n")
+    with pytest.raises(SystemExit, match=r"j\.jsonl:1: job \"j\": work must be finite and > 0"):
+        cli.main(["replay", "--trace", str(tmp_path / "t.csv"), "--jobs", str(tmp_path / "j.jsonl")])
+    with pytest.raises(SystemExit, match="unknown policy 'greedy'"):
+        cli.main(["replay", "--policy", "greedy"])
+    with pytest.raises(SystemExit, match="give both --trace and --jobs"):
+        cli.main(["replay", "--trace", str(tmp_path / "t.csv")])
+    with pytest.raises(SystemExit, match="No such file|no such file"):
+        cli.main(["replay", "--trace", str(tmp_path / "missing.csv"), "--jobs", str(tmp_path / "j.jsonl")])
+
+
+def test_time_arguments_accept_units():
+    assert cli._parse_time("90m") == 5400
+    assert cli._parse_time("1.5d") == 129600
+    assert cli._parse_time("7200") == 7200

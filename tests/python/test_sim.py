@@ -1,0 +1,186 @@
+"""bft.sim: readers, the replay engine through Python, numpy outputs, the real Summit slice."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from bft import sim
+
+TINY_TRACE = "time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"
+JOB = {
+    "name": "j", "submit": 0, "min_nodes": 1, "max_nodes": 2, "work": 1e6, "scale_up_s": 5.0,
+    "scale_down_s": 3.0, "nodes": [0, 1, 2], "throughput": [0.0, 10.0, 18.0], "objective": [0.0, 10.0, 18.0],
+}
+
+
+def write_jobs(path, jobs):
+    path.write_text("".join(json.dumps(j) + "\n" for j in jobs))
+    return path
+
+
+def test_tiny_trace_replay_matches_the_hand_computed_accounting():
+    trace = sim.parse_trace(TINY_TRACE)
+    jobs = sim.parse_jobs(json.dumps(JOB))
+    r = sim.replay(trace, jobs, "exact", end_s=300)
+    s = r.summary
+    # 1800 on 2 nodes, -54 preemption loss, +1000 on 1 node, -50 rescale loss, +1800 on 2 nodes.
+    assert s["samples_done"] == pytest.approx(4496)
+    assert s["samples_without_losses"] == pytest.approx(4600)
+    assert s["overhead_efficiency"] == pytest.approx(4496 / 4600)
+    assert s["idle_node_hours"] == pytest.approx(500 / 3600)
+    assert s["idle_capture"] == pytest.approx(1.0)
+    assert (s["rescales"], s["preemptions"]) == (1, 1)
+    assert r.steps["time_s"].tolist() == [0, 100, 200, 300]
+    assert r.steps["used_nodes"].dtype == np.int32
+    assert r.steps["samples_done"].tolist() == pytest.approx([0, 1746, 2696, 4496])
+    t, done = r.job_progress(0)
+    assert t.tolist() == [0, 100, 200, 300]
+    assert done[-1] == pytest.approx(4496)
+
+
+def test_equal_share_and_exact_agree_on_a_single_job():
+    trace = sim.parse_trace(TINY_TRACE)
+    jobs = sim.parse_jobs(json.dumps(JOB))
+    a = sim.replay(trace, jobs, "exact", end_s=300).summary
+    b = sim.replay(trace, jobs, "equal_share", end_s=300).summary
+    assert b["samples_without_losses"] == pytest.approx(a["samples_without_losses"])
+
+
+def test_invariants_hold_on_the_synthetic_default():
+    trace, jobs = sim.generate_synthetic(seed=3, nodes=128, mean_idle_nodes=30, duration_s=86400, jobs=20)
+    r = sim.replay(trace, jobs, "exact", record_assignments=True)
+    s = r.summary
+    assert s["used_node_hours"] <= s["idle_node_hours"]
+    assert np.all(r.steps["used_nodes"] <= r.steps["idle_nodes"])
+    assert np.all(r.jobs["done"] <= r.jobs["work"])
+    assert np.all(r.jobs["done"] >= 0)
+    finished = r.jobs["finish_s"] >= 0
+    assert np.all(r.jobs["done"][finished] == r.jobs["work"][finished])
+    # The assignment log never gives a node to a second job before the first released it.
+    owner = {}
+    for node, job in zip(r.assignments["node"].tolist(), r.assignments["job"].tolist()):
+        if job >= 0:
+            assert node not in owner, f"node {node} runs two jobs"
+            owner[node] = job
+        else:
+            assert owner.pop(node) >= 0
+    assert s["samples_done"] > 0 and s["rescales"] > 0 and s["preemptions"] > 0
+
+
+def test_generator_is_deterministic_and_round_trips_through_files(tmp_path):
+    t1, j1 = sim.generate_synthetic(seed=7, nodes=64, mean_idle_nodes=16, duration_s=20000, jobs=5)
+    t2, j2 = sim.generate_synthetic(seed=7, nodes=64, mean_idle_nodes=16, duration_s=20000, jobs=5)
+    assert np.array_equal(t1.times, t2.times) and np.array_equal(t1.nodes, t2.nodes)
+    sim.write_trace(t1, tmp_path / "t.csv.gz")
+    sim.write_jobs(j1, tmp_path / "j.jsonl")
+    with gzip.open(tmp_path / "t.csv.gz", "rt") as f:
+        assert f.readline() == "time,node,state\n"
+    t3 = sim.read_trace(tmp_path / "t.csv.gz")
+    j3 = sim.read_jobs(tmp_path / "j.jsonl")
+    assert t3.node_names == [t1.node_names[i] for i in sorted(set(t1.nodes.tolist()), key=t1.nodes.tolist().index)]
+    assert len(t3) == len(t1)
+    assert [j.name for j in j3] == [j.name for j in j1]
+    assert j3[0].throughput == j1[0].throughput
+    a = sim.replay(t1, j1, "exact").summary
+    b = sim.replay(tmp_path / "t.csv.gz", tmp_path / "j.jsonl", "exact").summary
+    assert a["samples_done"] == pytest.approx(b["samples_done"])
+
+
+def test_bad_trace_file_names_file_and_line(tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_text("time,node,state\n1,a,idle\n2,a,sleeping\n")
+    with pytest.raises(ValueError, match=r"bad\.csv:3: state: expected \"idle\" or \"busy\", found \"sleeping\""):
+        sim.read_trace(p)
+    p.write_text("time,node,state\n5,a,idle\n3,b,idle\n")
+    with pytest.raises(ValueError, match=r"bad\.csv:3: time 3 is before the previous line's 5"):
+        sim.read_trace(p)
+
+
+def test_bad_gzip_trace_names_file_and_line(tmp_path):
+    p = tmp_path / "bad.csv.gz"
+    with gzip.open(p, "wt") as f:
+        f.write("time,node,state\n1,a,idle\n1,a,busy\n")
+    with pytest.raises(ValueError, match=r"bad\.csv\.gz:3: node a changes state twice at time 1"):
+        sim.read_trace(p)
+
+
+def test_bad_jobs_file_names_file_line_and_field(tmp_path):
+    bad = dict(JOB, max_nodes="two")
+    p = write_jobs(tmp_path / "bad.jsonl", [JOB, bad])
+    with pytest.raises(ValueError, match=r'bad\.jsonl:2: job "j": "max_nodes": expected a number'):
+        sim.read_jobs(p)
+    p.write_text(json.dumps(JOB) + "\n" + json.dumps(dict(JOB, name="k", gpus=4)) + "\n")
+    with pytest.raises(ValueError, match=r'bad\.jsonl:2: unknown field "gpus"'):
+        sim.read_jobs(p)
+    p.write_text(json.dumps(JOB)[:-1] + "\n")
+    with pytest.raises(ValueError, match=r"bad\.jsonl:1: malformed JSON: column \d+: expected ',' or '}'"):
+        sim.read_jobs(p)
+
+
+def test_missing_files_raise_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        sim.read_trace(tmp_path / "nope.csv")
+    with pytest.raises(FileNotFoundError):
+        sim.read_jobs(tmp_path / "nope.jsonl")
+
+
+def test_bad_options_raise_value_error():
+    trace = sim.parse_trace(TINY_TRACE)
+    jobs = sim.parse_jobs(json.dumps(JOB))
+    with pytest.raises(ValueError, match="max_jobs"):
+        sim.replay(trace, jobs, max_jobs=0)
+    with pytest.raises(ValueError, match="unknown"):
+        sim.replay(trace, jobs, policy="fastest")
+    with pytest.raises(ValueError, match="curves"):
+        sim.replay(trace, jobs, curves="psychic")
+    with pytest.raises(ValueError, match='node "zz" is not in the trace'):
+        sim.replay(trace, jobs, nodes=["zz"])
+
+
+def test_progress_callback_runs_and_its_exception_stops_the_replay():
+    trace, jobs = sim.generate_synthetic(seed=1, nodes=64, mean_idle_nodes=16, duration_s=20000, jobs=4)
+    seen = []
+    sim.replay(trace, jobs, on_progress=seen.append)
+    assert seen[-1] == 1.0 and len(seen) >= 2 and seen == sorted(seen)
+
+    def boom(_):
+        raise KeyError("stop")
+
+    with pytest.raises(KeyError):
+        sim.replay(trace, jobs, on_progress=boom)
+
+
+def test_trace_from_arrays_is_validated():
+    t = sim.Trace(["x", "y"], [0, 0, 5], [0, 1, 0], [1, 1, 0])
+    assert len(t) == 3 and t.last_time_s == 5
+    with pytest.raises(ValueError, match="already busy"):
+        sim.Trace(["x"], [0], [0], [0])
+
+
+def test_comparison_table_lists_every_policy():
+    trace = sim.parse_trace(TINY_TRACE)
+    jobs = sim.parse_jobs(json.dumps(JOB))
+    rs = [sim.replay(trace, jobs, p, end_s=300) for p in ("exact", "equal_share")]
+    table = sim.comparison_table(rs)
+    assert "exact" in table.splitlines()[0] and "equal_share" in table.splitlines()[0]
+    assert "idle capture" in table and "allocator p99" in table
+
+
+@pytest.fixture(scope="module")
+def summit_slice(shared_data):
+    trace = sim.read_trace(shared_data / "summit-idle-nodes-2021-02.csv.gz")
+    jobs = sim.read_jobs(shared_data / "jobs-imagenet-throughput-1001.jsonl")[:400]
+    return trace, jobs
+
+
+def test_summit_slice_exact_beats_equal_share_and_learned_reaches_90_percent(summit_slice):
+    trace, jobs = summit_slice
+    window = dict(start_s=72000, end_s=72000 + 6 * 3600, record_job_progress=False)
+    exact = sim.replay(trace, jobs, "exact", **window).summary
+    equal = sim.replay(trace, jobs, "equal_share", **window).summary
+    learned = sim.replay(trace, jobs, "exact", "learned", **window).summary
+    assert exact["jobs_finished"] < 400
+    assert exact["samples_done"] >= equal["samples_done"]
+    assert learned["samples_done"] >= 0.9 * exact["samples_done"]
