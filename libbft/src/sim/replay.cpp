@@ -184,6 +184,7 @@ void Engine::Advance(double t) {
     if (job.phase != JobState::Phase::kFinished) continue;
     any_finished = true;
     ++finished_;
+    if (opt_.record_job_progress) result_.progress.push_back({t, j, job.done, 0});
     for (const NodeId node : job.nodes) {
       owner_[static_cast<std::size_t>(node)] = -1;
       if (opt_.record_assignments) result_.assignments.push_back({t, node, -1});

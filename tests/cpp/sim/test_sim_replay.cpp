@@ -88,6 +88,10 @@ TEST(SimReplay, AJobFinishingBetweenTraceEventsIsAnEvent) {
   EXPECT_NEAR(r.steps[3].time_s, finish, 1e-9);
   EXPECT_EQ(r.steps[3].finished_jobs, 1);
   EXPECT_EQ(r.steps[3].used_nodes, 0);
+  // The job's progress curve ends at its finish with all its work done.
+  ASSERT_FALSE(r.progress.empty());
+  EXPECT_NEAR(r.progress.back().time_s, finish, 1e-9);
+  EXPECT_DOUBLE_EQ(r.progress.back().done, 3000);
 }
 
 TEST(SimReplay, AdmitsFirstComeFirstServedUpToMaxJobs) {
