@@ -25,6 +25,7 @@ std::string JobName(const Job& job, std::size_t index) {
 }  // namespace
 
 bool Problem::IsValid(std::string* error) const {
+  // Messages are built only on failure: this runs on every event, over thousands of nodes.
   if (!std::isfinite(tfwd_s) || !(tfwd_s > 0.0)) {
     std::ostringstream os;
     os << "tfwd_s must be a finite number > 0, got " << tfwd_s;
@@ -34,49 +35,25 @@ bool Problem::IsValid(std::string* error) const {
   ids.reserve(jobs.size());
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const Job& job = jobs[j];
-    const std::string name = JobName(job, j);
-    std::ostringstream os;
-    if (job.id.empty()) {
-      os << "job " << j << ": id is empty";
+    auto fail = [&](auto&&... parts) {
+      std::ostringstream os;
+      os << JobName(job, j) << ": ";
+      (os << ... << parts);
       return Fail(error, os.str());
-    }
-    if (!ids.insert(job.id).second) {
-      os << name << ": duplicate job id";
-      return Fail(error, os.str());
-    }
-    if (job.min_nodes < 1) {
-      os << name << ": min_nodes " << job.min_nodes << " must be >= 1";
-      return Fail(error, os.str());
-    }
-    if (job.max_nodes < job.min_nodes) {
-      os << name << ": min_nodes " << job.min_nodes << " > max_nodes " << job.max_nodes;
-      return Fail(error, os.str());
-    }
-    if (!std::isfinite(job.scale_up_s) || job.scale_up_s < 0.0) {
-      os << name << ": scale_up_s " << job.scale_up_s << " must be a finite number >= 0";
-      return Fail(error, os.str());
-    }
-    if (!std::isfinite(job.scale_down_s) || job.scale_down_s < 0.0) {
-      os << name << ": scale_down_s " << job.scale_down_s << " must be a finite number >= 0";
-      return Fail(error, os.str());
-    }
-    if (!std::isfinite(job.weight) || job.weight < 0.0) {
-      os << name << ": weight " << job.weight << " must be a finite number >= 0";
-      return Fail(error, os.str());
-    }
-    if (job.objective.empty()) {
-      os << name << ": objective curve is empty (give at least one breakpoint)";
-      return Fail(error, os.str());
-    }
-    std::string why;
-    if (!curve::ThroughputCurve::Check(job.objective.nodes(), job.objective.values(), &why)) {
-      os << name << ": objective " << why;
-      return Fail(error, os.str());
-    }
-    if (!curve::ThroughputCurve::Check(job.throughput.nodes(), job.throughput.values(), &why)) {
-      os << name << ": throughput " << why;
-      return Fail(error, os.str());
-    }
+    };
+    if (job.id.empty()) return Fail(error, "job " + std::to_string(j) + ": id is empty");
+    if (!ids.insert(job.id).second) return fail("duplicate job id");
+    if (job.min_nodes < 1) return fail("min_nodes ", job.min_nodes, " must be >= 1");
+    if (job.max_nodes < job.min_nodes)
+      return fail("min_nodes ", job.min_nodes, " > max_nodes ", job.max_nodes);
+    if (!std::isfinite(job.scale_up_s) || job.scale_up_s < 0.0)
+      return fail("scale_up_s ", job.scale_up_s, " must be a finite number >= 0");
+    if (!std::isfinite(job.scale_down_s) || job.scale_down_s < 0.0)
+      return fail("scale_down_s ", job.scale_down_s, " must be a finite number >= 0");
+    if (!std::isfinite(job.weight) || job.weight < 0.0)
+      return fail("weight ", job.weight, " must be a finite number >= 0");
+    if (job.objective.empty()) return fail("objective curve is empty (give at least one breakpoint)");
+    // ThroughputCurve validates its breakpoints when it is built; nothing else to check here.
   }
   std::unordered_set<NodeId> in_pool;
   in_pool.reserve(pool.size());
@@ -91,18 +68,16 @@ bool Problem::IsValid(std::string* error) const {
   mapped.reserve(current.size());
   for (std::size_t k = 0; k < current.size(); ++k) {
     const Assignment& a = current[k];
-    std::ostringstream os;
-    if (in_pool.count(a.node) == 0) {
-      os << "current[" << k << "]: node " << a.node << " (job '" << a.job
-         << "') is not in the pool (remove nodes the main scheduler took back from the map)";
-      return Fail(error, os.str());
-    }
-    if (!mapped.insert(a.node).second) {
-      os << "current[" << k << "]: node " << a.node << " is mapped twice";
-      return Fail(error, os.str());
-    }
-    if (ids.count(a.job) == 0) {
-      os << "current[" << k << "]: node " << a.node << " runs unknown job '" << a.job << "'";
+    const char* why = nullptr;
+    if (in_pool.count(a.node) == 0)
+      why = " is not in the pool (remove nodes the main scheduler took back from the map)";
+    else if (!mapped.insert(a.node).second)
+      why = " is mapped twice";
+    else if (ids.count(a.job) == 0)
+      why = " runs an unknown job";
+    if (why != nullptr) {
+      std::ostringstream os;
+      os << "current[" << k << "]: node " << a.node << " (job '" << a.job << "')" << why;
       return Fail(error, os.str());
     }
   }

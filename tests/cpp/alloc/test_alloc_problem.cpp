@@ -117,7 +117,7 @@ TEST(AllocProblem, RejectsNodeMappedTwice) {
 TEST(AllocProblem, RejectsUnknownJobInMap) {
   Problem p = ValidProblem();
   p.current.push_back({12, "zzz"});
-  ExpectInvalid(p, {"node 12", "unknown job 'zzz'"});
+  ExpectInvalid(p, {"node 12", "'zzz'", "unknown job"});
 }
 
 TEST(AllocOptions, RejectsInvalidSolverOptionsAndEmptyBackend) {

@@ -1,0 +1,208 @@
+// bench_alloc: solve time of every allocator for jobs x nodes in {10, 100, 1000} x {64, 512, 4734},
+// with the ratio to the exact solver measured in the same run (and the objective relative to it).
+//
+// Instances: jobs with the measured ImageNet curves of ../shared/data (synthetic concave curves
+// with the same shape when the file is absent), at the moment of an event: the jobs run where an
+// exact allocation put them on 90% of the pool; then 5% of the pool is reclaimed (its jobs shrink,
+// some below their minimum) and the other 10% becomes idle.
+//
+//   bench_alloc --benchmark_filter='exact'              one solver
+//   bench_alloc --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//
+// Counters: median_ms (this solver, median of the iterations), exact_ms (the exact solver on the
+// same instance, median of as many solves, measured just before), ratio_vs_exact, and
+// objective_vs_exact (objective / exact objective; 1 for every exact solver).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bft/alloc.h"
+#include "bft/milp.h"
+#ifdef BFT_HAVE_GLPK
+#include "bft/milp_glpk.h"
+#endif
+#ifdef BFT_HAVE_CBC
+#include "bft/milp_cbc.h"
+#endif
+
+namespace {
+
+using bft::alloc::Allocation;
+using bft::alloc::Job;
+using bft::alloc::Problem;
+using bft::alloc::SolveOptions;
+using bft::alloc::SolverKind;
+
+std::vector<double> NumberArray(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  std::vector<double> out;
+  if (at == std::string::npos) return out;
+  const auto open = line.find('[', at);
+  const auto close = line.find(']', open);
+  std::stringstream ss(line.substr(open + 1, close - open - 1));
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stod(item));
+  return out;
+}
+
+double Number(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  return std::stod(line.substr(at + key.size() + 3));
+}
+
+// Up to `count` jobs from the real workload, or synthetic ones of the same shape.
+std::vector<Job> Jobs(int count) {
+  std::vector<Job> jobs;
+  std::ifstream in(std::string(BFT_SHARED_DATA_DIR) + "/jobs-imagenet-throughput-1001.jsonl");
+  std::string line;
+  while (static_cast<int>(jobs.size()) < count && std::getline(in, line)) {
+    Job job;
+    job.id = "job" + std::to_string(jobs.size());
+    job.min_nodes = static_cast<int>(Number(line, "min_nodes"));
+    job.max_nodes = static_cast<int>(Number(line, "max_nodes"));
+    job.scale_up_s = Number(line, "scale_up_s");
+    job.scale_down_s = Number(line, "scale_down_s");
+    std::vector<int> nodes;
+    for (double n : NumberArray(line, "nodes")) nodes.push_back(static_cast<int>(n));
+    job.objective = bft::curve::ThroughputCurve(nodes, NumberArray(line, "objective"));
+    job.throughput = bft::curve::ThroughputCurve(nodes, NumberArray(line, "throughput"));
+    jobs.push_back(job);
+  }
+  std::mt19937_64 rng(7);
+  while (static_cast<int>(jobs.size()) < count) {
+    Job job;
+    job.id = "job" + std::to_string(jobs.size());
+    job.min_nodes = 1;
+    job.max_nodes = 64;
+    job.scale_up_s = std::uniform_real_distribution<double>(17, 19)(rng);
+    job.scale_down_s = std::uniform_real_distribution<double>(11, 13)(rng);
+    const double base = std::uniform_real_distribution<double>(1000, 8000)(rng);
+    const double efficiency = std::uniform_real_distribution<double>(0.6, 0.95)(rng);
+    std::vector<int> nodes{0, 1, 2, 4, 8, 16, 32, 64};
+    std::vector<double> values;
+    for (int n : nodes) values.push_back(base * std::pow(n, efficiency + 0.05));
+    job.objective = bft::curve::ThroughputCurve(nodes, values);
+    job.throughput = job.objective;
+    jobs.push_back(job);
+  }
+  return jobs;
+}
+
+Problem Instance(int num_jobs, int num_nodes) {
+  static std::map<std::pair<int, int>, Problem> cache;
+  const auto key = std::make_pair(num_jobs, num_nodes);
+  const auto hit = cache.find(key);
+  if (hit != cache.end()) return hit->second;
+  std::mt19937_64 rng(static_cast<std::uint64_t>(num_jobs) * 10007 + num_nodes);
+  Problem before;
+  before.jobs = Jobs(num_jobs);
+  std::vector<bft::alloc::NodeId> nodes(num_nodes);
+  for (int k = 0; k < num_nodes; ++k) nodes[k] = k;
+  std::shuffle(nodes.begin(), nodes.end(), rng);
+  const int old_pool = num_nodes * 9 / 10;
+  before.pool.assign(nodes.begin(), nodes.begin() + old_pool);
+  const Allocation previous = bft::alloc::Solve(before);
+  Problem p;
+  p.jobs = before.jobs;
+  const int reclaimed = num_nodes / 20;
+  std::vector<bft::alloc::NodeId> gone(nodes.begin(), nodes.begin() + reclaimed);
+  std::sort(gone.begin(), gone.end());
+  p.pool.assign(nodes.begin() + reclaimed, nodes.end());
+  for (const bft::alloc::Assignment& a : previous.map)
+    if (!std::binary_search(gone.begin(), gone.end(), a.node)) p.current.push_back(a);
+  cache.emplace(key, p);
+  return p;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void RegisterBackends() {
+#ifdef BFT_HAVE_GLPK
+  bft::milp::RegisterGlpkBackend();
+#endif
+#ifdef BFT_HAVE_CBC
+  bft::milp::RegisterCbcBackend();
+#endif
+}
+
+void BM_Solve(benchmark::State& state, SolverKind solver, const std::string& backend) {
+  const Problem p = Instance(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  SolveOptions options;
+  options.solver = solver;
+  options.milp_backend = backend;
+  options.milp.time_limit_s = 120.0;
+  std::vector<double> times;
+  Allocation result;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    result = bft::alloc::Solve(p, options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(seconds);
+    times.push_back(seconds);
+    benchmark::DoNotOptimize(result);
+  }
+  // The exact solver on the same instance, as many solves (at least 3, at most 200).
+  std::vector<double> exact_times;
+  Allocation exact;
+  const int reps = std::clamp(static_cast<int>(times.size()), 3, 200);
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    exact = bft::alloc::Solve(p);
+    exact_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  const double median = Median(times), exact_median = Median(exact_times);
+  state.counters["median_ms"] = median * 1e3;
+  state.counters["exact_ms"] = exact_median * 1e3;
+  state.counters["ratio_vs_exact"] = median / exact_median;
+  state.counters["objective_vs_exact"] = exact.objective != 0.0 ? result.objective / exact.objective : 1.0;
+  fprintf(stderr, "DBG %.17g %.17g\n", result.objective, exact.objective);
+  state.counters["optimal"] = result.proven_optimal ? 1 : 0;
+  state.SetLabel(result.proven_optimal ? "optimal" : bft::milp::ToString(result.termination));
+}
+
+// Sizes per solver. The MILP solvers stop where a solve takes minutes (see bench/README.md).
+void Sizes(benchmark::internal::Benchmark* b, long max_jobs_times_nodes) {
+  for (int jobs : {10, 100, 1000})
+    for (int nodes : {64, 512, 4734})
+      if (static_cast<long>(jobs) * nodes <= max_jobs_times_nodes) b->Args({jobs, nodes});
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+int RegisterAll() {
+  RegisterBackends();
+  const long all = 1L << 40;
+  Sizes(benchmark::RegisterBenchmark("exact", BM_Solve, SolverKind::kExact, std::string()), all);
+  Sizes(benchmark::RegisterBenchmark("equal_share", BM_Solve, SolverKind::kEqualShare, std::string()), all);
+  for (const std::string& backend : bft::milp::RegisteredBackends()) {
+    const std::string count = "count_milp/" + backend, node = "node_milp/" + backend;
+    Sizes(
+        benchmark::RegisterBenchmark(count.c_str(), BM_Solve, SolverKind::kCountMilp, backend)->Iterations(3),
+        all);
+    Sizes(benchmark::RegisterBenchmark(node.c_str(), BM_Solve, SolverKind::kNodeMilp, backend)->Iterations(1),
+          10 * 512);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
