@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
@@ -167,7 +166,6 @@ void BM_Solve(benchmark::State& state, SolverKind solver, const std::string& bac
   state.counters["exact_ms"] = exact_median * 1e3;
   state.counters["ratio_vs_exact"] = median / exact_median;
   state.counters["objective_vs_exact"] = exact.objective != 0.0 ? result.objective / exact.objective : 1.0;
-  fprintf(stderr, "DBG %.17g %.17g\n", result.objective, exact.objective);
   state.counters["optimal"] = result.proven_optimal ? 1 : 0;
   state.SetLabel(result.proven_optimal ? "optimal" : bft::milp::ToString(result.termination));
 }
