@@ -96,7 +96,7 @@ Errors Evaluate(const std::vector<Measured>& curves, const std::vector<int>& tra
   return e;
 }
 
-class RealCurves : public ::testing::Test {
+class CurveRealData : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = testing::SharedDataPath("jobs-imagenet-throughput-1001.jsonl");
@@ -107,24 +107,24 @@ class RealCurves : public ::testing::Test {
   std::vector<Measured> curves_;
 };
 
-TEST_F(RealCurves, FileHoldsSevenDistinctCurvesFromOneToSixtyFourNodes) {
+TEST_F(CurveRealData, FileHoldsSevenDistinctCurvesFromOneToSixtyFourNodes) {
   ASSERT_EQ(curves_.size(), 7u);
   for (const Measured& m : curves_) EXPECT_EQ(m.nodes, (std::vector<int>{1, 2, 4, 8, 16, 32, 64})) << m.name;
 }
 
-TEST_F(RealCurves, EveryModelFitsFromEachTrainingSet) {
+TEST_F(CurveRealData, EveryModelFitsFromEachTrainingSet) {
   for (const auto& train : std::vector<std::vector<int>>{{1, 8, 64}, {1, 4, 16}, {1, 2, 4}})
     for (Model model : kAllModels) Evaluate(curves_, train, model);  // EXPECTs inside
 }
 
-TEST_F(RealCurves, AutoFromOneEightSixtyFourMeetsFiveAndTwentyPercent) {
+TEST_F(CurveRealData, AutoFromOneEightSixtyFourMeetsFiveAndTwentyPercent) {
   const Errors e = Evaluate(curves_, {1, 8, 64}, Model::kAuto);
   ASSERT_EQ(e.inside.size(), 7u * 4u);  // 2, 4, 16, 32 for each curve
   EXPECT_LE(Median(e.inside), 0.05);
   EXPECT_LE(Max(e.inside), 0.20);
 }
 
-TEST_F(RealCurves, AutoFromOneFourSixteenMeetsEightPercent) {
+TEST_F(CurveRealData, AutoFromOneFourSixteenMeetsEightPercent) {
   const Errors e = Evaluate(curves_, {1, 4, 16}, Model::kAuto);
   ASSERT_EQ(e.inside.size(), 7u * 2u);  // 2, 8
   ASSERT_EQ(e.beyond.size(), 7u * 2u);  // 32, 64
@@ -132,7 +132,7 @@ TEST_F(RealCurves, AutoFromOneFourSixteenMeetsEightPercent) {
   EXPECT_LE(Median(e.all()), 0.08);
 }
 
-TEST_F(RealCurves, AutoBeatsPlainAmdahlInWorstCaseError) {
+TEST_F(CurveRealData, AutoBeatsPlainAmdahlInWorstCaseError) {
   for (const auto& train : std::vector<std::vector<int>>{{1, 8, 64}, {1, 4, 16}}) {
     const double autoerr = Max(Evaluate(curves_, train, Model::kAuto).all());
     const double amdahl = Max(Evaluate(curves_, train, Model::kAmdahl).all());

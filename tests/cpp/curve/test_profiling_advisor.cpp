@@ -42,7 +42,7 @@ struct SimJob {
 
 double Amdahlish(double n) { return 1.0 / (1e-4 + 1e-3 / n + 5e-5 * std::log2(n) / n); }
 
-TEST(ProfilingAdvisor, UnknownJobGetsTheOptimisticPrior) {
+TEST(CurveAdvisor, UnknownJobGetsTheOptimisticPrior) {
   AdvisorOptions opt;
   opt.prior_samples_per_node_s = 50.0;
   ProfilingAdvisor adv(opt);
@@ -56,7 +56,7 @@ TEST(ProfilingAdvisor, UnknownJobGetsTheOptimisticPrior) {
   EXPECT_TRUE(adv.Profile("new").has_prior);
 }
 
-TEST(ProfilingAdvisor, NoisyJobConvergesToItsTrueCurve) {
+TEST(CurveAdvisor, NoisyJobConvergesToItsTrueCurve) {
   ProfilingAdvisor adv;
   SimJob job;
   job.truth = Amdahlish;
@@ -75,7 +75,7 @@ TEST(ProfilingAdvisor, NoisyJobConvergesToItsTrueCurve) {
   EXPECT_LE(est.Evaluate(64), Amdahlish(64) * 1.03);
 }
 
-TEST(ProfilingAdvisor, WarmupIsDiscardedAndRescaleOverheadMeasured) {
+TEST(CurveAdvisor, WarmupIsDiscardedAndRescaleOverheadMeasured) {
   ProfilingAdvisor adv;
   SimJob job;
   job.truth = [](double n) { return 100.0 * n; };
@@ -95,7 +95,7 @@ TEST(ProfilingAdvisor, WarmupIsDiscardedAndRescaleOverheadMeasured) {
   EXPECT_EQ(p.rescales[1].to_nodes, 8);
 }
 
-TEST(ProfilingAdvisor, DriftAgesOutTheOldRate) {
+TEST(CurveAdvisor, DriftAgesOutTheOldRate) {
   ProfilingAdvisor adv;
   SimJob job;
   job.truth = Amdahlish;
@@ -107,7 +107,7 @@ TEST(ProfilingAdvisor, DriftAgesOutTheOldRate) {
   EXPECT_NEAR(p.sizes[0].samples_per_s / (0.6 * Amdahlish(8)), 1.0, 0.03);
 }
 
-TEST(ProfilingAdvisor, HalfLifeAgesOutOldDataWithoutDriftDetection) {
+TEST(CurveAdvisor, HalfLifeAgesOutOldDataWithoutDriftDetection) {
   AdvisorOptions opt;
   opt.drift_threshold = 10.0;  // never detects drift
   opt.half_life_s = 60.0;
@@ -121,7 +121,7 @@ TEST(ProfilingAdvisor, HalfLifeAgesOutOldDataWithoutDriftDetection) {
   EXPECT_NEAR(adv.Profile("job").sizes[0].samples_per_s, 200.0, 2.0);
 }
 
-TEST(ProfilingAdvisor, ExplorationBonusAndProbesFavourUnmeasuredSizes) {
+TEST(CurveAdvisor, ExplorationBonusAndProbesFavourUnmeasuredSizes) {
   ProfilingAdvisor adv;
   SimJob job;
   job.truth = Amdahlish;
@@ -144,7 +144,7 @@ TEST(ProfilingAdvisor, ExplorationBonusAndProbesFavourUnmeasuredSizes) {
   }
 }
 
-TEST(ProfilingAdvisor, SaveLoadRoundTrips) {
+TEST(CurveAdvisor, SaveLoadRoundTrips) {
   ProfilingAdvisor adv;
   SimJob a;
   a.truth = Amdahlish;
@@ -172,7 +172,7 @@ TEST(ProfilingAdvisor, SaveLoadRoundTrips) {
   EXPECT_EQ(cont.Save(), adv.Save());
 }
 
-TEST(ProfilingAdvisor, MalformedStateIsAParseErrorWithALine) {
+TEST(CurveAdvisor, MalformedStateIsAParseErrorWithALine) {
   EXPECT_THROW(ProfilingAdvisor::Load(""), ParseError);
   ProfilingAdvisor adv;
   adv.Report("j", 0, 2, 0);
@@ -190,7 +190,7 @@ TEST(ProfilingAdvisor, MalformedStateIsAParseErrorWithALine) {
   EXPECT_THROW(ProfilingAdvisor::Load(state.substr(0, state.size() - 4)), ParseError);
 }
 
-TEST(ProfilingAdvisor, BadReportsThrowNamingTheJob) {
+TEST(CurveAdvisor, BadReportsThrowNamingTheJob) {
   ProfilingAdvisor adv;
   adv.Report("j", 10.0, 2, 100.0);
   auto message = [&](const std::function<void()>& f) {
@@ -218,7 +218,7 @@ TEST(ProfilingAdvisor, BadReportsThrowNamingTheJob) {
   EXPECT_EQ(adv.Profile("j").last_report_s, 10.0);
 }
 
-TEST(ProfilingAdvisor, ForgetDropsAJob) {
+TEST(CurveAdvisor, ForgetDropsAJob) {
   ProfilingAdvisor adv;
   adv.Report("a", 0, 1, 0);
   adv.Report("b", 0, 1, 0);
@@ -228,7 +228,7 @@ TEST(ProfilingAdvisor, ForgetDropsAJob) {
   EXPECT_FALSE(adv.HasJob("a"));
 }
 
-TEST(ProfilingAdvisor, StoppedJobRecordsNoInterval) {
+TEST(CurveAdvisor, StoppedJobRecordsNoInterval) {
   ProfilingAdvisor adv;
   adv.Report("j", 0, 0, 0);
   adv.Report("j", 100, 0, 0);

@@ -8,7 +8,7 @@
 namespace bft::curve {
 namespace {
 
-TEST(ThroughputCurve, InterpolatesLinearlyBetweenBreakpointsAndFromZero) {
+TEST(CurvePiecewise, InterpolatesLinearlyBetweenBreakpointsAndFromZero) {
   const ThroughputCurve c({1, 4}, {10.0, 40.0});
   EXPECT_DOUBLE_EQ(c.Evaluate(0.0), 0.0);
   EXPECT_DOUBLE_EQ(c.Evaluate(0.5), 5.0);
@@ -16,12 +16,12 @@ TEST(ThroughputCurve, InterpolatesLinearlyBetweenBreakpointsAndFromZero) {
   EXPECT_DOUBLE_EQ(c(4.0), 40.0);
 }
 
-TEST(ThroughputCurve, StaysFlatBeyondTheLastBreakpoint) {
+TEST(CurvePiecewise, StaysFlatBeyondTheLastBreakpoint) {
   const ThroughputCurve c({0, 2, 8}, {0.0, 3.0, 9.0});
   EXPECT_DOUBLE_EQ(c.Evaluate(100.0), 9.0);
 }
 
-TEST(ThroughputCurve, TableListsEveryNodeCountFromZero) {
+TEST(CurvePiecewise, TableListsEveryNodeCountFromZero) {
   const ThroughputCurve c({2}, {4.0});
   const auto t = c.Table(3);
   ASSERT_EQ(t.size(), 4u);
@@ -31,7 +31,7 @@ TEST(ThroughputCurve, TableListsEveryNodeCountFromZero) {
   EXPECT_THROW(c.Table(-1), InvalidArgument);
 }
 
-TEST(ThroughputCurve, ResampleKeepsValuesAtTheNewBreakpoints) {
+TEST(CurvePiecewise, ResampleKeepsValuesAtTheNewBreakpoints) {
   const ThroughputCurve c({1, 4}, {10.0, 40.0});
   const auto r = c.Resample({0, 2, 4});
   EXPECT_EQ(r.nodes(), (std::vector<int>{0, 2, 4}));
@@ -39,7 +39,7 @@ TEST(ThroughputCurve, ResampleKeepsValuesAtTheNewBreakpoints) {
   EXPECT_THROW(c.Resample({2, 1}), InvalidArgument);
 }
 
-TEST(ThroughputCurve, RejectsInvalidBreakpointsNamingThem) {
+TEST(CurvePiecewise, RejectsInvalidBreakpointsNamingThem) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::string error;
   EXPECT_FALSE(ThroughputCurve::Check({1, 1}, {1.0, 2.0}, &error));
@@ -52,7 +52,7 @@ TEST(ThroughputCurve, RejectsInvalidBreakpointsNamingThem) {
   EXPECT_THROW(ThroughputCurve({1, 2}, {1.0, -2.0}), InvalidArgument);
 }
 
-TEST(ThroughputCurve, DefaultIsTheZeroCurve) {
+TEST(CurvePiecewise, DefaultIsTheZeroCurve) {
   const ThroughputCurve c;
   EXPECT_TRUE(c.empty());
   EXPECT_DOUBLE_EQ(c.Evaluate(5.0), 0.0);
