@@ -7,6 +7,8 @@ Capabilities mirror the C++ library: :mod:`bft.milp` (MILP model and backends), 
 
 from . import _core
 from ._core import Error, NotAvailable
+from . import alloc
+from .alloc import allocate
 from . import curve
 from . import milp
 from . import sim

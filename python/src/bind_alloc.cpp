@@ -1,6 +1,208 @@
+// pybind11 bindings of bft::alloc (submodule bft._core.alloc): jobs, the solve call (GIL
+// released) and the allocation with its per-job figures as numpy arrays. The Pythonic entry point
+// is bft.allocate (python/bft/alloc.py).
+#if __has_include(<pybind11/native_enum.h>)
+#include <pybind11/native_enum.h>
+#endif
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <sstream>
+#include <unordered_map>
+
+#include "bft/alloc.h"
 #include "bindings.h"
 
+namespace py = pybind11;
+
 namespace bft::python {
-// Placeholder until the alloc bindings land.
-void BindAlloc(pybind11::module_& /*m*/) {}
+namespace {
+
+using alloc::Allocation;
+using alloc::Goal;
+using alloc::Job;
+using alloc::JobAllocation;
+using alloc::NodeId;
+using alloc::SolverKind;
+
+template <typename E>
+void BindEnum(py::module_& m, const char* name, const char* doc,
+              std::initializer_list<std::pair<const char*, E>> values) {
+#if PYBIND11_VERSION_MAJOR >= 3
+  py::native_enum<E> e(m, name, "enum.Enum", doc);
+  for (const auto& [n, v] : values) e.value(n, v);
+  e.finalize();
+#else
+  py::enum_<E> e(m, name, doc);
+  for (const auto& [n, v] : values) e.value(n, v);
+#endif
+}
+
+template <typename T>
+py::array_t<T> ToNumpy(const std::vector<T>& v) {
+  py::array_t<T> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
+
+template <typename T, typename F>
+py::array_t<T> PerJob(const Allocation& a, F field) {
+  py::array_t<T> out(static_cast<py::ssize_t>(a.jobs.size()));
+  T* data = out.mutable_data();
+  for (std::size_t j = 0; j < a.jobs.size(); ++j) data[j] = field(a.jobs[j]);
+  return out;
+}
+
+}  // namespace
+
+void BindAlloc(py::module_& m) {
+  BindEnum<SolverKind>(m, "SolverKind", "Which allocator solves the problem",
+                       {{"NODE_MILP", SolverKind::kNodeMilp},
+                        {"COUNT_MILP", SolverKind::kCountMilp},
+                        {"EXACT", SolverKind::kExact},
+                        {"EQUAL_SHARE", SolverKind::kEqualShare}});
+  BindEnum<Goal>(m, "Goal", "What the allocator maximises",
+                 {{"THROUGHPUT", Goal::kThroughput}, {"MAX_MIN_FAIR", Goal::kMaxMinFair}});
+  m.def("solver_kind_from_string", &alloc::SolverKindFromString, py::arg("name"));
+  m.def(
+      "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
+
+  py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")
+      .def(py::init([](std::string id, int min_nodes, int max_nodes, curve::ThroughputCurve objective,
+                       py::object throughput, double scale_up_s, double scale_down_s, double weight) {
+             Job job;
+             job.id = std::move(id);
+             job.min_nodes = min_nodes;
+             job.max_nodes = max_nodes;
+             job.objective = std::move(objective);
+             if (!throughput.is_none()) job.throughput = throughput.cast<curve::ThroughputCurve>();
+             job.scale_up_s = scale_up_s;
+             job.scale_down_s = scale_down_s;
+             job.weight = weight;
+             return job;
+           }),
+           py::arg("id"), py::arg("min_nodes"), py::arg("max_nodes"), py::arg("objective"),
+           py::arg("throughput") = py::none(), py::arg("scale_up_s") = 0.0, py::arg("scale_down_s") = 0.0,
+           py::arg("weight") = 1.0)
+      .def_readwrite("id", &Job::id)
+      .def_readwrite("min_nodes", &Job::min_nodes)
+      .def_readwrite("max_nodes", &Job::max_nodes)
+      .def_readwrite("objective", &Job::objective)
+      .def_readwrite("throughput", &Job::throughput)
+      .def_readwrite("scale_up_s", &Job::scale_up_s)
+      .def_readwrite("scale_down_s", &Job::scale_down_s)
+      .def_readwrite("weight", &Job::weight)
+      .def("__repr__", [](const Job& j) {
+        std::ostringstream os;
+        os << "Job('" << j.id << "', nodes " << j.min_nodes << ".." << j.max_nodes << ")";
+        return os.str();
+      });
+
+  py::class_<JobAllocation>(m, "JobAllocation", "One job's part of an allocation")
+      .def_readonly("id", &JobAllocation::id)
+      .def_readonly("nodes_before", &JobAllocation::nodes_before)
+      .def_readonly("nodes_after", &JobAllocation::nodes_after)
+      .def_property_readonly("kept", [](const JobAllocation& j) { return ToNumpy(j.kept); })
+      .def_property_readonly("added", [](const JobAllocation& j) { return ToNumpy(j.added); })
+      .def_property_readonly("released", [](const JobAllocation& j) { return ToNumpy(j.released); })
+      .def_readonly("rate", &JobAllocation::rate)
+      .def_readonly("value", &JobAllocation::value)
+      .def_readonly("penalty", &JobAllocation::penalty)
+      .def("__repr__", [](const JobAllocation& j) {
+        std::ostringstream os;
+        os << "JobAllocation('" << j.id << "', " << j.nodes_before << " -> " << j.nodes_after << " nodes)";
+        return os.str();
+      });
+
+  py::class_<Allocation>(m, "Allocation",
+                         "The new node -> job map and, per job, nodes kept/added/released and figures")
+      .def_readonly("jobs", &Allocation::jobs)
+      .def_readonly("objective", &Allocation::objective)
+      .def_readonly("min_normalized_value", &Allocation::min_normalized_value)
+      .def_readonly("solver", &Allocation::solver)
+      .def_readonly("termination", &Allocation::termination)
+      .def_readonly("proven_optimal", &Allocation::proven_optimal)
+      .def_readonly("message", &Allocation::message)
+      .def_readonly("wall_time_s", &Allocation::wall_time_s)
+      .def_property_readonly("job_ids", [](const Allocation& a) {
+        std::vector<std::string> ids;
+        for (const JobAllocation& j : a.jobs) ids.push_back(j.id);
+        return ids;
+      })
+      .def_property_readonly("nodes_before",
+                             [](const Allocation& a) {
+                               return PerJob<int>(a, [](const JobAllocation& j) { return j.nodes_before; });
+                             })
+      .def_property_readonly(
+          "nodes_after",
+          [](const Allocation& a) { return PerJob<int>(a, [](const JobAllocation& j) { return j.nodes_after; }); })
+      .def_property_readonly(
+          "rate", [](const Allocation& a) { return PerJob<double>(a, [](const JobAllocation& j) { return j.rate; }); })
+      .def_property_readonly(
+          "value", [](const Allocation& a) { return PerJob<double>(a, [](const JobAllocation& j) { return j.value; }); })
+      .def_property_readonly(
+          "penalty",
+          [](const Allocation& a) { return PerJob<double>(a, [](const JobAllocation& j) { return j.penalty; }); })
+      .def_property_readonly("map_nodes",
+                             [](const Allocation& a) {
+                               py::array_t<NodeId> out(static_cast<py::ssize_t>(a.map.size()));
+                               for (std::size_t k = 0; k < a.map.size(); ++k) out.mutable_data()[k] = a.map[k].node;
+                               return out;
+                             })
+      .def_property_readonly("map_jobs",
+                             [](const Allocation& a) {
+                               // Index into `jobs` of the job each node of map_nodes runs.
+                               std::unordered_map<std::string, int> index;
+                               for (std::size_t j = 0; j < a.jobs.size(); ++j)
+                                 index.emplace(a.jobs[j].id, static_cast<int>(j));
+                               py::array_t<int> out(static_cast<py::ssize_t>(a.map.size()));
+                               for (std::size_t k = 0; k < a.map.size(); ++k)
+                                 out.mutable_data()[k] = index.at(a.map[k].job);
+                               return out;
+                             })
+      .def_property_readonly("map",
+                             [](const Allocation& a) {
+                               py::dict out;
+                               for (const alloc::Assignment& x : a.map) out[py::int_(x.node)] = py::str(x.job);
+                               return out;
+                             })
+      .def("__repr__", [](const Allocation& a) {
+        std::ostringstream os;
+        os << "Allocation(" << alloc::ToString(a.solver) << ", " << a.jobs.size() << " jobs, " << a.map.size()
+           << " nodes used, objective " << a.objective << (a.proven_optimal ? ", optimal" : "") << ")";
+        return os.str();
+      });
+
+  m.def(
+      "solve",
+      [](std::vector<Job> jobs, std::vector<NodeId> pool, std::vector<NodeId> current_nodes,
+         std::vector<std::string> current_jobs, double tfwd_s, SolverKind solver, Goal goal, std::string milp_backend,
+         double time_limit_s, double relative_gap) {
+        if (current_nodes.size() != current_jobs.size())
+          throw InvalidArgument("current: " + std::to_string(current_nodes.size()) + " nodes but " +
+                                std::to_string(current_jobs.size()) + " job ids");
+        alloc::Problem problem;
+        problem.jobs = std::move(jobs);
+        problem.pool = std::move(pool);
+        problem.current.reserve(current_nodes.size());
+        for (std::size_t k = 0; k < current_nodes.size(); ++k)
+          problem.current.push_back({current_nodes[k], std::move(current_jobs[k])});
+        problem.tfwd_s = tfwd_s;
+        alloc::SolveOptions options;
+        options.solver = solver;
+        options.goal = goal;
+        options.milp_backend = std::move(milp_backend);
+        options.milp.time_limit_s = time_limit_s;
+        options.milp.relative_gap = relative_gap;
+        py::gil_scoped_release release;
+        return alloc::Solve(problem, options);
+      },
+      py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"), py::arg("tfwd_s") = 10.0,
+      py::arg("solver") = SolverKind::kExact, py::arg("goal") = Goal::kThroughput, py::arg("milp_backend") = "glpk",
+      py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9,
+      "Solve one allocation problem (the GIL is released while solving). current_nodes[k] runs "
+      "current_jobs[k].");
+}
+
 }  // namespace bft::python

@@ -1,0 +1,185 @@
+"""The allocator (:mod:`bft._core.alloc`): which idle nodes each elastic training job runs on.
+
+>>> import bft
+>>> jobs = [
+...     {"name": "a", "min_nodes": 1, "max_nodes": 4, "nodes": [1, 4], "throughput": [10, 40]},
+...     {"name": "b", "min_nodes": 1, "max_nodes": 2, "nodes": [1, 2], "throughput": [15, 30]},
+... ]
+>>> result = bft.allocate(jobs, pool=[0, 1, 2, 3], current={0: "a"})
+>>> result.nodes_after.tolist(), result.objective
+([2, 2], 500.0)
+
+Jobs are dicts with the fields of ``jobs-*.jsonl`` (``name``, ``min_nodes``, ``max_nodes``,
+``nodes``, ``throughput``, optionally ``objective``, ``scale_up_s``, ``scale_down_s``, ``weight``;
+``id`` may stand for ``name``) or :class:`Job` objects. The formulation, the solvers and when to
+choose which are in docs/alloc.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from ._core import alloc as _a
+from ._core import curve as _c
+
+Job = _a.Job
+JobAllocation = _a.JobAllocation
+Allocation = _a.Allocation
+SolverKind = _a.SolverKind
+Goal = _a.Goal
+solve = _a.solve
+
+SOLVERS = ("exact", "count_milp", "node_milp", "equal_share")
+_GOALS = {"throughput": Goal.THROUGHPUT, "max_min_fair": Goal.MAX_MIN_FAIR, "max-min": Goal.MAX_MIN_FAIR}
+
+
+def _curve(where: str, field: str, nodes: Any, values: Any) -> "_c.ThroughputCurve":
+    try:
+        n = np.asarray(nodes)
+        v = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: field '{field}' is not a list of numbers ({e})") from None
+    if n.ndim != 1 or v.ndim != 1:
+        raise ValueError(f"{where}: field '{field}' and 'nodes' must be flat lists")
+    if n.size and not np.all(np.equal(np.mod(n, 1), 0)):
+        raise ValueError(f"{where}: field 'nodes' must hold whole node counts")
+    try:
+        return _c.ThroughputCurve([int(x) for x in n], [float(x) for x in v])
+    except ValueError as e:
+        raise ValueError(f"{where}: field '{field}': {e}") from None
+
+
+def _number(where: str, job: Mapping[str, Any], field: str, default: Any = None, kind=float):
+    if field not in job:
+        if default is None:
+            raise ValueError(f"{where}: missing field '{field}'")
+        return default
+    value = job[field]
+    try:
+        if kind is int:
+            if isinstance(value, bool) or float(value) != int(value):
+                raise ValueError
+            return int(value)
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{where}: field '{field}' must be {'an integer' if kind is int else 'a number'}, "
+                         f"got {value!r}") from None
+
+
+def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[float] = None) -> Job:
+    """A :class:`Job` from a Job or a dict with the fields of ``jobs-*.jsonl``."""
+    if isinstance(job, Job):
+        if weight is not None:
+            job = Job(job.id, job.min_nodes, job.max_nodes, job.objective, job.throughput, job.scale_up_s,
+                      job.scale_down_s, float(weight))
+        return job
+    if not isinstance(job, Mapping):
+        raise ValueError(f"jobs[{index}]: expected a dict or a bft.alloc.Job, got {type(job).__name__}")
+    name = job.get("name", job.get("id"))
+    if name is None:
+        raise ValueError(f"jobs[{index}]: missing field 'name'")
+    where = f"jobs[{index}] ('{name}')"
+    if "nodes" not in job:
+        raise ValueError(f"{where}: missing field 'nodes'")
+    if "throughput" not in job and "objective" not in job:
+        raise ValueError(f"{where}: missing field 'throughput' (or 'objective')")
+    throughput = _curve(where, "throughput", job["nodes"], job.get("throughput", job.get("objective")))
+    objective = _curve(where, "objective", job["nodes"], job["objective"]) if "objective" in job else throughput
+    return Job(
+        str(name),
+        _number(where, job, "min_nodes", kind=int),
+        _number(where, job, "max_nodes", kind=int),
+        objective,
+        throughput,
+        _number(where, job, "scale_up_s", 0.0),
+        _number(where, job, "scale_down_s", 0.0),
+        float(weight) if weight is not None else _number(where, job, "weight", 1.0),
+    )
+
+
+def _node_ids(pool: Any) -> list:
+    arr = np.asarray(pool)
+    if arr.ndim != 1:
+        raise ValueError("pool: expected a flat list or 1-d array of node ids")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.equal(np.mod(arr.astype(float), 1), 0)):
+            raise ValueError("pool: node ids must be integers")
+    return [int(x) for x in arr]
+
+
+def _current(current: Any) -> tuple:
+    if current is None:
+        return [], []
+    if isinstance(current, Mapping):
+        items = list(current.items())
+    else:
+        items = list(current)
+    nodes, jobs = [], []
+    for k, item in enumerate(items):
+        try:
+            node, job = item
+            nodes.append(int(node))
+        except (TypeError, ValueError):
+            raise ValueError(f"current: entry {k} ({item!r}) is not a node id -> job id pair") from None
+        jobs.append(str(job))
+    return nodes, jobs
+
+
+def allocate(
+    jobs: Iterable[Union[Job, Mapping[str, Any]]],
+    pool: Union[Sequence[int], np.ndarray],
+    current: Optional[Union[Mapping[int, str], Iterable[tuple]]] = None,
+    tfwd: float = 10.0,
+    solver: Union[str, "SolverKind"] = "exact",
+    goal: Union[str, "Goal"] = "throughput",
+    weights: Optional[Sequence[float]] = None,
+    milp_backend: str = "glpk",
+    time_limit_s: Optional[float] = None,
+    relative_gap: float = 1e-9,
+) -> Allocation:
+    """Decide which nodes of ``pool`` each job runs on.
+
+    ``current`` maps node id -> job id (the nodes jobs run on now; every node must be in the pool).
+    ``solver`` is one of ``exact`` (default, proven optimum), ``count_milp``, ``node_milp``
+    (MILP on ``milp_backend``) or ``equal_share`` (the baseline heuristic); ``goal`` is
+    ``throughput`` or ``max_min_fair``; ``weights`` (one per job) multiply each job's value and
+    penalty. Returns an :class:`Allocation` whose per-job figures (``nodes_after``, ``rate``,
+    ``value``, ``penalty``...) are numpy arrays in the order of ``jobs``. Bad input raises
+    ValueError naming the field; the GIL is released while solving.
+    """
+    jobs = list(jobs)
+    if weights is not None:
+        weights = list(np.asarray(weights, dtype=float).ravel())
+        if len(weights) != len(jobs):
+            raise ValueError(f"weights: {len(weights)} values for {len(jobs)} jobs")
+    built = [to_job(j, k, None if weights is None else weights[k]) for k, j in enumerate(jobs)]
+    if isinstance(solver, str):
+        if solver not in SOLVERS:
+            raise ValueError(f"solver: unknown solver '{solver}' (expected one of {', '.join(SOLVERS)})")
+        solver = _a.solver_kind_from_string(solver)
+    if isinstance(goal, str):
+        if goal not in _GOALS:
+            raise ValueError(f"goal: unknown goal '{goal}' (expected 'throughput' or 'max_min_fair')")
+        goal = _GOALS[goal]
+    try:
+        tfwd = float(tfwd)
+    except (TypeError, ValueError):
+        raise ValueError(f"tfwd: expected a number of seconds, got {tfwd!r}") from None
+    nodes, owners = _current(current)
+    return solve(
+        built,
+        _node_ids(pool),
+        nodes,
+        owners,
+        tfwd_s=tfwd,
+        solver=solver,
+        goal=goal,
+        milp_backend=milp_backend,
+        time_limit_s=float("inf") if time_limit_s is None else float(time_limit_s),
+        relative_gap=float(relative_gap),
+    )
+
+
+__all__ = ["Job", "JobAllocation", "Allocation", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]

@@ -1,0 +1,178 @@
+"""bft.allocate / bft.alloc: solvers agree, bad input names the field, outputs are numpy arrays."""
+
+import json
+import random
+import threading
+
+import numpy as np
+import pytest
+
+import bft
+from bft import alloc
+
+
+def job(name, lo, hi, nodes, values, up=0.0, down=0.0, **extra):
+    d = {"name": name, "min_nodes": lo, "max_nodes": hi, "nodes": nodes, "throughput": values,
+         "scale_up_s": up, "scale_down_s": down}
+    d.update(extra)
+    return d
+
+
+def test_hand_solved_case_and_numpy_outputs():
+    jobs = [job("a", 1, 4, [1, 4], [10, 40]), job("b", 1, 2, [1, 2], [15, 30])]
+    r = bft.allocate(jobs, pool=np.arange(100, 104), current={100: "a"})
+    assert r.objective == pytest.approx(500.0)
+    assert r.proven_optimal
+    for field in ("nodes_before", "nodes_after", "rate", "value", "penalty", "map_nodes", "map_jobs"):
+        assert isinstance(getattr(r, field), np.ndarray), field
+    assert r.nodes_after.tolist() == [2, 2]
+    assert r.nodes_before.tolist() == [1, 0]
+    assert r.job_ids == ["a", "b"]
+    assert r.jobs[0].kept.tolist() == [100]
+    assert isinstance(r.jobs[1].added, np.ndarray)
+    assert sorted(r.map) == [100, 101, 102, 103]
+    assert r.map_nodes.dtype == np.int64
+    assert [r.job_ids[j] for j in r.map_jobs] == [r.map[n] for n in r.map_nodes]
+    assert r.rate.tolist() == [20.0, 30.0]
+
+
+def random_jobs(rng, count, max_nodes=6):
+    jobs = []
+    for j in range(count):
+        lo = rng.randint(1, 2)
+        hi = rng.randint(lo, max_nodes)
+        nodes = sorted(rng.sample(range(1, hi + 3), rng.randint(1, 3)))
+        jobs.append(job(f"j{j}", lo, hi, nodes, [rng.uniform(0, 50) for _ in nodes],
+                        up=rng.uniform(0, 20), down=rng.uniform(0, 10)))
+    return jobs
+
+
+@pytest.mark.parametrize("goal", ["throughput", "max_min_fair"])
+def test_solvers_agree_on_random_problems(goal):
+    rng = random.Random(3)
+    backends = bft.milp.available_backends()
+    if "glpk" not in backends:
+        pytest.skip("the GLPK backend is not built into this module")
+    for _ in range(60):
+        jobs = random_jobs(rng, rng.randint(0, 4))
+        pool = rng.sample(range(50), rng.randint(0, 8))
+        current = {n: rng.choice(jobs)["name"] for n in pool if jobs and rng.random() < 0.5}
+        results = {s: bft.allocate(jobs, pool, current, solver=s, goal=goal)
+                   for s in ("exact", "count_milp", "node_milp")}
+        best = results["exact"].objective
+        for s, r in results.items():
+            assert r.proven_optimal, (s, r.message)
+            assert r.objective == pytest.approx(best, rel=1e-6, abs=1e-6), s
+            assert r.min_normalized_value == pytest.approx(results["exact"].min_normalized_value, abs=1e-6)
+            assert r.nodes_after.sum() <= len(pool)
+        heuristic = bft.allocate(jobs, pool, current, solver="equal_share")
+        if goal == "throughput":
+            assert heuristic.objective <= best + 1e-6 * max(1.0, abs(best))
+
+
+def test_job_objects_weights_and_enums():
+    curve = bft.curve.ThroughputCurve([1, 2], [10.0, 20.0])
+    a = alloc.Job("a", 1, 2, curve)
+    b = alloc.Job("b", 1, 2, curve, weight=1.0)
+    r = bft.allocate([a, b], [1, 2], weights=[1.0, 3.0])
+    assert r.nodes_after.tolist() == [0, 2]
+    r2 = bft.allocate([a, b], [1, 2], solver=alloc.SolverKind.EQUAL_SHARE)
+    assert r2.nodes_after.tolist() == [1, 1]
+    assert r2.solver == alloc.SolverKind.EQUAL_SHARE
+    assert not r2.proven_optimal
+
+
+def test_objective_field_is_maximised_and_throughput_gives_the_rate():
+    j = job("a", 1, 4, [1, 4], [100, 400], objective=[1, 4])
+    r = bft.allocate([j], [1, 2, 3])
+    assert r.value.tolist() == [3.0]
+    assert r.rate.tolist() == [300.0]
+
+
+def test_empty_pool_and_no_jobs():
+    r = bft.allocate([], [1, 2, 3])
+    assert r.nodes_after.shape == (0,)
+    assert r.objective == 0.0
+    r = bft.allocate([job("a", 1, 4, [1, 4], [10, 40])], [])
+    assert r.nodes_after.tolist() == [0]
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        (dict(min_nodes=5), "min_nodes"),
+        (dict(min_nodes=0), "min_nodes"),
+        (dict(min_nodes="x"), "min_nodes"),
+        (dict(scale_up_s=-1), "scale_up_s"),
+        (dict(scale_down_s=float("nan")), "scale_down_s"),
+        (dict(weight=-2), "weight"),
+        (dict(nodes=[2, 1], throughput=[1, 2]), "throughput"),
+        (dict(nodes=[1, 2], throughput=[1, -2]), "throughput"),
+        (dict(nodes=[1, 2], throughput=[1]), "throughput"),
+        (dict(nodes=[1.5, 2]), "nodes"),
+    ],
+)
+def test_bad_job_fields_raise_value_error_naming_them(bad, field):
+    j = job("a", 1, 4, [1, 4], [10, 40])
+    j.update(bad)
+    with pytest.raises(ValueError, match=field):
+        bft.allocate([j], [1, 2])
+
+
+def test_missing_fields_and_bad_arguments():
+    j = job("a", 1, 4, [1, 4], [10, 40])
+    for field in ("min_nodes", "max_nodes", "nodes", "name"):
+        broken = {k: v for k, v in j.items() if k != field}
+        with pytest.raises(ValueError, match=field):
+            bft.allocate([broken], [1, 2])
+    with pytest.raises(ValueError, match="pool"):
+        bft.allocate([j], [1, 1])
+    with pytest.raises(ValueError, match="not in the pool"):
+        bft.allocate([j], [1, 2], {7: "a"})
+    with pytest.raises(ValueError, match="unknown job"):
+        bft.allocate([j], [1, 2], {1: "zzz"})
+    with pytest.raises(ValueError, match="duplicate job id"):
+        bft.allocate([j, dict(j)], [1, 2])
+    with pytest.raises(ValueError, match="tfwd"):
+        bft.allocate([j], [1, 2], tfwd=0)
+    with pytest.raises(ValueError, match="solver"):
+        bft.allocate([j], [1, 2], solver="simplex")
+    with pytest.raises(ValueError, match="goal"):
+        bft.allocate([j], [1, 2], goal="fastest")
+    with pytest.raises(ValueError, match="weights"):
+        bft.allocate([j], [1, 2], weights=[1, 2])
+    with pytest.raises(ValueError, match="current"):
+        bft.allocate([j], [1, 2], current=[(1, "a", 3)])
+    with pytest.raises(bft.NotAvailable):
+        bft.allocate([j], [1, 2], solver="count_milp", milp_backend="no-such-backend")
+
+
+def test_real_workload_curves(shared_data):
+    path = shared_data / "jobs-imagenet-throughput-1001.jsonl"
+    if not path.exists():
+        pytest.skip(f"real data not found: {path}")
+    with open(path) as f:
+        jobs = [json.loads(line) for _, line in zip(range(100), f)]
+    pool = np.arange(4734)
+    current = {int(n): jobs[int(n) % 100]["name"] for n in pool[:2000]}
+    r = bft.allocate(jobs, pool, current)
+    assert r.proven_optimal
+    assert r.nodes_after.sum() <= 4734
+    assert np.all((r.nodes_after == 0) | ((r.nodes_after >= 1) & (r.nodes_after <= 64)))
+    heuristic = bft.allocate(jobs, pool, current, solver="equal_share")
+    assert heuristic.objective <= r.objective
+
+
+def test_concurrent_solves_from_threads_match_a_plain_call():
+    # The solve call releases the GIL; solves from several threads must not interfere.
+    rng = random.Random(9)
+    jobs = random_jobs(rng, 200, max_nodes=64)
+    pool = list(range(3000))
+    expected = bft.allocate(jobs, pool).objective
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(bft.allocate(jobs, pool).objective)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == [expected] * 3
