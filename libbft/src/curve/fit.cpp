@@ -28,12 +28,11 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kRcondMin = 1e-13;       // below this reciprocal condition number: ill-conditioned
+constexpr int kLooUslSteps = 2;           // LM steps per leave-one-out fold of the USL
 constexpr double kMinRelResidual = 1e-6;  // floor on the RMS relative residual inside AICc
 
 using Mat3 = Eigen::Matrix3d;
 using Vec3 = Eigen::Vector3d;
-using SmallMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 0, 3, 3>;
-using SmallVec = Eigen::Matrix<double, Eigen::Dynamic, 1, 0, 3, 1>;
 
 // One distinct node count after merging duplicates.
 struct Point {
@@ -89,50 +88,87 @@ Normal BuildNormal(Model model, const std::vector<Point>& pts) {
   return ne;
 }
 
-// Exact NNLS of min theta^T G theta - 2 h^T theta + c over theta >= 0 by support enumeration.
-// max_support limits the support size (the number of distinct sizes in an underdetermined fold).
-// Returns the status: kIllConditioned if the unconstrained full-support system is singular
-// (checked only when check_conditioning), kOk otherwise.
+// Cholesky solve of the s x s (s <= 3) leading block of `a` (symmetric, scaled to unit diagonal)
+// against `b`; false if not positive definite or if the smallest pivot ratio (a cheap reciprocal
+// condition estimate of a unit-diagonal matrix) is below kRcondMin.
+bool SmallSpdSolve(const Mat3& a, const Vec3& b, int s, Vec3* x) {
+  Mat3 l = Mat3::Zero();
+  for (int j = 0; j < s; ++j) {
+    double d = a(j, j);
+    for (int k = 0; k < j; ++k) d -= l(j, k) * l(j, k);
+    if (!(d > kRcondMin)) return false;
+    l(j, j) = std::sqrt(d);
+    for (int i = j + 1; i < s; ++i) {
+      double v = a(i, j);
+      for (int k = 0; k < j; ++k) v -= l(i, k) * l(j, k);
+      l(i, j) = v / l(j, j);
+    }
+  }
+  Vec3 y = Vec3::Zero();
+  for (int i = 0; i < s; ++i) {
+    double v = b[i];
+    for (int k = 0; k < i; ++k) v -= l(i, k) * y[k];
+    y[i] = v / l(i, i);
+  }
+  for (int i = s - 1; i >= 0; --i) {
+    double v = y[i];
+    for (int k = i + 1; k < s; ++k) v -= l(k, i) * (*x)[k];
+    (*x)[i] = v / l(i, i);
+  }
+  return true;
+}
+
+// Exact NNLS of min theta^T G theta - 2 h^T theta + c over theta >= 0. The unconstrained
+// solution is tried first (it is the answer when feasible); otherwise every support is
+// enumerated. max_support limits the support size (the number of distinct sizes in an
+// underdetermined fold). Returns kIllConditioned if the full-support system is singular (checked
+// only when check_conditioning) or no support is solvable, kOk otherwise.
 FitStatus SolveNnls(const Normal& ne, int max_support, bool check_conditioning, Vec3* theta) {
   const int k = ne.k;
-  // Column scaling for conditioning: D = diag(G)^-1/2.
-  Vec3 d = Vec3::Ones();
-  for (int j = 0; j < k; ++j) d[j] = ne.g(j, j) > 0.0 ? 1.0 / std::sqrt(ne.g(j, j)) : 0.0;
-  if (check_conditioning) {
-    SmallMat gs(k, k);
-    for (int r = 0; r < k; ++r)
-      for (int c = 0; c < k; ++c) gs(r, c) = ne.g(r, c) * d[r] * d[c];
-    Eigen::LDLT<SmallMat> ldlt(gs);
-    bool bad = ldlt.info() != Eigen::Success || !(ldlt.rcond() > kRcondMin);
-    for (int j = 0; j < k; ++j) bad = bad || d[j] == 0.0;
-    if (bad) return FitStatus::kIllConditioned;
+  // Column scaling for conditioning: D = diag(G)^-1/2, so the scaled Gram matrix has unit diagonal.
+  Vec3 d = Vec3::Zero();
+  for (int j = 0; j < k; ++j) {
+    if (!(ne.g(j, j) > 0.0)) return FitStatus::kIllConditioned;
+    d[j] = 1.0 / std::sqrt(ne.g(j, j));
+  }
+  auto cost_of = [&](const Vec3& th) { return th.dot(ne.g * th) - 2.0 * ne.h.dot(th) + ne.c; };
+  Mat3 gs = Mat3::Zero();
+  Vec3 hs = Vec3::Zero();
+  for (int r = 0; r < k; ++r) {
+    hs[r] = ne.h[r] * d[r];
+    for (int c = 0; c < k; ++c) gs(r, c) = ne.g(r, c) * d[r] * d[c];
+  }
+  if (k <= max_support) {
+    Vec3 y = Vec3::Zero();
+    const bool solvable = SmallSpdSolve(gs, hs, k, &y);
+    if (!solvable && check_conditioning) return FitStatus::kIllConditioned;
+    if (solvable && (y.head(k).array() >= 0.0).all() && y.allFinite()) {
+      *theta = y.cwiseProduct(d);
+      return FitStatus::kOk;
+    }
   }
   double best_cost = kInf;
   Vec3 best = Vec3::Zero();
   for (int mask = 1; mask < (1 << k); ++mask) {
-    int idx[3];
+    int idx[3] = {0, 0, 0};
     int s = 0;
     for (int j = 0; j < k; ++j)
       if (mask & (1 << j)) idx[s++] = j;
-    if (s > max_support) continue;
-    SmallMat gs(s, s);
-    SmallVec hs(s);
-    bool zero_col = false;
+    if (s > max_support || (s == k && k <= max_support)) continue;  // the full support was tried above
+    Mat3 a = Mat3::Zero();
+    Vec3 b = Vec3::Zero();
     for (int r = 0; r < s; ++r) {
-      zero_col = zero_col || d[idx[r]] == 0.0;
-      hs[r] = ne.h[idx[r]] * d[idx[r]];
-      for (int c = 0; c < s; ++c) gs(r, c) = ne.g(idx[r], idx[c]) * d[idx[r]] * d[idx[c]];
+      b[r] = hs[idx[r]];
+      for (int c = 0; c < s; ++c) a(r, c) = gs(idx[r], idx[c]);
     }
-    if (zero_col) continue;
-    Eigen::LLT<SmallMat> llt(gs);
-    if (llt.info() != Eigen::Success || !(llt.rcond() > kRcondMin)) continue;
-    SmallVec ys = llt.solve(hs);
+    Vec3 y = Vec3::Zero();
+    if (!SmallSpdSolve(a, b, s, &y)) continue;
     bool feasible = true;
-    for (int r = 0; r < s; ++r) feasible = feasible && ys[r] >= 0.0 && std::isfinite(ys[r]);
+    for (int r = 0; r < s; ++r) feasible = feasible && y[r] >= 0.0 && std::isfinite(y[r]);
     if (!feasible) continue;
     Vec3 th = Vec3::Zero();
-    for (int r = 0; r < s; ++r) th[idx[r]] = ys[r] * d[idx[r]];
-    const double cost = th.dot(ne.g * th) - 2.0 * ne.h.dot(th) + ne.c;
+    for (int r = 0; r < s; ++r) th[idx[r]] = y[r] * d[idx[r]];
+    const double cost = cost_of(th);
     if (cost < best_cost) {
       best_cost = cost;
       best = th;
@@ -179,8 +215,8 @@ double Aicc(double rms, int m, int k) {
 
 // Levenberg-Marquardt for the USL on relative residuals, parameters projected onto lambda > 0,
 // 0 <= sigma <= 1, kappa >= 0. `skip` leaves one point out (-1: none). Returns kOk or kNotConverged.
-FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt, std::array<double, 3>* p,
-                 int* iterations) {
+FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt, bool warm_start,
+                 std::array<double, 3>* p, int* iterations) {
   auto cost_of = [&](const std::array<double, 3>& q) {
     double c = 0.0;
     for (std::size_t i = 0; i < pts.size(); ++i) {
@@ -217,7 +253,7 @@ FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt,
       jtr += q.w * r * jac;
     }
     const Vec3 diag = jtj.diagonal().cwiseMax(1e-12 * std::max(1.0, jtj.diagonal().maxCoeff()));
-    if (mu < 0.0) mu = 1e-3 * diag.maxCoeff();
+    if (mu < 0.0) mu = (warm_start ? 1e-6 : 1e-3) * diag.maxCoeff();
     // Active set: a parameter at a bound whose gradient points out of the box stays fixed this
     // iteration. Converged when no free parameter has a significant gradient.
     bool fixed[3] = {false, (*p)[1] <= 0.0 && jtr[1] > 0.0, (*p)[2] <= 0.0 && jtr[2] > 0.0};
@@ -226,6 +262,20 @@ FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt,
     for (int j = 0; j < 3; ++j)
       if (!fixed[j]) gmax = std::max(gmax, std::abs(jtr[j]) / std::sqrt(diag[j]));
     if (gmax <= 1e-10 * std::max(std::sqrt(cost), 1e-8) || cost < 1e-28) return FitStatus::kOk;
+    // Gauss-Newton decrement on the free parameters: the cost decrease a full step would bring.
+    {
+      Mat3 a = jtj;
+      Vec3 rhs = jtr;
+      for (int j = 0; j < 3; ++j) {
+        if (!fixed[j]) continue;
+        a.row(j).setZero();
+        a.col(j).setZero();
+        a(j, j) = 1.0;
+        rhs[j] = 0.0;
+      }
+      const double decrement = rhs.dot(a.ldlt().solve(rhs));
+      if (std::isfinite(decrement) && decrement <= opt.tolerance * cost) return FitStatus::kOk;
+    }
     bool accepted = false;
     for (int tries = 0; tries < 20 && !accepted; ++tries) {
       Mat3 a = jtj;
@@ -249,7 +299,7 @@ FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt,
                                 std::abs(trial[2] - (*p)[2]) / std::max(1e-12, (*p)[2] + 1e-12);
         *p = trial;
         cost = tc;
-        mu = std::max(mu / 3.0, 1e-20);
+        mu = std::max(mu / 10.0, 1e-20);
         accepted = true;
         if (rel_change < opt.tolerance || rel_step < opt.tolerance) return FitStatus::kOk;
       } else {
@@ -307,7 +357,17 @@ OneFit FitOne(Model model, const std::vector<Point>& pts, const Normal& full, in
     return out;
   }
   out.params = warm != nullptr ? *warm : UslFromLinear(theta);
-  out.status = FitUsl(pts, skip, opt, &out.params, &out.iterations);
+  if (skip < 0) {
+    out.status = FitUsl(pts, skip, opt, warm != nullptr, &out.params, &out.iterations);
+  } else {
+    // A leave-one-out fold starts from the full fit, whose parameters are close to the fold's
+    // optimum: a few Levenberg-Marquardt steps (kLooUslSteps) approximate it, as the usual
+    // one-step approximation of nonlinear leave-one-out does; the fold is used even if unconverged.
+    FitOptions fold = opt;
+    fold.max_iterations = kLooUslSteps;
+    FitUsl(pts, skip, fold, warm != nullptr, &out.params, &out.iterations);
+    out.status = FitStatus::kOk;
+  }
   return out;
 }
 
@@ -476,14 +536,14 @@ FitResult Fit(const std::vector<Sample>& samples, const FitOptions& options) {
   if (samples.empty()) throw InvalidArgument("curve fit: no samples");
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const Sample& s = samples[i];
-    const std::string where = "curve fit: sample " + std::to_string(i) + ": ";
+    auto where = [i] { return "curve fit: sample " + std::to_string(i) + ": "; };
     if (!std::isfinite(s.nodes) || s.nodes < 1.0)
-      throw InvalidArgument(where + "node count " + Num(s.nodes) + " is not a finite number >= 1");
+      throw InvalidArgument(where() + "node count " + Num(s.nodes) + " is not a finite number >= 1");
     if (!std::isfinite(s.samples_per_s) || !(s.samples_per_s > 0.0))
-      throw InvalidArgument(where + "samples_per_s " + Num(s.samples_per_s) + " at " + Num(s.nodes) +
+      throw InvalidArgument(where() + "samples_per_s " + Num(s.samples_per_s) + " at " + Num(s.nodes) +
                             " nodes is not a finite positive number");
     if (!std::isfinite(s.weight) || !(s.weight > 0.0))
-      throw InvalidArgument(where + "weight " + Num(s.weight) + " is not a finite positive number");
+      throw InvalidArgument(where() + "weight " + Num(s.weight) + " is not a finite positive number");
   }
   // Merge samples at equal node counts (weighted mean), rejecting conflicting values.
   std::vector<Point> pts;
