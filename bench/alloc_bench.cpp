@@ -191,7 +191,7 @@ int RegisterAll() {
         benchmark::RegisterBenchmark(count.c_str(), BM_Solve, SolverKind::kCountMilp, backend)->Iterations(3),
         100, all);
     Sizes(benchmark::RegisterBenchmark(node.c_str(), BM_Solve, SolverKind::kNodeMilp, backend)->Iterations(1),
-          100, 10 * 4734);
+          100, 100 * 512);
   }
   return 0;
 }
