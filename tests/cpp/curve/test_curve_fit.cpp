@@ -81,7 +81,7 @@ TEST(CurveFit, AutomaticChoiceFollowsACurveThatTurnsDown) {
     for (Selection sel : {Selection::kLeaveOneOut, Selection::kAicc}) {
       FitOptions opt;
       opt.selection = sel;
-      const auto& truth = Cases()[3].truth;  // USL, peaks near 49 nodes
+      const auto truth = Cases()[3].truth;  // USL, peaks near 49 nodes
       const FitResult fit = Fit(Noisy(truth, kSizes, 0.02, 2, seed), opt);
       ASSERT_TRUE(fit.ok());
       EXPECT_NE(fit.model(), Model::kAmdahl) << "Amdahl cannot turn down";
@@ -218,7 +218,7 @@ TEST(CurveFit, ExtrapolationIsDiscountedAndCapped) {
 TEST(CurveFit, ExtrapolationKeepsAPredictedDecline) {
   FitOptions opt;
   opt.model = Model::kUsl;
-  const auto& truth = Cases()[3].truth;
+  const auto truth = Cases()[3].truth;
   const FitResult fit = Fit(Noisy(truth, {1, 2, 4, 8, 16, 32, 48}, 0.0, 1, 1), opt);
   ASSERT_TRUE(fit.ok());
   // Beyond 48 the USL declines; the conservative curve follows the decline in full.
