@@ -125,29 +125,37 @@ void BindAlloc(py::module_& m) {
       .def_readonly("proven_optimal", &Allocation::proven_optimal)
       .def_readonly("message", &Allocation::message)
       .def_readonly("wall_time_s", &Allocation::wall_time_s)
-      .def_property_readonly("job_ids", [](const Allocation& a) {
-        std::vector<std::string> ids;
-        for (const JobAllocation& j : a.jobs) ids.push_back(j.id);
-        return ids;
-      })
+      .def_property_readonly("job_ids",
+                             [](const Allocation& a) {
+                               std::vector<std::string> ids;
+                               for (const JobAllocation& j : a.jobs) ids.push_back(j.id);
+                               return ids;
+                             })
       .def_property_readonly("nodes_before",
                              [](const Allocation& a) {
                                return PerJob<int>(a, [](const JobAllocation& j) { return j.nodes_before; });
                              })
-      .def_property_readonly(
-          "nodes_after",
-          [](const Allocation& a) { return PerJob<int>(a, [](const JobAllocation& j) { return j.nodes_after; }); })
-      .def_property_readonly(
-          "rate", [](const Allocation& a) { return PerJob<double>(a, [](const JobAllocation& j) { return j.rate; }); })
-      .def_property_readonly(
-          "value", [](const Allocation& a) { return PerJob<double>(a, [](const JobAllocation& j) { return j.value; }); })
-      .def_property_readonly(
-          "penalty",
-          [](const Allocation& a) { return PerJob<double>(a, [](const JobAllocation& j) { return j.penalty; }); })
+      .def_property_readonly("nodes_after",
+                             [](const Allocation& a) {
+                               return PerJob<int>(a, [](const JobAllocation& j) { return j.nodes_after; });
+                             })
+      .def_property_readonly("rate",
+                             [](const Allocation& a) {
+                               return PerJob<double>(a, [](const JobAllocation& j) { return j.rate; });
+                             })
+      .def_property_readonly("value",
+                             [](const Allocation& a) {
+                               return PerJob<double>(a, [](const JobAllocation& j) { return j.value; });
+                             })
+      .def_property_readonly("penalty",
+                             [](const Allocation& a) {
+                               return PerJob<double>(a, [](const JobAllocation& j) { return j.penalty; });
+                             })
       .def_property_readonly("map_nodes",
                              [](const Allocation& a) {
                                py::array_t<NodeId> out(static_cast<py::ssize_t>(a.map.size()));
-                               for (std::size_t k = 0; k < a.map.size(); ++k) out.mutable_data()[k] = a.map[k].node;
+                               for (std::size_t k = 0; k < a.map.size(); ++k)
+                                 out.mutable_data()[k] = a.map[k].node;
                                return out;
                              })
       .def_property_readonly("map_jobs",
@@ -164,7 +172,8 @@ void BindAlloc(py::module_& m) {
       .def_property_readonly("map",
                              [](const Allocation& a) {
                                py::dict out;
-                               for (const alloc::Assignment& x : a.map) out[py::int_(x.node)] = py::str(x.job);
+                               for (const alloc::Assignment& x : a.map)
+                                 out[py::int_(x.node)] = py::str(x.job);
                                return out;
                              })
       .def("__repr__", [](const Allocation& a) {
@@ -177,8 +186,8 @@ void BindAlloc(py::module_& m) {
   m.def(
       "solve",
       [](std::vector<Job> jobs, std::vector<NodeId> pool, std::vector<NodeId> current_nodes,
-         std::vector<std::string> current_jobs, double tfwd_s, SolverKind solver, Goal goal, std::string milp_backend,
-         double time_limit_s, double relative_gap) {
+         std::vector<std::string> current_jobs, double tfwd_s, SolverKind solver, Goal goal,
+         std::string milp_backend, double time_limit_s, double relative_gap) {
         if (current_nodes.size() != current_jobs.size())
           throw InvalidArgument("current: " + std::to_string(current_nodes.size()) + " nodes but " +
                                 std::to_string(current_jobs.size()) + " job ids");
@@ -198,9 +207,9 @@ void BindAlloc(py::module_& m) {
         py::gil_scoped_release release;
         return alloc::Solve(problem, options);
       },
-      py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"), py::arg("tfwd_s") = 10.0,
-      py::arg("solver") = SolverKind::kExact, py::arg("goal") = Goal::kThroughput, py::arg("milp_backend") = "glpk",
-      py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9,
+      py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"),
+      py::arg("tfwd_s") = 10.0, py::arg("solver") = SolverKind::kExact, py::arg("goal") = Goal::kThroughput,
+      py::arg("milp_backend") = "glpk", py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9,
       "Solve one allocation problem (the GIL is released while solving). current_nodes[k] runs "
       "current_jobs[k].");
 }
