@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <vector>
+
+#include "bft/milp.h"
 
 namespace bft::milp::internal {
 
@@ -27,5 +30,13 @@ class Stopwatch {
 inline double RelativeGap(double bound, double objective) {
   return std::abs(bound - objective) / std::max(1.0, std::abs(objective));
 }
+
+// Relative tolerance of FindViolation, looser than the backends' own (1e-7..1e-6) so that only real
+// violations are reported, not the rounding of integer values.
+inline constexpr double kFeasibilityTolerance = 1e-6;
+
+// Empty if `values` satisfy every bound, integrality, row and piecewise-linear function of `model`
+// (within kFeasibilityTolerance, relative); otherwise a message naming the first violation.
+std::string FindViolation(const Model& model, const std::vector<double>& values);
 
 }  // namespace bft::milp::internal

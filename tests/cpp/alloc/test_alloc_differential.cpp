@@ -84,19 +84,14 @@ TEST(AllocDifferential, EqualShareSatisfiesConstraintsAndNeverBeatsExact) {
 }
 
 // Solvers a (node MILP), b (count MILP) and c (exact) agree on >= 1,000 random instances per backend.
-void AgreeOnRandomProblems(const std::string& backend, int instances, Goal goal, std::uint64_t seed,
-                           bool presolve = true) {
+void AgreeOnRandomProblems(const std::string& backend, int instances, Goal goal, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   int compared = 0;
   for (int i = 0; i < instances; ++i) {
     const Problem p = RandomProblem(rng, RandomSpec{5, 10, 8});
     const Allocation exact = Solve(p, With(SolverKind::kExact, goal));
-    SolveOptions count_options = With(SolverKind::kCountMilp, goal, backend);
-    count_options.milp.presolve = presolve;
-    SolveOptions node_options = With(SolverKind::kNodeMilp, goal, backend);
-    node_options.milp.presolve = presolve;
-    const Allocation count = Solve(p, count_options);
-    const Allocation node = Solve(p, node_options);
+    const Allocation count = Solve(p, With(SolverKind::kCountMilp, goal, backend));
+    const Allocation node = Solve(p, With(SolverKind::kNodeMilp, goal, backend));
     for (const Allocation* a : {&exact, &count, &node}) {
       ASSERT_TRUE(SatisfiesConstraints(p, *a)) << backend << " " << ToString(a->solver) << ", instance " << i
                                                << ": " << Describe(p) << "; " << a->message;
@@ -135,11 +130,7 @@ TEST(AllocDifferential, NodeLevelCountLevelAndExactAgreeOnGlpk) {
 
 TEST(AllocDifferential, NodeLevelCountLevelAndExactAgreeOnCbc) {
   if (!HasBackend("cbc")) GTEST_SKIP() << "the CBC backend is not built into this test binary";
-  // With presolve on, CBC (2.10) returns "optimal" points that break the model's own rows on some of
-  // these instances (e.g. n = 2 with n - 3 r >= 0, r = 1, next to SOS2 sets); Solve rejects them
-  // and falls back, which this test would report as not optimal. Presolve off checks the
-  // formulations on CBC; the presolve defect belongs to the CBC backend.
-  AgreeOnRandomProblems("cbc", 1000, Goal::kThroughput, 2, /*presolve=*/false);
+  AgreeOnRandomProblems("cbc", 1000, Goal::kThroughput, 2);
 }
 
 TEST(AllocDifferential, MaxMinFairnessAgreesAcrossAllSolvers) {
