@@ -111,9 +111,11 @@ struct Allocation {
   // 1 when there are no jobs. What Goal::kMaxMinFair maximises first.
   double min_normalized_value = 1.0;
   SolverKind solver = SolverKind::kExact;
-  // Why the solver stopped; kOptimal for a proven optimum. The heuristic reports kOptimal only
-  // in the sense "finished": use `proven_optimal` to tell.
+  // Why the solver stopped. For the MILP solvers kOptimal means "optimal within the relative gap
+  // asked for"; the heuristic reports kOptimal only in the sense "finished". Use `proven_optimal`.
   milp::Termination termination = milp::Termination::kOptimal;
+  // The optimum is proven: the exact solver always; a MILP solver when it stopped optimal with a
+  // relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it).
   bool proven_optimal = false;
   std::string message;
   double wall_time_s = 0.0;

@@ -57,10 +57,8 @@ JobChoices MakeChoices(const JobData& d, const std::vector<char>& allowed, doubl
     }
   }
   std::vector<char> kink(allowed.size(), 0);
-  for (int b : d.breakpoints)
+  for (int b : LinearityBreaks(d, /*around_current=*/true))
     if (b <= top) kink[b] = 1;
-  for (int n = d.current - 1; n <= d.current + 1; ++n)
-    if (n >= 0 && n <= top) kink[n] = 1;
   JobChoices out;
   for (int n = 0; n <= top; ++n) {
     if (!choice[n]) continue;

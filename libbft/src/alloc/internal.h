@@ -46,6 +46,11 @@ inline double Penalty(const JobData& job, int n) {
 inline double Contribution(const JobData& job, int n, double tfwd_s) {
   return job.weight * (tfwd_s * job.value[n] - Penalty(job, n));
 }
+// Counts in [0, max_nodes] where a job's contribution stops being linear in n: the curve's
+// breakpoints and, with around_current, c - 1, c, c + 1 where the rescale penalty jumps. The exact
+// solver's exchange argument and the count-level MILP's exactness both rest on this one set.
+// Sorted, without duplicates.
+std::vector<int> LinearityBreaks(const JobData& job, bool around_current);
 // Normalised value min(1, O(n) / O(max_nodes)) used by the max-min goal; 1 for a job whose curve is
 // 0 at max_nodes (it has nothing to gain, so it never limits the minimum).
 double NormalizedValue(const Problem& problem, const JobData& job, int job_index, int n);

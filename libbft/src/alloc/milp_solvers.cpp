@@ -30,6 +30,8 @@ namespace bft::alloc::internal {
 namespace {
 
 constexpr double kFairSlack = 1e-7;
+// A MILP result counts as a proven optimum only with a gap this small (Allocation::proven_optimal).
+constexpr double kProvenGap = 1e-6;
 
 struct JobVars {
   bool fixed_zero = true;  // the job cannot run (its max is below its min once capped by the pool)
@@ -49,11 +51,8 @@ struct Formulation {
 // are feasible (n = 0 or n >= min is enforced by r).
 std::vector<int> Breakpoints(const JobData& d, bool around_current) {
   std::vector<int> xs{0, d.min_nodes, d.max_nodes};
-  for (int b : d.breakpoints)
+  for (int b : LinearityBreaks(d, around_current))
     if (b > d.min_nodes && b < d.max_nodes) xs.push_back(b);
-  if (around_current)
-    for (int n = d.current - 1; n <= d.current + 1; ++n)
-      if (n > d.min_nodes && n < d.max_nodes) xs.push_back(n);
   std::sort(xs.begin(), xs.end());
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
   return xs;
@@ -148,7 +147,7 @@ milp::Result SolveGoal(const Problem& problem, const Prepared& prepared, const S
 MilpOutcome Outcome(const milp::Result& result, const std::string& note) {
   MilpOutcome out;
   out.termination = result.termination;
-  out.proven_optimal = result.optimal();
+  out.proven_optimal = result.optimal() && result.gap <= kProvenGap;
   std::ostringstream os;
   os << note << result.backend << ": " << milp::ToString(result.termination);
   if (!result.message.empty()) os << " (" << result.message << ")";

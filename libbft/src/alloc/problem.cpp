@@ -151,6 +151,18 @@ Prepared Prepare(const Problem& problem) {
   return prepared;
 }
 
+std::vector<int> LinearityBreaks(const JobData& job, bool around_current) {
+  std::vector<int> breaks;
+  for (int b : job.breakpoints)
+    if (b >= 0 && b <= job.max_nodes) breaks.push_back(b);
+  if (around_current)
+    for (int n = job.current - 1; n <= job.current + 1; ++n)
+      if (n >= 0 && n <= job.max_nodes) breaks.push_back(n);
+  std::sort(breaks.begin(), breaks.end());
+  breaks.erase(std::unique(breaks.begin(), breaks.end()), breaks.end());
+  return breaks;
+}
+
 double NormalizedValue(const Problem& problem, const JobData& job, int job_index, int n) {
   const Job& j = problem.jobs[job_index];
   const double top = j.objective.Evaluate(j.max_nodes);

@@ -133,6 +133,26 @@ TEST(AllocDifferential, NodeLevelCountLevelAndExactAgreeOnCbc) {
   AgreeOnRandomProblems("cbc", 1000, Goal::kThroughput, 2);
 }
 
+// A MILP stopped by a loose relative gap may end "optimal" (within that gap) without reaching the
+// optimum: it must then not claim a proven optimum.
+TEST(AllocDifferential, LooseGapNeverClaimsAProvenOptimumItDidNotReach) {
+  std::mt19937_64 rng(7);
+  int stopped_short = 0;
+  for (int i = 0; i < 300; ++i) {
+    const Problem p = RandomProblem(rng, RandomSpec{8, 40, 16});
+    const Allocation exact = Solve(p, With(SolverKind::kExact));
+    SolveOptions loose = With(SolverKind::kCountMilp);
+    loose.milp.relative_gap = 0.5;
+    const Allocation a = Solve(p, loose);
+    const double tolerance = 1e-6 * std::max(1.0, std::abs(exact.objective));
+    if (a.objective < exact.objective - tolerance) {
+      ++stopped_short;
+      EXPECT_FALSE(a.proven_optimal) << "instance " << i << ": " << a.message;
+    }
+  }
+  EXPECT_GT(stopped_short, 0) << "no instance stopped short of the optimum: the test checks nothing";
+}
+
 TEST(AllocDifferential, MaxMinFairnessAgreesAcrossAllSolvers) {
   if (!HasBackend("glpk")) GTEST_SKIP() << "the GLPK backend is not built into this test binary";
   AgreeOnRandomProblems("glpk", 300, Goal::kMaxMinFair, 3);
