@@ -35,6 +35,16 @@ SOLVERS = ("exact", "count_milp", "node_milp", "equal_share")
 _GOALS = {"throughput": Goal.THROUGHPUT, "max_min_fair": Goal.MAX_MIN_FAIR, "max-min": Goal.MAX_MIN_FAIR}
 
 
+_INT32 = (-(2**31), 2**31 - 1)  # node counts (C++ int)
+_INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)
+
+
+def _in_range(what: str, value: int, limits: tuple) -> int:
+    if not limits[0] <= value <= limits[1]:
+        raise ValueError(f"{what}: {value} is out of range [{limits[0]}, {limits[1]}]")
+    return value
+
+
 def _curve(where: str, field: str, nodes: Any, values: Any) -> "_c.ThroughputCurve":
     try:
         n = np.asarray(nodes)
@@ -46,7 +56,8 @@ def _curve(where: str, field: str, nodes: Any, values: Any) -> "_c.ThroughputCur
     if n.size and not np.all(np.equal(np.mod(n, 1), 0)):
         raise ValueError(f"{where}: field 'nodes' must hold whole node counts")
     try:
-        return _c.ThroughputCurve([int(x) for x in n], [float(x) for x in v])
+        counts = [_in_range(f"{where}: field 'nodes'", int(x), _INT32) for x in n]
+        return _c.ThroughputCurve(counts, [float(x) for x in v])
     except ValueError as e:
         raise ValueError(f"{where}: field '{field}': {e}") from None
 
@@ -61,7 +72,7 @@ def _number(where: str, job: Mapping[str, Any], field: str, default: Any = None,
         if kind is int:
             if isinstance(value, bool) or float(value) != int(value):
                 raise ValueError
-            return int(value)
+            return _in_range(f"{where}: field '{field}'", int(value), _INT32)
         return float(value)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{where}: field '{field}' must be {'an integer' if kind is int else 'a number'}, "
@@ -106,7 +117,7 @@ def _node_ids(pool: Any) -> list:
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         if not np.all(np.equal(np.mod(arr.astype(float), 1), 0)):
             raise ValueError("pool: node ids must be integers")
-    return [int(x) for x in arr]
+    return [_in_range("pool: node id", int(x), _INT64) for x in arr]
 
 
 def _current(current: Any) -> tuple:
@@ -120,9 +131,10 @@ def _current(current: Any) -> tuple:
     for k, item in enumerate(items):
         try:
             node, job = item
-            nodes.append(int(node))
+            node = int(node)
         except (TypeError, ValueError):
             raise ValueError(f"current: entry {k} ({item!r}) is not a node id -> job id pair") from None
+        nodes.append(_in_range(f"current: entry {k}: node id", node, _INT64))
         jobs.append(str(job))
     return nodes, jobs
 

@@ -110,6 +110,8 @@ def test_empty_pool_and_no_jobs():
         (dict(nodes=[1, 2], throughput=[1, -2]), "throughput"),
         (dict(nodes=[1, 2], throughput=[1]), "throughput"),
         (dict(nodes=[1.5, 2]), "nodes"),
+        (dict(nodes=[1, 10**12], throughput=[1, 2]), "nodes"),
+        (dict(max_nodes=2**40), "max_nodes"),
     ],
 )
 def test_bad_job_fields_raise_value_error_naming_them(bad, field):
@@ -143,6 +145,10 @@ def test_missing_fields_and_bad_arguments():
         bft.allocate([j], [1, 2], weights=[1, 2])
     with pytest.raises(ValueError, match="current"):
         bft.allocate([j], [1, 2], current=[(1, "a", 3)])
+    with pytest.raises(ValueError, match="pool: node id"):
+        bft.allocate([j], [1, 2**70])
+    with pytest.raises(ValueError, match="current: entry 0: node id"):
+        bft.allocate([j], [1, 2], {2**70: "a"})
     with pytest.raises(bft.NotAvailable):
         bft.allocate([j], [1, 2], solver="count_milp", milp_backend="no-such-backend")
 
