@@ -26,12 +26,7 @@
 
 #include "bft/alloc.h"
 #include "bft/milp.h"
-#ifdef BFT_HAVE_GLPK
-#include "bft/milp_glpk.h"
-#endif
-#ifdef BFT_HAVE_CBC
-#include "bft/milp_cbc.h"
-#endif
+#include "milp/register_built_backends.h"
 
 namespace {
 
@@ -127,15 +122,6 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-void RegisterBackends() {
-#ifdef BFT_HAVE_GLPK
-  bft::milp::RegisterGlpkBackend();
-#endif
-#ifdef BFT_HAVE_CBC
-  bft::milp::RegisterCbcBackend();
-#endif
-}
-
 void BM_Solve(benchmark::State& state, SolverKind solver, const std::string& backend) {
   const Problem p = Instance(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   SolveOptions options;
@@ -180,7 +166,7 @@ void Sizes(benchmark::internal::Benchmark* b, int max_jobs, long max_jobs_times_
 }
 
 int RegisterAll() {
-  RegisterBackends();
+  bft::milp::internal::RegisterBuiltBackends();
   const long all = 1L << 40;
   Sizes(benchmark::RegisterBenchmark("exact", BM_Solve, SolverKind::kExact, std::string()), 1000, all);
   Sizes(benchmark::RegisterBenchmark("equal_share", BM_Solve, SolverKind::kEqualShare, std::string()), 1000,

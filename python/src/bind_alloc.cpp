@@ -1,9 +1,6 @@
 // pybind11 bindings of bft::alloc (submodule bft._core.alloc): jobs, the solve call (GIL
 // released) and the allocation with its per-job figures as numpy arrays. The Pythonic entry point
 // is bft.allocate (python/bft/alloc.py).
-#if __has_include(<pybind11/native_enum.h>)
-#include <pybind11/native_enum.h>
-#endif
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -25,19 +22,6 @@ using alloc::Job;
 using alloc::JobAllocation;
 using alloc::NodeId;
 using alloc::SolverKind;
-
-template <typename E>
-void BindEnum(py::module_& m, const char* name, const char* doc,
-              std::initializer_list<std::pair<const char*, E>> values) {
-#if PYBIND11_VERSION_MAJOR >= 3
-  py::native_enum<E> e(m, name, "enum.Enum", doc);
-  for (const auto& [n, v] : values) e.value(n, v);
-  e.finalize();
-#else
-  py::enum_<E> e(m, name, doc);
-  for (const auto& [n, v] : values) e.value(n, v);
-#endif
-}
 
 template <typename T>
 py::array_t<T> ToNumpy(const std::vector<T>& v) {

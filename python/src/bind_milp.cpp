@@ -1,8 +1,5 @@
 // pybind11 bindings of bft::milp (submodule bft._core.milp): the model, natural expressions
 // (`2*x + 3*y <= 10`), backends and results. Solves release the GIL.
-#if __has_include(<pybind11/native_enum.h>)
-#include <pybind11/native_enum.h>
-#endif
 #include <pybind11/numpy.h>
 #include <pybind11/operators.h>
 #include <pybind11/pybind11.h>
@@ -30,20 +27,6 @@ using milp::SolveOptions;
 using milp::Termination;
 using milp::Var;
 using milp::VarType;
-
-// Enums become Python enum.Enum classes where pybind11 can make them (3.x), else pybind11 enums.
-template <typename E>
-void BindEnum(py::module_& m, const char* name, const char* doc,
-              std::initializer_list<std::pair<const char*, E>> values) {
-#if PYBIND11_VERSION_MAJOR >= 3
-  py::native_enum<E> e(m, name, "enum.Enum", doc);
-  for (const auto& [n, v] : values) e.value(n, v);
-  e.finalize();
-#else
-  py::enum_<E> e(m, name, doc);
-  for (const auto& [n, v] : values) e.value(n, v);
-#endif
-}
 
 std::string Num(double v) {
   std::ostringstream os;

@@ -4,12 +4,7 @@
 #include "bft/milp.h"
 #include "bft/version.h"
 #include "bindings.h"
-#ifdef BFT_HAVE_GLPK
-#include "bft/milp_glpk.h"
-#endif
-#ifdef BFT_HAVE_CBC
-#include "bft/milp_cbc.h"
-#endif
+#include "milp/register_built_backends.h"
 
 namespace py = pybind11;
 
@@ -34,12 +29,7 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-#ifdef BFT_HAVE_GLPK
-  bft::milp::RegisterGlpkBackend();
-#endif
-#ifdef BFT_HAVE_CBC
-  bft::milp::RegisterCbcBackend();
-#endif
+  bft::milp::internal::RegisterBuiltBackends();
 
   auto milp = m.def_submodule("milp", "Solver-agnostic MILP model and backends");
   bft::python::BindMilp(milp);

@@ -106,6 +106,15 @@ void Layer(const double* in, double* out, int width, const JobChoices& c) {
   RelaxAll(in, out, width, c.key_n.data(), c.key_f.data(), static_cast<int>(c.key_n.size()));
 }
 
+// Traceback step: the first choice n (with value f) of the list, n <= x, for which the previous DP
+// row explains `target` at x (prev[x - n] + f == target exactly, as the DP computed it); -1 if none.
+int TraceChoice(const std::vector<int>& ns, const std::vector<double>& fs, const double* prev, int x,
+                double target) {
+  for (std::size_t k = 0; k < ns.size() && ns[k] <= x; ++k)
+    if (prev[x - ns[k]] + fs[k] == target) return ns[k];
+  return -1;
+}
+
 // A (rows x width) table of doubles, uninitialised (every cell is written before it is read).
 class Table {
  public:
@@ -237,14 +246,7 @@ std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, G
     int x = capacity;
     for (int i = num_jobs; i >= 1; --i) {
       const JobChoices& c = choices[order[i - 1]];
-      const double target = d0.row(i)[x];
-      const double* prev = d0.row(i - 1);
-      int pick = -1;
-      for (std::size_t b = 0; b < c.key_n.size() && c.key_n[b] <= x; ++b)
-        if (prev[x - c.key_n[b]] + c.key_f[b] == target) {
-          pick = c.key_n[b];
-          break;
-        }
+      const int pick = TraceChoice(c.key_n, c.key_f, d0.row(i - 1), x, d0.row(i)[x]);
       if (pick < 0) throw Error("alloc exact: internal error while tracing back the optimum");
       counts[order[i - 1]] = pick;
       x -= pick;
@@ -286,31 +288,13 @@ std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, G
     if (inner_used) {
       // Row i of D1 is d1.row(i - plain); its predecessors are d1.row(i - plain - 1) and d0.row(i - 1).
       const double target = d1.row(i - plain)[x];
-      if (i - 1 > plain) {
-        const double* prev = d1.row(i - 1 - plain);
-        for (std::size_t b = 0; b < c.key_n.size() && c.key_n[b] <= x; ++b)
-          if (prev[x - c.key_n[b]] + c.key_f[b] == target) {
-            pick = c.key_n[b];
-            break;
-          }
-      }
+      if (i - 1 > plain) pick = TraceChoice(c.key_n, c.key_f, d1.row(i - 1 - plain), x, target);
       if (pick < 0) {
-        const double* prev = d0.row(i - 1);
-        for (std::size_t a = 0; a < c.inner_n.size() && c.inner_n[a] <= x; ++a)
-          if (prev[x - c.inner_n[a]] + c.inner_f[a] == target) {
-            pick = c.inner_n[a];
-            inner_used = false;
-            break;
-          }
+        pick = TraceChoice(c.inner_n, c.inner_f, d0.row(i - 1), x, target);
+        if (pick >= 0) inner_used = false;
       }
     } else {
-      const double target = d0.row(i)[x];
-      const double* prev = d0.row(i - 1);
-      for (std::size_t b = 0; b < c.key_n.size() && c.key_n[b] <= x; ++b)
-        if (prev[x - c.key_n[b]] + c.key_f[b] == target) {
-          pick = c.key_n[b];
-          break;
-        }
+      pick = TraceChoice(c.key_n, c.key_f, d0.row(i - 1), x, d0.row(i)[x]);
     }
     if (pick < 0) throw Error("alloc exact: internal error while tracing back the optimum");
     counts[order[i - 1]] = pick;

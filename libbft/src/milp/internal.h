@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,30 @@ class Stopwatch {
 // |bound - objective| / max(1, |objective|), the gap as Result documents it.
 inline double RelativeGap(double bound, double objective) {
   return std::abs(bound - objective) / std::max(1.0, std::abs(objective));
+}
+
+// The frame every backend's Solve shares: validates the options (InvalidArgument naming the
+// backend), stamps the result with the backend and model, runs `body(clock, &result)`, turns
+// running out of memory into Termination::kError, and times the whole call.
+template <typename Body>
+Result SolveFrame(const std::string& backend, const Model& model, const SolveOptions& options, Body&& body) {
+  std::string invalid;
+  if (!options.IsValid(&invalid)) throw InvalidArgument(backend + ": " + invalid);
+  const Stopwatch clock;
+  Result result;
+  result.backend = backend;
+  result.model_id = model.id();
+  try {
+    body(clock, &result);
+  } catch (const std::bad_alloc&) {
+    result = Result{};
+    result.backend = backend;
+    result.model_id = model.id();
+    result.termination = Termination::kError;
+    result.message = "out of memory while building the " + backend + " problem";
+  }
+  result.wall_time_s = clock.ElapsedSeconds();
+  return result;
 }
 
 // Relative tolerance of FindViolation, looser than the backends' own (1e-7..1e-6) so that only real

@@ -189,24 +189,10 @@ class CbcBackend final : public Backend {
   std::string name() const override { return "cbc"; }
 
   Result Solve(const Model& model, const SolveOptions& options) const override {
-    std::string invalid;
-    if (!options.IsValid(&invalid)) throw InvalidArgument("cbc: " + invalid);
-    const Stopwatch clock;
-    Result result;
-    result.backend = name();
-    result.model_id = model.id();
-    try {
-      SolveInto(model, options, clock, &result);
-      RejectInfeasiblePoint(model, options, clock, &result);
-    } catch (const std::bad_alloc&) {
-      result = Result{};
-      result.backend = name();
-      result.model_id = model.id();
-      result.termination = Termination::kError;
-      result.message = "out of memory while building the CBC problem";
-    }
-    result.wall_time_s = clock.ElapsedSeconds();
-    return result;
+    return internal::SolveFrame(name(), model, options, [&](const Stopwatch& clock, Result* result) {
+      SolveInto(model, options, clock, result);
+      RejectInfeasiblePoint(model, options, clock, result);
+    });
   }
 
  private:
