@@ -9,13 +9,18 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from . import sim
+from . import Error, milp, sim
 
 DEFAULT_POLICIES = ("exact", "equal_share")
+
+
+class CliError(Exception):
+    """A usage, input or environment error: printed as one line ``bft replay: error: ...``, exit status 2."""
 
 
 def _parse_time(text: str) -> float:
@@ -36,7 +41,7 @@ def _parse_policies(values: Optional[Sequence[str]]) -> List[str]:
             if not p:
                 continue
             if p not in sim.POLICIES:
-                raise SystemExit(f"bft replay: error: unknown policy {p!r} (choose from {', '.join(sim.POLICIES)})")
+                raise CliError(f"unknown policy {p!r} (choose from {', '.join(sim.POLICIES)})")
             if p not in out:
                 out.append(p)
     return out
@@ -51,15 +56,15 @@ def _select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]
         try:
             names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
         except OSError as e:
-            raise SystemExit(f"bft replay: error: --nodes: cannot read {path}: {e.strerror}")
+            raise CliError(f"--nodes: cannot read {path}: {e.strerror}")
         return names
     if spec.isdigit():
         n = int(spec)
         if n < 1:
-            raise SystemExit("bft replay: error: --nodes: the count must be >= 1")
+            raise CliError("--nodes: the count must be >= 1")
         names = sorted(trace.node_names)
         if n > len(names):
-            raise SystemExit(f"bft replay: error: --nodes {n}: the trace has only {len(names)} nodes")
+            raise CliError(f"--nodes {n}: the trace has only {len(names)} nodes")
         return names[:n]
     return [s.strip() for s in spec.split(",") if s.strip()]
 
@@ -134,7 +139,7 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
 
 def _load_inputs(args) -> "tuple":
     if (args.trace is None) != (args.jobs is None):
-        raise SystemExit("bft replay: error: give both --trace and --jobs, or neither for the built-in synthetic default")
+        raise CliError("give both --trace and --jobs, or neither for the built-in synthetic default")
     if args.trace is None:
         trace, jobs = sim.generate_synthetic(seed=args.seed)
         what = (f"built-in synthetic workload (seed {args.seed}): {len(trace.node_names)} nodes, "
@@ -145,13 +150,31 @@ def _load_inputs(args) -> "tuple":
         trace = sim.read_trace(args.trace)
         jobs = sim.read_jobs(args.jobs)
         dt = time.perf_counter() - t0
-    except FileNotFoundError as e:
-        raise SystemExit(f"bft replay: error: {e}")
-    except ValueError as e:
-        raise SystemExit(f"bft replay: error: {e}")
+    except (OSError, ValueError, Error) as e:  # unreadable files; bad lines (path:line: ...)
+        raise CliError(f"{e}")
     what = (f"{args.trace}: {len(trace.node_names)} nodes, {len(trace)} transitions; "
             f"{args.jobs}: {len(jobs)} jobs (read in {dt:.1f} s)")
     return trace, jobs, what
+
+
+def _check_backend(name: Optional[str]) -> None:
+    """--milp-backend must name a backend this build has."""
+    if name is None:
+        return
+    available = milp.available_backends()
+    if name not in available:
+        raise CliError(f"--milp-backend: unknown MILP backend {name!r} "
+                       f"(this build has: {', '.join(available) or 'none'})")
+
+
+def _prepare_out(out: Path) -> None:
+    """Creates --out and checks that files can be written there, before any replay runs."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise CliError(f"--out {out}: cannot write there: {e.strerror or e}")
 
 
 def _safe(label: str) -> str:
@@ -162,7 +185,10 @@ def replay_main(args) -> int:
     policies = _parse_policies(args.policy)
     curve_modes = ["oracle", "learned"] if args.curves == "both" else [args.curves]
     if args.max_jobs < 1:
-        raise SystemExit("bft replay: error: --max-jobs must be >= 1")
+        raise CliError("--max-jobs must be >= 1")
+    _check_backend(args.milp_backend)
+    if args.out is not None:
+        _prepare_out(args.out)
     trace, jobs, what = _load_inputs(args)
     nodes = _select_nodes(args.nodes, trace)
     print(f"bft replay: {what}", flush=True)
@@ -187,8 +213,8 @@ def replay_main(args) -> int:
                     nodes=nodes, start_s=args.start, end_s=args.end, milp_backend=args.milp_backend,
                     time_limit_s=args.time_limit, on_progress=bar,
                 )
-            except ValueError as e:
-                raise SystemExit(f"bft replay: error: {e}")
+            except (ValueError, Error, OSError) as e:
+                raise CliError(f"{label}: {e}")
             results.append(r)
 
     print()
@@ -200,36 +226,44 @@ def replay_main(args) -> int:
         print()
 
     if args.out is not None:
-        out = args.out
-        out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for r in results:
-            base = _safe(r.label)
-            r.write_steps_csv(out / f"steps-{base}.csv")
-            r.write_summary_json(out / f"summary-{base}.json")
-            r.write_jobs_csv(out / f"jobs-{base}.csv")
-            written += [f"steps-{base}.csv", f"summary-{base}.json", f"jobs-{base}.csv"]
-        if len(results) > 1:
-            (out / "comparison.txt").write_text(sim.comparison_table(results) + "\n")
-            written.append("comparison.txt")
-        if not args.no_plots:
-            try:
-                from . import plots
-            except ImportError as e:  # pragma: no cover - matplotlib missing
-                print(f"bft replay: plots skipped ({e}); pip install matplotlib", file=sys.stderr)
-            else:
-                for r in results:
-                    base = _safe(r.label)
-                    plots.plot_nodes(r, out / f"nodes-{base}.png")
-                    plots.plot_progress(r, out / f"progress-{base}.png")
-                    written += [f"nodes-{base}.png", f"progress-{base}.png"]
-                if len(results) > 1:
-                    plots.plot_comparison(results, out / "comparison.png")
-                    written.append("comparison.png")
-        print(f"wrote {len(written)} files to {out}/: {', '.join(written)}")
+        try:
+            written = _write_outputs(args, results)
+        except OSError as e:
+            raise CliError(f"--out {args.out}: {e}")
+        print(f"wrote {len(written)} files to {args.out}/: {', '.join(written)}")
     elif args.trace is None:
         print("(--out DIR writes the step logs, summaries and plots; --help lists the options)")
     return 0
+
+
+def _write_outputs(args, results) -> List[str]:
+    """Writes the files of --out (the directory exists, _prepare_out made it); returns their names."""
+    out = args.out
+    written = []
+    for r in results:
+        base = _safe(r.label)
+        r.write_steps_csv(out / f"steps-{base}.csv")
+        r.write_summary_json(out / f"summary-{base}.json")
+        r.write_jobs_csv(out / f"jobs-{base}.csv")
+        written += [f"steps-{base}.csv", f"summary-{base}.json", f"jobs-{base}.csv"]
+    if len(results) > 1:
+        (out / "comparison.txt").write_text(sim.comparison_table(results) + "\n")
+        written.append("comparison.txt")
+    if not args.no_plots:
+        try:
+            from . import plots
+        except ImportError as e:  # pragma: no cover - matplotlib missing
+            print(f"bft replay: plots skipped ({e}); pip install matplotlib", file=sys.stderr)
+        else:
+            for r in results:
+                base = _safe(r.label)
+                plots.plot_nodes(r, out / f"nodes-{base}.png")
+                plots.plot_progress(r, out / f"progress-{base}.png")
+                written += [f"nodes-{base}.png", f"progress-{base}.png"]
+            if len(results) > 1:
+                plots.plot_comparison(results, out / "comparison.png")
+                written.append("comparison.png")
+    return written
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -243,6 +277,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "replay":
         try:
             return replay_main(args)
+        except CliError as e:
+            print(f"bft replay: error: {e}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             print("\nbft replay: interrupted", file=sys.stderr)
             return 130

@@ -135,9 +135,10 @@ class ReplayResult:
                 w.writerow([_fmt(x) for x in row])
 
     def write_jobs_csv(self, path: PathLike) -> None:
-        """Per job: submit, admit and finish times (-1: never), work, done, losses, rescales, preemptions."""
-        keys = ("name", "submit_s", "admit_s", "finish_s", "work", "done", "loss_samples", "rescales",
-                "preemptions", "node_seconds")
+        """Per job: submit, admit and finish times (-1: never), work, done, losses, rescales, preemptions,
+        node-seconds and the rescale costs the allocator was last given (docs/formats.md)."""
+        keys = ("name", "submit_s", "admit_s", "finish_s", "work", "done", "loss_samples", "unpaid_loss_samples",
+                "rescales", "preemptions", "node_seconds", "allocator_scale_up_s", "allocator_scale_down_s")
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(keys)

@@ -35,6 +35,7 @@ py::dict SummaryToDict(const sim::Summary& s) {
   d["samples_done"] = s.samples_done;
   d["samples_without_losses"] = s.samples_without_losses;
   d["loss_samples"] = s.loss_samples;
+  d["unpaid_loss_samples"] = s.unpaid_loss_samples;
   d["idle_node_hours"] = s.idle_node_hours;
   d["used_node_hours"] = s.used_node_hours;
   d["idle_capture"] = s.idle_capture;
@@ -88,9 +89,12 @@ py::dict ResultToDict(const sim::ReplayResult& r) {
   jobs["work"] = Column<double>(js, [](const J& j) { return j.work; });
   jobs["done"] = Column<double>(js, [](const J& j) { return j.done; });
   jobs["loss_samples"] = Column<double>(js, [](const J& j) { return j.loss_samples; });
+  jobs["unpaid_loss_samples"] = Column<double>(js, [](const J& j) { return j.unpaid_loss_samples; });
   jobs["rescales"] = Column<std::int32_t>(js, [](const J& j) { return j.rescales; });
   jobs["preemptions"] = Column<std::int32_t>(js, [](const J& j) { return j.preemptions; });
   jobs["node_seconds"] = Column<double>(js, [](const J& j) { return j.node_seconds; });
+  jobs["allocator_scale_up_s"] = Column<double>(js, [](const J& j) { return j.allocator_scale_up_s; });
+  jobs["allocator_scale_down_s"] = Column<double>(js, [](const J& j) { return j.allocator_scale_down_s; });
   out["jobs"] = jobs;
 
   using P = sim::JobProgress;

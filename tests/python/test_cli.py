@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import bft
 from bft import cli, sim
 
 JOB = {
@@ -65,17 +66,64 @@ def test_bad_trace_file_is_a_clear_error(tmp_path):
     assert "Traceback" not in p.stderr
 
 
-def test_bad_jobs_file_and_bad_arguments_are_clear_errors(tmp_path):
+def one_line_error(capsys, argv):
+    """Runs cli.main(argv), expects exit status 2 and returns its one-line error message."""
+    rc = cli.main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bft replay: error: "), err
+    return lines[0]
+
+
+def test_bad_jobs_file_and_bad_arguments_are_clear_errors(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("time,node,state\n0,a,idle\n")
     (tmp_path / "j.jsonl").write_text(json.dumps(dict(JOB, work=-5)) + "\n")
-    with pytest.raises(SystemExit, match=r"j\.jsonl:1: job \"j\": work must be finite and > 0"):
-        cli.main(["replay", "--trace", str(tmp_path / "t.csv"), "--jobs", str(tmp_path / "j.jsonl")])
-    with pytest.raises(SystemExit, match="unknown policy 'greedy'"):
-        cli.main(["replay", "--policy", "greedy"])
-    with pytest.raises(SystemExit, match="give both --trace and --jobs"):
-        cli.main(["replay", "--trace", str(tmp_path / "t.csv")])
-    with pytest.raises(SystemExit, match="No such file|no such file"):
-        cli.main(["replay", "--trace", str(tmp_path / "missing.csv"), "--jobs", str(tmp_path / "j.jsonl")])
+    msg = one_line_error(capsys, ["replay", "--trace", str(tmp_path / "t.csv"), "--jobs", str(tmp_path / "j.jsonl")])
+    assert 'j.jsonl:1: job "j": work must be finite and > 0' in msg
+    assert "unknown policy 'greedy'" in one_line_error(capsys, ["replay", "--policy", "greedy"])
+    assert "give both --trace and --jobs" in one_line_error(capsys, ["replay", "--trace", str(tmp_path / "t.csv")])
+    msg = one_line_error(capsys, ["replay", "--trace", str(tmp_path / "missing.csv"), "--jobs",
+                                  str(tmp_path / "j.jsonl")])
+    assert "No such file" in msg or "no such file" in msg
+    # A directory where a file is expected: an OSError, not a traceback.
+    assert "bft replay: error: " in one_line_error(capsys, ["replay", "--trace", str(tmp_path), "--jobs",
+                                                            str(tmp_path / "j.jsonl")])
+
+
+def test_unknown_milp_backend_is_rejected_before_replaying(capsys):
+    msg = one_line_error(capsys, ["replay", "--policy", "count_milp", "--milp-backend", "foo", "-q"])
+    assert "--milp-backend: unknown MILP backend 'foo'" in msg
+    assert "glpk" in msg  # lists what this build has
+    p = run_module("replay", "--policy", "count_milp", "--milp-backend", "foo")
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and "bft replay: error: --milp-backend" in p.stderr
+    assert "policy count_milp" not in p.stdout  # nothing was replayed
+
+
+def test_an_unwritable_out_directory_is_an_error_before_replaying(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory\n")
+    msg = one_line_error(capsys, ["replay", "-q", "--out", str(blocker / "sub")])
+    assert f"--out {blocker / 'sub'}: cannot write there" in msg
+    msg = one_line_error(capsys, ["replay", "-q", "--out", str(blocker)])
+    assert "cannot write there" in msg
+    if Path("/proc").is_dir():
+        p = run_module("replay", "--out", "/proc/forbidden")
+        assert p.returncode == 2
+        assert "Traceback" not in p.stderr
+        assert "bft replay: error: --out /proc/forbidden: cannot write there" in p.stderr
+        assert "replayed" not in p.stderr and "policy exact" not in p.stdout  # before any replay
+
+
+def test_a_library_error_during_a_replay_is_one_line(tmp_path, capsys, monkeypatch):
+    def fail(*args, **kwargs):
+        raise bft.NotAvailable("MILP backend 'x' is not available")
+
+    monkeypatch.setattr(sim, "replay", fail)
+    msg = one_line_error(capsys, ["replay", "-q", "--policy", "exact"])
+    assert msg == "bft replay: error: exact: MILP backend 'x' is not available"
 
 
 def test_time_arguments_accept_units():

@@ -40,6 +40,25 @@ def test_tiny_trace_replay_matches_the_hand_computed_accounting():
     assert done[-1] == pytest.approx(4496)
 
 
+def test_a_loss_larger_than_the_samples_done_is_charged_in_full():
+    # b reclaimed 1 s in: loss 3 s x 18/s = 54 against 18 done -> done 0, 36 owed; [1,200) on one
+    # node makes 1990 and pays the 36 first (1954); the grow at 200 costs 50 (1904); +1800 to 300.
+    trace = sim.parse_trace("time,node,state\n0,a,idle\n0,b,idle\n1,b,busy\n200,b,idle\n")
+    jobs = sim.parse_jobs(json.dumps(JOB))
+    s = sim.replay(trace, jobs, "exact", end_s=300).summary
+    assert s["loss_samples"] == pytest.approx(104)
+    assert s["unpaid_loss_samples"] == 0
+    assert s["samples_done"] == pytest.approx(3704)
+    assert s["samples_without_losses"] == pytest.approx(3808)
+    assert s["overhead_efficiency"] == pytest.approx(1 - 104 / 3808)
+    # Ending at 2 s: 26 of the 54 are still owed; the efficiency counts the loss in full.
+    r = sim.replay(trace, jobs, "exact", end_s=2)
+    assert r.summary["unpaid_loss_samples"] == pytest.approx(26)
+    assert r.jobs["unpaid_loss_samples"].tolist() == pytest.approx([26])
+    assert r.summary["samples_done"] == 0
+    assert r.summary["overhead_efficiency"] == pytest.approx(1 - 54 / 28)
+
+
 def test_equal_share_and_exact_agree_on_a_single_job():
     trace = sim.parse_trace(TINY_TRACE)
     jobs = sim.parse_jobs(json.dumps(JOB))
@@ -67,6 +86,8 @@ def test_invariants_hold_on_the_synthetic_default():
         else:
             assert owner.pop(node) >= 0
     assert s["samples_done"] > 0 and s["rescales"] > 0 and s["preemptions"] > 0
+    assert s["samples_done"] - s["unpaid_loss_samples"] == pytest.approx(
+        s["samples_without_losses"] - s["loss_samples"])
 
 
 def test_generator_is_deterministic_and_round_trips_through_files(tmp_path):

@@ -10,7 +10,8 @@
 //   its rate before the change, as in the allocator's penalty;
 // - when the main scheduler reclaims any node of a job, the job loses scale_down_s times its rate
 //   before the event, once per job per event;
-// - losses are taken out of the job's completed samples (never below zero);
+// - losses are charged in full: out of the job's completed samples as far as they go (never below
+//   zero), the rest as a debt the job's next progress pays first;
 // - a job finishes when its `work` is done; a finish between trace events is an event of its own;
 // - jobs are admitted first come first served, at most max_jobs at once.
 #pragma once
@@ -150,11 +151,16 @@ struct JobResult {
   double admit_s = -1.0;   // -1: never admitted
   double finish_s = -1.0;  // -1: not finished in the window
   double work = 0.0;
-  double done = 0.0;          // net of losses; == work if finished
-  double loss_samples = 0.0;  // rescale and preemption losses charged
+  double done = 0.0;                 // net of losses; == work if finished
+  double loss_samples = 0.0;         // rescale and preemption losses charged, in full
+  double unpaid_loss_samples = 0.0;  // the part of loss_samples still owed at the end (0 if finished)
   int rescales = 0;
   int preemptions = 0;
   double node_seconds = 0.0;
+  // The rescale costs the allocator was last given for the job: the spec's in oracle mode; in
+  // learned mode the advisor's measured means (JobProfile) once measured, the spec's until then.
+  double allocator_scale_up_s = 0.0;
+  double allocator_scale_down_s = 0.0;
 };
 
 struct Summary {
@@ -167,12 +173,16 @@ struct Summary {
   double samples_done = 0.0;
   // What the same allocations would have done with no rescale or preemption loss.
   double samples_without_losses = 0.0;
-  double loss_samples = 0.0;
+  double loss_samples = 0.0;         // rescale and preemption losses, in full
+  double unpaid_loss_samples = 0.0;  // the part of loss_samples jobs still owed at the end
   double idle_node_hours = 0.0;
   double used_node_hours = 0.0;
-  double idle_capture = 0.0;         // used / idle node-hours
-  double overhead_efficiency = 0.0;  // samples_done / samples_without_losses (1 if both 0)
-  int jobs_submitted = 0;            // submitted before the end of the window
+  double idle_capture = 0.0;  // used / idle node-hours
+  // 1 - loss_samples / samples_without_losses (1 if nothing was done): samples_done /
+  // samples_without_losses when no loss is unpaid, below it otherwise (negative if the losses
+  // exceed all progress, as in a window that ends right after a preemption).
+  double overhead_efficiency = 0.0;
+  int jobs_submitted = 0;  // submitted before the end of the window
   int jobs_admitted = 0;
   int jobs_finished = 0;
   double makespan_s = 0.0;         // last finish - first submit (clamped to start), finished jobs

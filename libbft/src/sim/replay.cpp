@@ -20,9 +20,12 @@ struct JobState {
   enum class Phase { kWaiting, kActive, kFinished };
   Phase phase = Phase::kWaiting;
   std::vector<NodeId> nodes;  // sorted
-  double done = 0.0;          // net of losses
+  double done = 0.0;          // net of losses, never below 0
   double gross = 0.0;         // sum of rate * dt: what the allocations would have done without losses
-  double loss = 0.0;
+  double loss = 0.0;          // every loss charged, in full
+  // The part of the losses not yet taken out of `done` (a loss larger than the samples done):
+  // later progress pays it first. done - debt = gross - loss; done > 0 implies debt == 0.
+  double debt = 0.0;
   double rate = 0.0;  // true samples/s on the current nodes
   double finish_at = kInf;
   double admit_s = -1.0;
@@ -35,11 +38,31 @@ struct JobState {
   double rate_before_event = 0.0;
   // What the job's own sample counter shows (learned mode): monotone; a loss appears as a stall.
   double counter = 0.0;
+  // The rescale costs the allocator was last given for this job (the spec's until measured).
+  double allocator_scale_up_s = 0.0;
+  double allocator_scale_down_s = 0.0;
 };
 
+// A job's rate on n nodes: the allocator's definition (bft::alloc's Prepare/Score): the curve at
+// n, unclamped, and 0 below min_nodes (a job below its minimum is not running).
 double RateAt(const JobSpec& spec, int n) {
-  return n >= spec.min_nodes ? spec.throughput.Evaluate(static_cast<double>(std::min(n, spec.max_nodes)))
-                             : 0.0;
+  return n >= spec.min_nodes ? spec.throughput.Evaluate(static_cast<double>(n)) : 0.0;
+}
+
+// The allocator's view of a job: the spec's bounds and weight with the given curves and rescale
+// costs (the spec's own in oracle mode, the advisor's in learned mode).
+alloc::Job ToAllocJob(const JobSpec& spec, curve::ThroughputCurve objective,
+                      curve::ThroughputCurve throughput, double scale_up_s, double scale_down_s) {
+  alloc::Job job;
+  job.id = spec.name;
+  job.min_nodes = spec.min_nodes;
+  job.max_nodes = spec.max_nodes;
+  job.objective = std::move(objective);
+  job.throughput = std::move(throughput);
+  job.scale_up_s = scale_up_s;
+  job.scale_down_s = scale_down_s;
+  job.weight = spec.weight;
+  return job;
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -65,6 +88,7 @@ class Engine {
   void Advance(double t);
   void ReleaseNode(NodeId node, double t);
   void Charge(JobState& job, double samples);
+  void MeasuredRescaleCosts(const std::string& job, double* scale_up_s, double* scale_down_s) const;
   void Allocate(double t, int* rescales);
   void ReportToAdvisor(double t);
   void RecordStep(double t, int transitions, int rescales, int preemptions, double allocator_s);
@@ -166,14 +190,17 @@ void Engine::Advance(double t) {
     job.node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
     if (job.rate <= 0.0) continue;
     if (job.finish_at <= t + kTimeEps) {
-      job.gross += spec.work - job.done;
+      job.gross += spec.work - job.done + job.debt;
       job.done = spec.work;
+      job.debt = 0.0;
       job.finish_s = t;
       job.phase = JobState::Phase::kFinished;
     } else if (dt > 0) {
       const double progress = job.rate * dt;
       job.gross += progress;
-      job.done = std::min(spec.work, job.done + progress);
+      const double paid = std::min(job.debt, progress);
+      job.debt -= paid;
+      job.done = std::min(spec.work, job.done + (progress - paid));
     }
   }
   now_ = t;
@@ -204,10 +231,30 @@ void Engine::Advance(double t) {
   }
 }
 
+// Charges a loss in full: out of the samples done as far as they go, the rest as a debt that the
+// job's next progress pays first (so the total taken equals the allocator's penalty).
 void Engine::Charge(JobState& job, double samples) {
-  const double charged = std::min(samples, job.done);
-  job.done -= charged;
-  job.loss += charged;
+  if (!(samples > 0.0)) return;
+  const double now = std::min(samples, job.done);
+  job.done -= now;
+  job.debt += samples - now;
+  job.loss += samples;
+}
+
+// Learned mode: the advisor's measured mean overheads of growing and shrinking the job, each
+// once at least one was measured; until then the values passed in (the spec's) stay.
+void Engine::MeasuredRescaleCosts(const std::string& job, double* scale_up_s, double* scale_down_s) const {
+  if (!advisor_->HasJob(job)) return;
+  const curve::JobProfile p = advisor_->Profile(job);
+  bool up = false;
+  bool down = false;
+  for (const curve::RescaleOverhead& r : p.rescales) {
+    if (r.from_nodes <= 0) continue;  // a start, not a rescale (as in JobProfile's means)
+    up = up || r.to_nodes > r.from_nodes;
+    down = down || r.to_nodes < r.from_nodes;
+  }
+  if (up) *scale_up_s = p.mean_scale_up_s;
+  if (down) *scale_down_s = p.mean_scale_down_s;
 }
 
 void Engine::Allocate(double t, int* rescales) {
@@ -216,16 +263,13 @@ void Engine::Allocate(double t, int* rescales) {
   for (const int j : active_) {
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
     if (advisor_) {
-      alloc::Job job;
-      job.id = spec.name;
-      job.min_nodes = spec.min_nodes;
-      job.max_nodes = spec.max_nodes;
-      job.objective = advisor_->ObjectiveCurve(spec.name, spec.max_nodes);
-      job.throughput = advisor_->ThroughputEstimate(spec.name, spec.max_nodes);
-      job.scale_up_s = spec.scale_up_s;
-      job.scale_down_s = spec.scale_down_s;
-      job.weight = spec.weight;
-      problem_.jobs.push_back(std::move(job));
+      // Curves only as far as the replay has nodes: the allocator never evaluates beyond the pool.
+      const int top = std::max(1, std::min(spec.max_nodes, subset_size_));
+      JobState& state = jobs_[static_cast<std::size_t>(j)];
+      MeasuredRescaleCosts(spec.name, &state.allocator_scale_up_s, &state.allocator_scale_down_s);
+      problem_.jobs.push_back(ToAllocJob(spec, advisor_->ObjectiveCurve(spec.name, top),
+                                         advisor_->ThroughputEstimate(spec.name, top),
+                                         state.allocator_scale_up_s, state.allocator_scale_down_s));
     } else {
       problem_.jobs.push_back(oracle_jobs_[static_cast<std::size_t>(j)]);
     }
@@ -286,7 +330,9 @@ void Engine::Allocate(double t, int* rescales) {
                  std::back_inserter(job.nodes));
     }
     used_ += n - c;
-    if (c > 0 && n != c) {
+    // Only a running job (at least min_nodes) is rescaled; a job below its minimum that the
+    // allocator releases to 0 or restarts is not (its rate and the allocator's penalty are 0).
+    if (c >= spec.min_nodes && n != c) {
       ++job.rescales;
       ++*rescales;
       Charge(job, (n > c ? spec.scale_up_s : spec.scale_down_s) * RateAt(spec, c));
@@ -350,20 +396,17 @@ ReplayResult Engine::Run() {
                           std::to_string(start_) + ")");
   }
   SetupNodes();
+  for (std::size_t j = 0; j < specs_.size(); ++j) {
+    jobs_[j].allocator_scale_up_s = specs_[j].scale_up_s;
+    jobs_[j].allocator_scale_down_s = specs_[j].scale_down_s;
+  }
   if (opt_.curves == CurveMode::kLearned) {
     advisor_ = std::make_unique<curve::ProfilingAdvisor>();
   } else {
-    oracle_jobs_.resize(specs_.size());
-    for (std::size_t j = 0; j < specs_.size(); ++j) {
-      alloc::Job& job = oracle_jobs_[j];
-      job.id = specs_[j].name;
-      job.min_nodes = specs_[j].min_nodes;
-      job.max_nodes = specs_[j].max_nodes;
-      job.objective = specs_[j].objective;
-      job.throughput = specs_[j].throughput;
-      job.scale_up_s = specs_[j].scale_up_s;
-      job.scale_down_s = specs_[j].scale_down_s;
-      job.weight = specs_[j].weight;
+    oracle_jobs_.reserve(specs_.size());
+    for (const JobSpec& spec : specs_) {
+      oracle_jobs_.push_back(
+          ToAllocJob(spec, spec.objective, spec.throughput, spec.scale_up_s, spec.scale_down_s));
     }
   }
   for (std::size_t j = 0; j < specs_.size(); ++j) {
@@ -478,7 +521,7 @@ ReplayResult Engine::Run() {
       JobState& job = jobs_[static_cast<std::size_t>(j)];
       const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
       job.rate = RateAt(spec, static_cast<int>(job.nodes.size()));
-      job.finish_at = job.rate > 0.0 ? t + (spec.work - job.done) / job.rate : kInf;
+      job.finish_at = job.rate > 0.0 ? t + (spec.work - job.done + job.debt) / job.rate : kInf;
     }
     if (advisor_) ReportToAdvisor(t);
     total_rescales_ += rescales;
@@ -538,12 +581,16 @@ ReplayResult Engine::Run() {
     r.work = spec.work;
     r.done = job.done;
     r.loss_samples = job.loss;
+    r.unpaid_loss_samples = job.debt;
+    r.allocator_scale_up_s = job.allocator_scale_up_s;
+    r.allocator_scale_down_s = job.allocator_scale_down_s;
     r.rescales = job.rescales;
     r.preemptions = job.preemptions;
     r.node_seconds = job.node_seconds;
     s.samples_done += job.done;
     s.samples_without_losses += job.gross;
     s.loss_samples += job.loss;
+    s.unpaid_loss_samples += job.debt;
     if (spec.submit_s <= end_) {
       ++s.jobs_submitted;
       first_submit = std::min(first_submit, std::max(spec.submit_s, start_));
@@ -558,7 +605,9 @@ ReplayResult Engine::Run() {
   s.idle_node_hours = idle_node_s_ / 3600.0;
   s.used_node_hours = used_node_s_ / 3600.0;
   s.idle_capture = idle_node_s_ > 0 ? used_node_s_ / idle_node_s_ : 0.0;
-  s.overhead_efficiency = s.samples_without_losses > 0 ? s.samples_done / s.samples_without_losses : 1.0;
+  // Every loss counts in full, paid or not: (gross - loss) / gross = (done - unpaid) / gross.
+  s.overhead_efficiency =
+      s.samples_without_losses > 0 ? 1.0 - s.loss_samples / s.samples_without_losses : 1.0;
   if (s.jobs_finished > 0) {
     s.makespan_s = last_finish - first_submit;
     s.mean_turnaround_s = turnaround / s.jobs_finished;

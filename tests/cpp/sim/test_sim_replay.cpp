@@ -94,6 +94,117 @@ TEST(SimReplay, AJobFinishingBetweenTraceEventsIsAnEvent) {
   EXPECT_DOUBLE_EQ(r.progress.back().done, 3000);
 }
 
+// b is reclaimed 1 s after the start: the preemption loss (3 s x 18/s = 54) exceeds the 18 samples
+// done so far.
+Trace EarlyReclaimTrace() {
+  return ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n1,b,busy\n200,b,idle\n");
+}
+
+TEST(SimReplay, ALossLargerThanTheSamplesDoneIsChargedInFullFromLaterProgress) {
+  // [0,1): 2 nodes at 18/s -> 18. At 1: loss 54 -> done 0, 36 owed. [1,200): 1 node at 10/s makes
+  // 1990, of which 36 pay the debt -> 1954. At 200 the job grows (loss 5 s x 10/s = 50) -> 1904.
+  // [200,300): +1800 -> 3704. Total charged 104 = the allocator's penalties.
+  const ReplayResult r = Replay(EarlyReclaimTrace(), {MakeJob("j", 0, 1e6)}, Options(300));
+  const Summary& s = r.summary;
+  EXPECT_DOUBLE_EQ(s.samples_without_losses, 18 + 1990 + 1800);
+  EXPECT_DOUBLE_EQ(s.loss_samples, 54 + 50);
+  EXPECT_DOUBLE_EQ(s.unpaid_loss_samples, 0);
+  EXPECT_DOUBLE_EQ(s.samples_done, 3808 - 104);
+  EXPECT_DOUBLE_EQ(s.overhead_efficiency, 3704.0 / 3808.0);
+  EXPECT_EQ(s.preemptions, 1);
+  EXPECT_EQ(s.rescales, 1);
+  ASSERT_EQ(r.steps.size(), 4u);
+  EXPECT_DOUBLE_EQ(r.steps[1].samples_done, 0);
+  EXPECT_DOUBLE_EQ(r.steps[2].samples_done, 1904);
+  EXPECT_DOUBLE_EQ(r.jobs[0].loss_samples, 104);
+}
+
+TEST(SimReplay, ALossStillOwedAtTheEndOfTheWindowCountsInFull) {
+  // As above, ending at 2: [1,2) makes 10 of the 36 owed; 26 stay unpaid, done stays 0.
+  const ReplayResult r = Replay(EarlyReclaimTrace(), {MakeJob("j", 0, 1e6)}, Options(2));
+  const Summary& s = r.summary;
+  EXPECT_DOUBLE_EQ(s.samples_done, 0);
+  EXPECT_DOUBLE_EQ(s.samples_without_losses, 28);
+  EXPECT_DOUBLE_EQ(s.loss_samples, 54);
+  EXPECT_DOUBLE_EQ(s.unpaid_loss_samples, 26);
+  EXPECT_DOUBLE_EQ(r.jobs[0].unpaid_loss_samples, 26);
+  // 1 - 54/28: the allocations lost more than they made.
+  EXPECT_DOUBLE_EQ(s.overhead_efficiency, (28.0 - 54.0) / 28.0);
+}
+
+TEST(SimReplay, AJobFinishesOnlyAfterPayingWhatItOwes) {
+  // Work 100: at 1 the job has 0 done and owes 36; on 1 node at 10/s it needs 136 samples, so it
+  // finishes at 1 + 13.6 (not at 1 + 10 as if the loss had been capped at the 18 done).
+  const ReplayResult r = Replay(EarlyReclaimTrace(), {MakeJob("j", 0, 100)}, Options(300));
+  EXPECT_NEAR(r.jobs[0].finish_s, 14.6, 1e-9);
+  EXPECT_DOUBLE_EQ(r.jobs[0].done, 100);
+  EXPECT_DOUBLE_EQ(r.jobs[0].loss_samples, 54);
+  EXPECT_DOUBLE_EQ(r.jobs[0].unpaid_loss_samples, 0);
+  EXPECT_NEAR(r.summary.samples_without_losses, 18 + 136, 1e-9);
+  EXPECT_NEAR(r.summary.overhead_efficiency, 100.0 / 154.0, 1e-12);
+}
+
+TEST(SimReplay, AJobBelowItsMinimumReleasedToZeroIsNotARescale) {
+  // min_nodes 2: at 100 b is reclaimed, the job keeps a alone (below its minimum: rate 0) and
+  // pays the preemption (3 s x 18/s); the allocator releases a (0 or 2 nodes only): no rescale,
+  // no charge. At 200 it restarts on 2 nodes from 0: no rescale either.
+  JobSpec j = MakeJob("j", 0, 1e6);
+  j.min_nodes = 2;
+  const ReplayResult r = Replay(TinyTrace(), {j}, Options(300));
+  EXPECT_EQ(r.summary.rescales, 0);
+  EXPECT_EQ(r.jobs[0].rescales, 0);
+  EXPECT_EQ(r.summary.preemptions, 1);
+  EXPECT_DOUBLE_EQ(r.summary.loss_samples, 54);
+  EXPECT_DOUBLE_EQ(r.summary.samples_done, 1800 - 54 + 1800);
+  ASSERT_EQ(r.steps.size(), 4u);
+  EXPECT_EQ(r.steps[1].used_nodes, 0);
+  EXPECT_DOUBLE_EQ(r.jobs[0].node_seconds, 200 + 200);
+}
+
+TEST(SimReplay, OracleModeGivesTheAllocatorTheSpecsRescaleCosts) {
+  const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, Options(300));
+  EXPECT_EQ(r.jobs[0].allocator_scale_up_s, 5.0);
+  EXPECT_EQ(r.jobs[0].allocator_scale_down_s, 3.0);
+}
+
+TEST(SimReplayLearned, TheAllocatorGetsTheMeasuredRescaleCostsOnceMeasured) {
+  // Learned curves. At 100 b is reclaimed: the job shrinks 2 -> 1 and loses 3 s x 18/s = 54
+  // samples, i.e. 5.4 s at its new steady rate of 10/s. The arrivals at 150 and 190 (never
+  // admitted: max_jobs 1) are reports: [100,150) is warm-up, [150,190) a steady interval at 10/s,
+  // so the advisor measures a shrink overhead of 50 - 446/10 = 5.4 s. The allocation at 220 gets
+  // it instead of the spec's 3 s; no grow was measured, so scale_up_s stays the spec's 5 s.
+  const Trace trace = ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n220,b,idle\n");
+  ReplayOptions o = Options(250);
+  o.curves = CurveMode::kLearned;
+  o.max_jobs = 1;
+  const ReplayResult r =
+      Replay(trace, {MakeJob("j", 0, 1e9), MakeJob("q1", 150, 1), MakeJob("q2", 190, 1)}, o);
+  EXPECT_EQ(r.jobs[0].preemptions, 1);
+  EXPECT_NEAR(r.jobs[0].allocator_scale_down_s, 5.4, 1e-9);
+  EXPECT_EQ(r.jobs[0].allocator_scale_up_s, 5.0);
+  EXPECT_EQ(r.jobs[1].admit_s, -1);
+  // Before 220 (no measurement yet at the allocations of 0 and 100) the spec's values were used:
+  // with the window ending at 200 the last allocation is the one at 100.
+  const ReplayResult early =
+      Replay(trace, {MakeJob("j", 0, 1e9), MakeJob("q1", 150, 1), MakeJob("q2", 190, 1)}, [&] {
+        ReplayOptions e = o;
+        e.end_s = 200;
+        return e;
+      }());
+  EXPECT_EQ(early.jobs[0].allocator_scale_down_s, 3.0);
+}
+
+TEST(SimReplayLearned, AHugeMaxNodesOnlyAsksTheAdvisorForTheReplaysNodes) {
+  // max_nodes 10^9 on a 2-node trace: the learned curves are sized by the 2 nodes of the replay,
+  // not by max_nodes (which used to ask the advisor for 10^9-point curves at every event).
+  ReplayOptions o = Options(300);
+  o.curves = CurveMode::kLearned;
+  const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 1e6, 1000000000)}, o);
+  EXPECT_EQ(r.summary.allocator_calls, 3);
+  EXPECT_GT(r.summary.samples_done, 0);
+  EXPECT_EQ(r.summary.preemptions, 1);
+}
+
 TEST(SimReplay, AdmitsFirstComeFirstServedUpToMaxJobs) {
   ReplayOptions o = Options(300);
   o.max_jobs = 1;
@@ -151,6 +262,10 @@ void CheckInvariants(const Trace& trace, const std::vector<JobSpec>& jobs, const
   const Summary& s = r.summary;
   EXPECT_LE(s.used_node_hours, s.idle_node_hours * (1 + 1e-12));
   EXPECT_LE(s.samples_done, s.samples_without_losses * (1 + 1e-12));
+  // Losses are charged in full: done - unpaid = without losses - losses.
+  EXPECT_NEAR(s.samples_done - s.unpaid_loss_samples, s.samples_without_losses - s.loss_samples,
+              1e-9 * s.samples_without_losses);
+  EXPECT_NEAR(s.overhead_efficiency, 1.0 - s.loss_samples / s.samples_without_losses, 1e-12);
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     EXPECT_GE(r.jobs[j].done, 0.0);
     EXPECT_LE(r.jobs[j].done, jobs[j].work);
