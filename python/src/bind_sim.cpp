@@ -117,12 +117,10 @@ py::dict ResultToDict(const sim::ReplayResult& r) {
 }  // namespace
 
 void BindSim(py::module_& m) {
-  py::enum_<sim::NodeState>(m, "NodeState")
-      .value("BUSY", sim::NodeState::kBusy)
-      .value("IDLE", sim::NodeState::kIdle);
-  py::enum_<sim::CurveMode>(m, "CurveMode")
-      .value("ORACLE", sim::CurveMode::kOracle)
-      .value("LEARNED", sim::CurveMode::kLearned);
+  BindEnum<sim::NodeState>(m, "NodeState", "A node's state in an idle-node trace",
+                           {{"BUSY", sim::NodeState::kBusy}, {"IDLE", sim::NodeState::kIdle}});
+  BindEnum<sim::CurveMode>(m, "CurveMode", "Where the allocator's curves come from",
+                           {{"ORACLE", sim::CurveMode::kOracle}, {"LEARNED", sim::CurveMode::kLearned}});
 
   py::class_<sim::Trace>(m, "Trace", "An idle-node trace: node names and time-sorted transitions.")
       .def(
