@@ -24,6 +24,7 @@ FitOptions = _c.FitOptions
 FitResult = _c.FitResult
 ModelFit = _c.ModelFit
 AdvisorOptions = _c.AdvisorOptions
+AdvisorCurves = _c.AdvisorCurves
 SizeEstimate = _c.SizeEstimate
 RescaleOverhead = _c.RescaleOverhead
 ProbeSuggestion = _c.ProbeSuggestion
@@ -71,6 +72,7 @@ def fit(
 
 
 __all__ = [
+    "AdvisorCurves",
     "AdvisorOptions",
     "FitOptions",
     "FitResult",

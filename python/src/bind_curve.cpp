@@ -239,6 +239,10 @@ void BindCurve(py::module_& m) {
       .def_readonly("has_prior", &curve::JobProfile::has_prior)
       .def_readonly("prior_samples_per_node_s", &curve::JobProfile::prior_samples_per_node_s);
 
+  py::class_<curve::AdvisorCurves>(m, "AdvisorCurves")
+      .def_readonly("throughput", &curve::AdvisorCurves::throughput)
+      .def_readonly("objective", &curve::AdvisorCurves::objective);
+
   using curve::ProfilingAdvisor;
   py::class_<ProfilingAdvisor>(m, "ProfilingAdvisor")
       .def(py::init<AdvisorOptions>(), py::arg("options") = AdvisorOptions())
@@ -249,6 +253,8 @@ void BindCurve(py::module_& m) {
       .def("throughput_estimate", &ProfilingAdvisor::ThroughputEstimate, py::arg("job_id"),
            py::arg("max_nodes"))
       .def("objective_curve", &ProfilingAdvisor::ObjectiveCurve, py::arg("job_id"), py::arg("max_nodes"))
+      .def("curves", &ProfilingAdvisor::Curves, py::arg("job_id"), py::arg("max_nodes"),
+           "both curves at once: .throughput and .objective")
       .def("relative_uncertainty", &ProfilingAdvisor::RelativeUncertainty, py::arg("job_id"), py::arg("n"))
       .def("probe_suggestions", &ProfilingAdvisor::ProbeSuggestions, py::arg("job_id"), py::arg("max_nodes"),
            py::arg("max_suggestions") = 3)

@@ -198,3 +198,37 @@ def test_advisor_bad_reports_raise_value_error():
         adv.profile("nope")
     adv.forget("j")
     assert adv.jobs() == []
+
+
+def test_duplicate_tolerance_default_is_twenty_percent_of_the_mean():
+    assert curve.FitOptions().duplicate_tolerance == 0.2
+    # 100 and 115 at 4 nodes: 14% of their mean, merged; 100 and 130: 26%, conflicting.
+    assert curve.fit([1, 2, 4, 4], [50.0, 90.0, 100.0, 115.0]).num_sizes == 3
+    with pytest.raises(ValueError, match="4 nodes conflict"):
+        curve.fit([1, 2, 4, 4], [50.0, 90.0, 100.0, 130.0])
+
+
+@pytest.mark.parametrize("c", [1e-200, 1.0, 1e200])
+def test_fits_are_scale_invariant(c):
+    n = np.array([1, 2, 4, 8, 16, 32], dtype=float)
+    x = np.array([100.0, 190.0, 340.0, 560.0, 800.0, 950.0])
+    base = curve.fit(n, x)
+    scaled = curve.fit(n, c * x)
+    assert scaled.ok and scaled.model == base.model
+    m = np.array([1.0, 3.0, 32.0, 64.0])
+    np.testing.assert_allclose(scaled.predict(m) / c, base.predict(m), rtol=1e-9)
+
+
+def test_curves_have_sparse_breakpoints_for_any_pool_size():
+    res = curve.fit([1, 2, 4, 8], [100.0, 190.0, 340.0, 560.0])
+    big = res.to_curve(1_000_000_000)
+    assert len(big.nodes) < 70 and big.nodes[-1] == 1_000_000_000
+    np.testing.assert_array_equal(big.values, res.evaluate(np.asarray(big.nodes, dtype=float)))
+    adv = curve.ProfilingAdvisor()
+    job = SimJob(lambda n: 1.0 / (1e-4 + 1e-3 / n))
+    for n in (1, 3, 8):
+        job.run(adv, n, 300.0)
+    both = adv.curves("job", 4734)
+    assert len(both.throughput.nodes) < 40 and {1, 3, 8, 16, 4734} <= set(both.throughput.nodes)
+    np.testing.assert_array_equal(both.throughput.values, adv.throughput_estimate("job", 4734).values)
+    np.testing.assert_array_equal(both.objective.values, adv.objective_curve("job", 4734).values)

@@ -30,7 +30,7 @@ class ThroughputCurve {
   double operator()(double n) const { return Evaluate(n); }
   // The same curve sampled at the given node counts (which must themselves be a valid breakpoint set).
   ThroughputCurve Resample(const std::vector<int>& at) const;
-  // Values at 0, 1, ..., max_nodes: the table the allocator consumes.
+  // Values at 0, 1, ..., max_nodes (a dense table: memory grows with max_nodes).
   std::vector<double> Table(int max_nodes) const;
 
   const std::vector<int>& nodes() const { return nodes_; }
@@ -67,7 +67,8 @@ enum class FitStatus {
   kOk,
   kInsufficientData,  // fewer distinct node counts than the model has parameters (or than 2)
   kIllConditioned,    // the normal equations are (near) singular: parameters are not identifiable
-  kNotConverged,      // the iterative fit (kUsl) stopped at max_iterations without converging
+  kNotConverged,      // the iterative fit (kUsl) reached max_iterations, or stalled (no step lowers
+                      // the cost although the projected gradient is not small)
 };
 const char* ToString(FitStatus status);  // "ok", "insufficient_data", "ill_conditioned", "not_converged"
 
@@ -82,6 +83,7 @@ Selection SelectionFromString(const std::string& name);
 // One measurement: a job ran on `nodes` nodes at `samples_per_s`. `weight` (> 0) scales its
 // squared residual. Several samples at one node count are allowed if their values agree within
 // FitOptions::duplicate_tolerance (they are then averaged, weight-summed); otherwise Fit throws.
+// Fits are scale-invariant: multiplying every rate by c > 0 multiplies every prediction by c.
 struct Sample {
   double nodes = 0.0;
   double samples_per_s = 0.0;
@@ -92,9 +94,14 @@ struct FitOptions {
   Model model = Model::kAuto;  // force one model, or kAuto to choose
   Selection selection = Selection::kLeaveOneOut;
   int max_iterations = 100;  // Levenberg-Marquardt iterations for kUsl
-  double tolerance = 1e-10;  // relative step / cost change for kUsl convergence
-  // Relative spread (max/min - 1) beyond which samples at the same node count count as conflicting.
-  double duplicate_tolerance = 0.5;
+  // kUsl convergence: Gauss-Newton decrement, or the cost change of an (almost) undamped step,
+  // below tolerance * cost.
+  double tolerance = 1e-10;
+  // Samples at one node count conflict (Fit throws) when their spread (max - min) exceeds
+  // duplicate_tolerance times their weighted mean. 0.2: repeated measurements of throughput at a
+  // fixed size normally agree within a few percent, so a 20% spread means different conditions
+  // (another batch size, a slow node, a phase change), not noise.
+  double duplicate_tolerance = 0.2;
   // Extrapolation beyond the largest measured node count n_max: the predicted gain over X(n_max)
   // is multiplied by extrapolation_discount (in [0, 1]) and stops growing at
   // extrapolation_limit * n_max (>= 1); a predicted loss is kept in full. See docs/curve.md.
@@ -132,7 +139,10 @@ struct FitResult {
   double Predict(double n) const;
   // Prediction with the conservative extrapolation rule beyond max_nodes; 0 at n <= 0.
   double Evaluate(double n) const;
-  // The curve the allocator consumes: breakpoints 0, 1, ..., max_nodes at Evaluate(). Throws if !ok().
+  // The curve the allocator consumes, on 0..max_nodes: exactly Evaluate() at sparse breakpoints
+  // (0; 1, 2, 3, 4, 6, 8, 12, ... up to max_nodes; max_nodes; the largest measured size and
+  // extrapolation_limit times it), linear in between: O(log max_nodes) breakpoints for any
+  // max_nodes (docs/curve.md, "Curves for the allocator"). Throws if !ok() or max_nodes < 1.
   ThroughputCurve ToCurve(int max_nodes) const;
 };
 

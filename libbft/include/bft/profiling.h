@@ -92,6 +92,13 @@ struct JobProfile {
   double prior_samples_per_node_s = 0.0;  // the prior in force
 };
 
+// A job's curves for the allocator: `throughput` (its Job::throughput) and `objective` (its
+// Job::objective: the throughput with the exploration bonus), on the same breakpoints.
+struct AdvisorCurves {
+  ThroughputCurve throughput;
+  ThroughputCurve objective;
+};
+
 class ProfilingAdvisor {
  public:
   // Throws bft::InvalidArgument if the options are invalid.
@@ -111,12 +118,21 @@ class ProfilingAdvisor {
   // Per-job prior for a job with little data: linear scaling at samples_per_node_s (> 0).
   void SetPrior(const std::string& job_id, double samples_per_node_s);
 
-  // samples/s at 0..max_nodes: the fitted curve (conservative extrapolation), or the estimates
+  // samples/s on 0..max_nodes: the fitted curve (conservative extrapolation), or the estimates
   // and the prior while too few sizes were measured. Never empty for max_nodes >= 1; an unknown
   // job gets the prior. Throws InvalidArgument if max_nodes < 1.
+  // Sparse breakpoints (docs/curve.md, "Curves for the allocator"): 0; 1, 2, 3, 4, 6, 8, 12, ...
+  // (powers of two and three times powers of two) up to max_nodes; max_nodes; every measured size
+  // and the extrapolation cap (extrapolation_limit x the largest measured size) within 1..max_nodes.
+  // At each breakpoint the value is the advisor's estimate there; between them the curve is linear.
+  // So a curve has O(log max_nodes) breakpoints, whatever max_nodes is.
   ThroughputCurve ThroughputEstimate(const std::string& job_id, int max_nodes) const;
-  // ThroughputEstimate plus the exploration bonus (see AdvisorOptions::exploration_bonus).
+  // ThroughputEstimate plus the exploration bonus (see AdvisorOptions::exploration_bonus), on the
+  // same breakpoints.
   ThroughputCurve ObjectiveCurve(const std::string& job_id, int max_nodes) const;
+  // Both at once (one pass; what an allocator needs per job and event): equal to
+  // {ThroughputEstimate(job_id, max_nodes), ObjectiveCurve(job_id, max_nodes)}.
+  AdvisorCurves Curves(const std::string& job_id, int max_nodes) const;
   // Relative uncertainty of ThroughputEstimate at n (n >= 1).
   double RelativeUncertainty(const std::string& job_id, int n) const;
   // Up to max_suggestions unmeasured node counts in 1..max_nodes worth probing, best first.

@@ -22,6 +22,7 @@
 #include <Eigen/Core>
 
 #include "bft/curve.h"
+#include "grid.h"
 
 namespace bft::curve {
 namespace {
@@ -30,6 +31,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kRcondMin = 1e-13;       // below this reciprocal condition number: ill-conditioned
 constexpr int kLooUslSteps = 2;           // LM steps per leave-one-out fold of the USL
 constexpr double kMinRelResidual = 1e-6;  // floor on the RMS relative residual inside AICc
+// Largest scaled projected gradient max_j |J_j^T r| / (|J_j| |r|) (a cosine, in [0, 1]) at which a
+// Levenberg-Marquardt fit that cannot lower its cost any more still counts as converged.
+constexpr double kStallGradient = 1e-6;
+// Marquardt damping at or below which a step counts as a Gauss-Newton step for convergence tests.
+constexpr double kUndampedMu = 1e-3;
 
 using Mat3 = Eigen::Matrix3d;
 using Vec3 = Eigen::Vector3d;
@@ -196,6 +202,15 @@ double Predict(Model model, const std::array<double, 3>& p, double n) {
   return PredictLinear(model, Vec3(p[0], p[1], p[2]), n);
 }
 
+// Node count at which the model's X(n) peaks and turns down for good; +inf if it never does.
+// kAmdahl and kOptimus never turn down for n >= 3 (kOptimus's time per sample decreases once
+// log2(n) > 1/ln 2 - b/c), so they report +inf.
+double PeakNodes(Model model, const std::array<double, 3>& p) {
+  if (model == Model::kUsl && p[2] > 0.0) return std::sqrt((1.0 - p[1]) / p[2]);   // 1 - sigma = kappa n^2
+  if (model == Model::kCommLog && p[2] > 0.0) return p[1] * std::log(2.0) / p[2];  // b / n^2 = c / (n ln 2)
+  return kInf;
+}
+
 // Weighted RMS relative error of a model over the points.
 double RmsRelError(Model model, const std::array<double, 3>& p, const std::vector<Point>& pts) {
   double num = 0.0, den = 0.0;
@@ -216,7 +231,7 @@ double Aicc(double rms, int m, int k) {
 // Levenberg-Marquardt for the USL on relative residuals, parameters projected onto lambda > 0,
 // 0 <= sigma <= 1, kappa >= 0. `skip` leaves one point out (-1: none). Returns kOk or kNotConverged.
 FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt, bool warm_start,
-                 std::array<double, 3>* p, int* iterations) {
+                 std::array<double, 3>* p, int* iterations, bool* stalled = nullptr) {
   auto cost_of = [&](const std::array<double, 3>& q) {
     double c = 0.0;
     for (std::size_t i = 0; i < pts.size(); ++i) {
@@ -253,7 +268,10 @@ FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt,
       jtr += q.w * r * jac;
     }
     const Vec3 diag = jtj.diagonal().cwiseMax(1e-12 * std::max(1.0, jtj.diagonal().maxCoeff()));
-    if (mu < 0.0) mu = (warm_start ? 1e-6 : 1e-3) * diag.maxCoeff();
+    // Marquardt damping: the step solves (J^T J + mu diag(J^T J)) step = -J^T r, so mu is
+    // dimensionless (it must not be scaled by diag again: with node counts in the hundreds the
+    // kappa column is ~n^2 and such a mu would freeze the fit at its start).
+    if (mu < 0.0) mu = warm_start ? 1e-6 : 1e-3;
     // Active set: a parameter at a bound whose gradient points out of the box stays fixed this
     // iteration. Converged when no free parameter has a significant gradient.
     bool fixed[3] = {false, (*p)[1] <= 0.0 && jtr[1] > 0.0, (*p)[2] <= 0.0 && jtr[2] > 0.0};
@@ -278,35 +296,61 @@ FitStatus FitUsl(const std::vector<Point>& pts, int skip, const FitOptions& opt,
     }
     bool accepted = false;
     for (int tries = 0; tries < 20 && !accepted; ++tries) {
-      Mat3 a = jtj;
-      a.diagonal() += mu * diag;
-      Vec3 rhs = jtr;
-      for (int j = 0; j < 3; ++j) {
-        if (!fixed[j]) continue;
-        a.row(j).setZero();
-        a.col(j).setZero();
-        a(j, j) = 1.0;
-        rhs[j] = 0.0;
+      // A free sigma or kappa whose step would cross its bound is put on the bound and the step
+      // re-solved for the others (a projected step is not a descent step of the free parameters).
+      bool held[3] = {fixed[0], fixed[1], fixed[2]};
+      double snap[3] = {-1.0, -1.0, -1.0};  // the bound a crossing parameter is put on (-1: none)
+      std::array<double, 3> trial = *p;
+      for (int pass = 0; pass < 3; ++pass) {
+        Mat3 a = jtj;
+        a.diagonal() += mu * diag;
+        Vec3 rhs = jtr;
+        for (int j = 0; j < 3; ++j) {
+          if (!held[j]) continue;
+          a.row(j).setZero();
+          a.col(j).setZero();
+          a(j, j) = 1.0;
+          rhs[j] = 0.0;
+        }
+        const Vec3 step = -a.ldlt().solve(rhs);
+        trial = {(*p)[0] * std::exp(std::clamp(step[0], -2.0, 2.0)), (*p)[1] + step[1], (*p)[2] + step[2]};
+        bool crossed = false;
+        if (!held[1] && (trial[1] < 0.0 || trial[1] > 1.0)) {
+          held[1] = crossed = true;
+          snap[1] = trial[1] < 0.0 ? 0.0 : 1.0;
+        }
+        if (!held[2] && trial[2] < 0.0) {
+          held[2] = crossed = true;
+          snap[2] = 0.0;
+        }
+        if (!crossed) break;
       }
-      const Vec3 step = -a.ldlt().solve(rhs);
-      std::array<double, 3> trial = {(*p)[0] * std::exp(std::clamp(step[0], -2.0, 2.0)), (*p)[1] + step[1],
-                                     (*p)[2] + step[2]};
+      for (int j = 1; j < 3; ++j)
+        if (snap[j] >= 0.0) trial[j] = snap[j];
       project(&trial);
       const double tc = cost_of(trial);
       if (tc < cost) {
-        const double rel_change = (cost - tc) / std::max(cost, 1e-300);
-        const double rel_step = std::abs(trial[0] / (*p)[0] - 1.0) + std::abs(trial[1] - (*p)[1]) +
-                                std::abs(trial[2] - (*p)[2]) / std::max(1e-12, (*p)[2] + 1e-12);
+        const double rel_change = (cost - tc) / cost;
         *p = trial;
         cost = tc;
-        mu = std::max(mu / 10.0, 1e-20);
         accepted = true;
-        if (rel_change < opt.tolerance || rel_step < opt.tolerance) return FitStatus::kOk;
+        // A nearly undamped (Gauss-Newton) step that barely lowers the cost: converged. After a
+        // heavily damped step a small change means nothing, so it does not count there.
+        if (mu <= kUndampedMu && rel_change < opt.tolerance) return FitStatus::kOk;
+        mu = std::max(mu / 10.0, 1e-20);
       } else {
         mu *= 4.0;
       }
     }
-    if (!accepted) return FitStatus::kOk;  // no decrease possible even with tiny steps: a minimum
+    // Convergence is judged only on undamped quantities (the projected gradient and the
+    // Gauss-Newton decrement above): a small damped step says nothing about optimality. If not
+    // even a tiny step lowers the cost, the point is a minimum only if the projected gradient is
+    // negligible (it then fails only to rounding); otherwise the fit stalled.
+    if (!accepted) {
+      if (gmax <= kStallGradient * std::sqrt(cost)) return FitStatus::kOk;
+      if (stalled != nullptr) *stalled = true;
+      return FitStatus::kNotConverged;
+    }
   }
   return FitStatus::kNotConverged;
 }
@@ -329,6 +373,7 @@ struct OneFit {
   FitStatus status = FitStatus::kOk;
   std::array<double, 3> params{};
   int iterations = 0;
+  bool stalled = false;  // kNotConverged because no step lowered the cost at a non-stationary point
 };
 
 OneFit FitOne(Model model, const std::vector<Point>& pts, const Normal& full, int skip, const FitOptions& opt,
@@ -356,9 +401,14 @@ OneFit FitOne(Model model, const std::vector<Point>& pts, const Normal& full, in
     out.params = {theta[0], theta[1], theta[2]};
     return out;
   }
+  // A fold with fewer points than parameters must not start from the full fit: that fit passed
+  // through the left-out point, and the fold's data cannot move it away (every start that fits
+  // the remaining points is a minimum), so the fold would "predict" the left-out point from itself.
+  // It starts from its own restricted-support linear fit instead, as the linear models' folds do.
+  if (skip >= 0 && m < NumParameters(model)) warm = nullptr;
   out.params = warm != nullptr ? *warm : UslFromLinear(theta);
   if (skip < 0) {
-    out.status = FitUsl(pts, skip, opt, warm != nullptr, &out.params, &out.iterations);
+    out.status = FitUsl(pts, skip, opt, warm != nullptr, &out.params, &out.iterations, &out.stalled);
   } else {
     // A leave-one-out fold starts from the full fit, whose parameters are close to the fold's
     // optimum: a few Levenberg-Marquardt steps (kLooUslSteps) approximate it, as the usual
@@ -390,6 +440,9 @@ void FitModel(Model model, const std::vector<Point>& pts, const FitOptions& opt,
     *why = f.status == FitStatus::kIllConditioned
                ? std::string(ToString(model)) +
                      ": the node counts do not determine the parameters (ill-conditioned)"
+           : f.stalled
+               ? std::string(ToString(model)) +
+                     ": Levenberg-Marquardt stalled: no step lowers the cost, but the gradient is not small"
                : std::string(ToString(model)) + ": Levenberg-Marquardt did not converge in " +
                      std::to_string(opt.max_iterations) + " iterations";
     return;
@@ -521,12 +574,17 @@ ThroughputCurve FitResult::ToCurve(int max_nodes_) const {
     throw InvalidArgument("curve fit: max_nodes " + std::to_string(max_nodes_) + " must be >= 1");
   if (!ok())
     throw Error(std::string("curve fit has no usable parameters (") + ToString(status) + "): " + message);
-  std::vector<int> nodes(static_cast<std::size_t>(max_nodes_) + 1);
+  // Exact at the sparse grid and at the kinks of the extrapolation rule (the largest measured
+  // size and extrapolation_limit times it); piecewise-linear in between.
+  const double top = max_nodes, cap = options.extrapolation_limit * max_nodes;
+  std::vector<long long> kinks;
+  for (double v : {top, cap})
+    if (v < 4e9)
+      kinks.insert(kinks.end(),
+                   {static_cast<long long>(std::floor(v)), static_cast<long long>(std::ceil(v))});
+  std::vector<int> nodes = internal::SparseGrid(max_nodes_, kinks);
   std::vector<double> values(nodes.size());
-  for (int n = 0; n <= max_nodes_; ++n) {
-    nodes[n] = n;
-    values[n] = Evaluate(n);
-  }
+  for (std::size_t k = 0; k < nodes.size(); ++k) values[k] = Evaluate(nodes[k]);
   return ThroughputCurve(std::move(nodes), std::move(values));
 }
 
@@ -560,14 +618,23 @@ FitResult Fit(const std::vector<Sample>& samples, const FitOptions& options) {
       sw += pts[j].w;
       swx += pts[j].w * pts[j].x;
     }
-    if (hi / lo - 1.0 > options.duplicate_tolerance)
+    const double mean = swx / sw;
+    if ((hi - lo) / mean > options.duplicate_tolerance)
       throw InvalidArgument("curve fit: samples at " + Num(pts[i].n) + " nodes conflict: " + Num(lo) +
-                            " and " + Num(hi) + " samples/s differ by more than duplicate_tolerance " +
+                            " and " + Num(hi) + " samples/s differ by " + Num(100.0 * (hi - lo) / mean) +
+                            "% of their mean, more than duplicate_tolerance " +
                             Num(options.duplicate_tolerance));
-    pts[out++] = {pts[i].n, swx / sw, sw};
+    pts[out++] = {pts[i].n, mean, sw};
     i = j;
   }
   pts.resize(out);
+  // Scale invariance: fit rates divided by their geometric mean (squared rates in the normal
+  // equations would under- or overflow for rates near 1e-300 or 1e300) and scale the parameters
+  // back afterwards. Every error measure is relative, so none of them changes.
+  double log_sum = 0.0;
+  for (const Point& p : pts) log_sum += std::log(p.x);
+  const double scale = std::exp(log_sum / static_cast<double>(pts.size()));
+  for (Point& p : pts) p.x /= scale;
 
   FitResult result;
   result.options = options;
@@ -590,14 +657,42 @@ FitResult Fit(const std::vector<Sample>& samples, const FitOptions& options) {
     FitModel(model, pts, options, want_loo, &mf, &why[i]);
     if (!auto_choice) chosen = i;
   }
+  for (int i = 0; i < kNumModels; ++i) {
+    ModelFit& mf = result.candidates[i];
+    if (mf.status != FitStatus::kOk) continue;
+    if (mf.model == Model::kUsl) {
+      mf.params[0] *= scale;  // lambda is a rate
+    } else {
+      for (double& v : mf.params) v /= scale;  // time per sample: theta scales as 1 / rate
+    }
+    for (double v : mf.params) {
+      if (!std::isfinite(v)) {
+        mf.status = FitStatus::kIllConditioned;
+        why[i] =
+            std::string(ToString(mf.model)) + ": parameters overflow when scaled back to the rates' units";
+      }
+    }
+  }
   if (auto_choice) {
     // Score: LOO error (needs >= 3 sizes) or AICc; models that did not fit, or whose score is
     // undefined, are not eligible. With fewer sizes than the rule needs, the simplest model that
     // fitted (kAmdahl) is taken. Ties go to the earlier model in kAllModels (the simpler one).
+    //
+    // An untested turn-down is not eligible under leave-one-out: when every fold has fewer sizes
+    // than the model has parameters (m - 1 < k, e.g. three sizes for a three-parameter model), the
+    // folds are fitted on restricted supports and their errors say nothing about the third
+    // parameter, which for comm_log and the USL decides whether and where the curve turns down. A
+    // fit that then peaks beyond the largest measured size predicts a decline the data never
+    // showed; believing it would keep the allocator from ever trying the larger sizes that could
+    // refute it, so such a fit is passed over. (A decline inside the measured range stays eligible.)
     double best_score = kInf;
     for (int i = 0; i < kNumModels; ++i) {
       const ModelFit& mf = result.candidates[i];
       if (mf.status != FitStatus::kOk) continue;
+      const double peak = PeakNodes(mf.model, mf.params);
+      if (want_loo && result.num_sizes - 1 < NumParameters(mf.model) && std::isfinite(peak) &&
+          peak > result.max_nodes)
+        continue;
       const double score = want_loo ? mf.loo_rel_error : mf.aicc;
       const bool defined = want_loo ? score >= 0.0 : score < kInf;
       if (defined && score < best_score) {

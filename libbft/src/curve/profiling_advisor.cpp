@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "bft/profiling.h"
+#include "grid.h"
 
 namespace bft::curve {
 namespace {
@@ -360,27 +361,41 @@ void ProfilingAdvisor::SetPrior(const std::string& job_id, double samples_per_no
   job.prior = samples_per_node_s;
 }
 
-ThroughputCurve ProfilingAdvisor::ThroughputEstimate(const std::string& job_id, int max_nodes) const {
+AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes) const {
   if (max_nodes < 1)
     throw InvalidArgument("throughput estimate for job '" + job_id + "': max_nodes " +
                           std::to_string(max_nodes) + " must be >= 1");
   const JobState* job = impl_->Find(job_id);
-  std::vector<int> nodes(static_cast<std::size_t>(max_nodes) + 1);
-  std::vector<double> values(nodes.size());
-  for (int n = 0; n <= max_nodes; ++n) {
-    nodes[n] = n;
-    values[n] = std::max(0.0, impl_->Estimate(job, n));
+  // Breakpoints: the sparse grid, every measured size, and the kinks of the extrapolation rule.
+  std::vector<long long> extra;
+  if (job != nullptr) {
+    for (const SizeEstimate& e : job->estimates) extra.push_back(e.nodes);
+    if (job->fit_ok) {
+      const double cap = job->fit.max_nodes * job->fit.options.extrapolation_limit;
+      if (cap < 4e9)
+        extra.insert(extra.end(),
+                     {static_cast<long long>(std::floor(cap)), static_cast<long long>(std::ceil(cap))});
+    }
   }
-  return ThroughputCurve(std::move(nodes), std::move(values));
+  std::vector<int> nodes = internal::SparseGrid(max_nodes, extra);
+  std::vector<double> est(nodes.size()), obj(nodes.size());
+  for (std::size_t k = 0; k < nodes.size(); ++k) {
+    const int n = nodes[k];
+    est[k] = std::max(0.0, impl_->Estimate(job, n));
+    obj[k] = n >= 1 ? est[k] * (1.0 + impl_->options.exploration_bonus * impl_->RelSd(job, n)) : est[k];
+  }
+  AdvisorCurves out;
+  out.throughput = ThroughputCurve(nodes, std::move(est));
+  out.objective = ThroughputCurve(std::move(nodes), std::move(obj));
+  return out;
+}
+
+ThroughputCurve ProfilingAdvisor::ThroughputEstimate(const std::string& job_id, int max_nodes) const {
+  return Curves(job_id, max_nodes).throughput;
 }
 
 ThroughputCurve ProfilingAdvisor::ObjectiveCurve(const std::string& job_id, int max_nodes) const {
-  ThroughputCurve est = ThroughputEstimate(job_id, max_nodes);
-  const JobState* job = impl_->Find(job_id);
-  std::vector<double> values = est.values();
-  for (int n = 1; n <= max_nodes; ++n)
-    values[n] *= 1.0 + impl_->options.exploration_bonus * impl_->RelSd(job, n);
-  return ThroughputCurve(est.nodes(), std::move(values));
+  return Curves(job_id, max_nodes).objective;
 }
 
 double ProfilingAdvisor::RelativeUncertainty(const std::string& job_id, int n) const {

@@ -163,6 +163,20 @@ TEST(CurveFit, ConflictingDuplicatesAreRejectedAgreeingOnesMerged) {
   EXPECT_EQ(fit.num_sizes, 3);
 }
 
+TEST(CurveFit, DefaultDuplicateToleranceIsTwentyPercentOfTheMean) {
+  EXPECT_EQ(FitOptions().duplicate_tolerance, 0.2);
+  // 100 and 115: a spread of 14% of the mean (107.5), within the default: merged.
+  EXPECT_EQ(Fit({{1, 50, 1}, {4, 100, 1}, {4, 115, 1}, {2, 90, 1}}).num_sizes, 3);
+  // 100 and 130: 26% of the mean (115): conflicting (the old default, 50% of the minimum, took it).
+  EXPECT_THROW(Fit({{1, 50, 1}, {4, 100, 1}, {4, 130, 1}, {2, 90, 1}}), InvalidArgument);
+  // The spread is relative to the weighted mean, the value the merged sample gets.
+  FitOptions loose;
+  loose.duplicate_tolerance = 0.3;
+  const FitResult merged = Fit({{1, 50, 1}, {4, 100, 3}, {4, 130, 1}, {2, 90, 1}}, loose);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ(merged.num_sizes, 3);
+}
+
 TEST(CurveFit, BadInputsThrowNamingTheSample) {
   auto message = [](const std::function<void()>& f) {
     try {
@@ -210,9 +224,105 @@ TEST(CurveFit, ExtrapolationIsDiscountedAndCapped) {
   EXPECT_LE(fit.Evaluate(12), fit.Predict(12));
   EXPECT_EQ(fit.Evaluate(0), 0.0);
   const ThroughputCurve c = fit.ToCurve(32);
-  ASSERT_EQ(c.nodes().size(), 33u);
+  EXPECT_EQ(c.nodes(), (std::vector<int>{0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32}));
   EXPECT_NEAR(c.Evaluate(4), 400.0, 1e-6);
   EXPECT_NEAR(c.Evaluate(32), fit.Evaluate(16), 1e-9);
+}
+
+TEST(CurveFit, ToCurveHasSparseBreakpointsWithExactValuesForAnyPoolSize) {
+  const FitResult fit = Fit({{1, 100, 1}, {2, 190, 1}, {5, 400, 1}, {10, 700, 1}});
+  ASSERT_TRUE(fit.ok());
+  for (int max_nodes : {1, 7, 4734, 1000000000}) {
+    const ThroughputCurve c = fit.ToCurve(max_nodes);
+    // Two breakpoints per doubling plus a few: logarithmic in max_nodes, not linear.
+    EXPECT_LE(c.nodes().size(), 2 * std::log2(max_nodes) + 6) << max_nodes;
+    EXPECT_EQ(c.nodes().back(), max_nodes);
+    for (std::size_t k = 0; k < c.nodes().size(); ++k)
+      EXPECT_EQ(c.values()[k], fit.Evaluate(c.nodes()[k])) << c.nodes()[k];
+    // The kinks of the extrapolation rule (10 and 20 nodes) are breakpoints, so the curve is
+    // exact there and flat beyond 20.
+    if (max_nodes >= 20) {
+      EXPECT_EQ(c.Evaluate(10), fit.Evaluate(10));
+      EXPECT_EQ(c.Evaluate(20), fit.Evaluate(20));
+      EXPECT_EQ(c.Evaluate(max_nodes), fit.Evaluate(20));
+    }
+  }
+}
+
+TEST(CurveFit, FitsAreScaleInvariant) {
+  // Squared rates near 1e-300 or 1e300 would under- or overflow the normal equations.
+  const std::vector<double> n = {1, 2, 4, 8, 16, 32}, x = {100, 190, 340, 560, 800, 950};
+  for (Model model : {Model::kAuto, Model::kAmdahl, Model::kOptimus, Model::kCommLog, Model::kUsl}) {
+    FitOptions opt;
+    opt.model = model;
+    const FitResult base = Fit(n, x, {}, opt);
+    ASSERT_TRUE(base.ok()) << ToString(model);
+    for (double c : {1e-200, 1e200}) {
+      std::vector<double> xc = x;
+      for (double& v : xc) v *= c;
+      const FitResult scaled = Fit(n, xc, {}, opt);
+      ASSERT_TRUE(scaled.ok()) << ToString(model) << " c=" << c << ": " << scaled.message;
+      EXPECT_EQ(scaled.model(), base.model());
+      for (double m : {1.0, 3.0, 32.0, 64.0}) {
+        EXPECT_NEAR(scaled.Predict(m) / (c * base.Predict(m)), 1.0, 1e-9) << ToString(model) << " c=" << c;
+        EXPECT_NEAR(scaled.Evaluate(m) / (c * base.Evaluate(m)), 1.0, 1e-9) << ToString(model) << " c=" << c;
+      }
+      EXPECT_NEAR(scaled.best.rms_rel_error, base.best.rms_rel_error, 1e-9);
+    }
+  }
+}
+
+TEST(CurveFit, UslReachesTheOptimumWithNodeCountsInTheHundreds) {
+  // The kappa column of the Jacobian grows as n^2; a damping scaled by it froze the fit at its
+  // starting point and reported kOk. Exact USL samples: the fit must recover them.
+  const auto truth = [](double n) { return 50.0 * n / (1.0 + 0.01 * (n - 1.0) + 2e-5 * n * (n - 1.0)); };
+  std::vector<Sample> s;
+  for (double n : {1.0, 4.0, 26.0, 185.0, 254.0}) s.push_back({n, truth(n), 1.0});
+  FitOptions opt;
+  opt.model = Model::kUsl;
+  const FitResult fit = Fit(s, opt);
+  ASSERT_TRUE(fit.ok()) << fit.message;
+  EXPECT_LT(fit.best.rms_rel_error, 1e-6);
+  EXPECT_NEAR(fit.best.params[2], 2e-5, 1e-9);
+}
+
+TEST(CurveFit, UslNeverReturnsOkAwayFromAStationaryPoint) {
+  // Wildly noisy samples (found by fuzzing against scipy.optimize.least_squares with bounds, whose
+  // best weighted cost is 21.527, an RMS relative error of 0.4633). Levenberg-Marquardt used to
+  // stop here after one heavily damped step, or after 20 rejected steps, and report kOk with an
+  // RMS error of 1865. A fit may stall on such data, but then it must say so.
+  FitOptions opt;
+  opt.model = Model::kUsl;
+  const FitResult fit = Fit(
+      {1, 4, 26, 185, 254},
+      {452.1658067193772, 14314.935346625114, 137.680081590053, 49.29563928113758, 501.9283784246392},
+      {39.1063407465659, 22.764146242269618, 35.7986046396234, 2.634907639047138, 0.006200896272286289}, opt);
+  if (fit.ok()) {
+    EXPECT_LT(fit.best.rms_rel_error, 0.4633 * 1.01);
+  } else {
+    EXPECT_EQ(fit.status, FitStatus::kNotConverged);
+    EXPECT_NE(fit.message.find("stalled"), std::string::npos) << fit.message;
+    EXPECT_EQ(fit.best.Predict(50.0), 0.0);
+  }
+}
+
+TEST(CurveFit, ThreeSizesNeverChooseAnUntestedTurnDown) {
+  // AlexNet's measured rates at 1, 2, 4 nodes (jobs-imagenet-throughput-1001.jsonl). With three
+  // sizes every leave-one-out fold of a three-parameter model has two points; a fit that peaks
+  // beyond 4 nodes predicts a decline nothing measured, and must not be chosen.
+  const std::vector<double> n = {1, 2, 4}, x = {7115.3, 13071.7, 21066.1};
+  const FitResult fit = Fit(n, x);
+  ASSERT_TRUE(fit.ok());
+  for (double m = 4; m < 64; m *= 2) EXPECT_LE(fit.Predict(m), fit.Predict(2 * m)) << m;
+  // The USL's folds start from their own two points, not from the full fit (which passes through
+  // the left-out point): its leave-one-out error is a real prediction error, not 0.
+  EXPECT_GT(fit.candidates[3].loo_rel_error, 0.01);
+  // A decline inside the measured range stays eligible: forced or chosen, it is believed.
+  FitOptions opt;
+  opt.model = Model::kUsl;
+  const FitResult down = Fit({1, 2, 4, 8}, {100, 180, 260, 200}, {}, opt);
+  ASSERT_TRUE(down.ok());
+  EXPECT_LT(down.Predict(8), down.Predict(4));
 }
 
 TEST(CurveFit, ExtrapolationKeepsAPredictedDecline) {

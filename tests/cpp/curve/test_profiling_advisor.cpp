@@ -1,6 +1,7 @@
 // The profiling advisor, driven by a simulated job that reports its progress with noise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -47,7 +48,7 @@ TEST(CurveAdvisor, UnknownJobGetsTheOptimisticPrior) {
   opt.prior_samples_per_node_s = 50.0;
   ProfilingAdvisor adv(opt);
   const ThroughputCurve c = adv.ThroughputEstimate("new", 8);
-  ASSERT_EQ(c.nodes().size(), 9u);
+  EXPECT_EQ(c.nodes(), (std::vector<int>{0, 1, 2, 3, 4, 6, 8}));
   EXPECT_DOUBLE_EQ(c.Evaluate(8), 400.0);
   EXPECT_DOUBLE_EQ(adv.RelativeUncertainty("new", 4), 1.0);
   EXPECT_GT(adv.ObjectiveCurve("new", 8).Evaluate(8), 400.0);
@@ -73,6 +74,46 @@ TEST(CurveAdvisor, NoisyJobConvergesToItsTrueCurve) {
   }
   // Beyond the largest visited size the estimate is conservative.
   EXPECT_LE(est.Evaluate(64), Amdahlish(64) * 1.03);
+}
+
+TEST(CurveAdvisor, CurvesHaveSparseBreakpointsWhateverThePoolSize) {
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = Amdahlish;
+  for (int n : {1, 2, 5, 8, 13}) job.Run(adv, n, 600.0);
+  const JobProfile p = adv.Profile("job");
+  ASSERT_TRUE(p.fit.ok()) << p.fit.message;
+  const AdvisorCurves small = adv.Curves("job", 64);
+  for (int max_nodes : {64, 4734, 1000000000}) {
+    const AdvisorCurves c = adv.Curves("job", max_nodes);
+    const std::vector<int>& nodes = c.throughput.nodes();
+    // O(log max_nodes) breakpoints: the grid, the 5 measured sizes, the extrapolation cap (26).
+    EXPECT_LE(nodes.size(), 2 * std::log2(max_nodes) + 10) << max_nodes;
+    EXPECT_EQ(c.objective.nodes(), nodes);
+    EXPECT_EQ(nodes.back(), max_nodes);
+    for (int m : {1, 2, 5, 8, 13, 26})
+      EXPECT_TRUE(std::find(nodes.begin(), nodes.end(), m) != nodes.end()) << m << " nodes";
+    // The value at a breakpoint does not depend on max_nodes (it is the estimate at that size),
+    // and beyond the measured sizes it is the fitted curve with the extrapolation rule.
+    for (std::size_t k = 0; k < nodes.size(); ++k) {
+      const int n = nodes[k];
+      if (n <= 64) {
+        EXPECT_EQ(c.throughput.values()[k], small.throughput.Evaluate(n)) << n;
+        EXPECT_EQ(c.objective.values()[k], small.objective.Evaluate(n)) << n;
+      }
+      if (n > 13) {
+        EXPECT_DOUBLE_EQ(c.throughput.values()[k], p.fit.Evaluate(n)) << n;
+      }
+      if (n >= 1) {
+        EXPECT_DOUBLE_EQ(c.objective.values()[k],
+                         c.throughput.values()[k] * (1.0 + adv.RelativeUncertainty("job", n)))
+            << n;
+      }
+    }
+    // The separate calls return the same curves.
+    EXPECT_EQ(adv.ThroughputEstimate("job", max_nodes).values(), c.throughput.values());
+    EXPECT_EQ(adv.ObjectiveCurve("job", max_nodes).values(), c.objective.values());
+  }
 }
 
 TEST(CurveAdvisor, WarmupIsDiscardedAndRescaleOverheadMeasured) {
