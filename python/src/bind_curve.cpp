@@ -51,20 +51,20 @@ py::object Vectorize(const py::object& x, F f) {
 }  // namespace
 
 void BindCurve(py::module_& m) {
-  py::enum_<curve::Model>(m, "Model", "Throughput models (see docs/curve.md)")
-      .value("AUTO", curve::Model::kAuto)
-      .value("AMDAHL", curve::Model::kAmdahl)
-      .value("OPTIMUS", curve::Model::kOptimus)
-      .value("COMM_LOG", curve::Model::kCommLog)
-      .value("USL", curve::Model::kUsl);
-  py::enum_<curve::FitStatus>(m, "FitStatus", "Why a fit did or did not produce parameters")
-      .value("OK", curve::FitStatus::kOk)
-      .value("INSUFFICIENT_DATA", curve::FitStatus::kInsufficientData)
-      .value("ILL_CONDITIONED", curve::FitStatus::kIllConditioned)
-      .value("NOT_CONVERGED", curve::FitStatus::kNotConverged);
-  py::enum_<curve::Selection>(m, "Selection", "How the automatic model choice scores models")
-      .value("LEAVE_ONE_OUT", curve::Selection::kLeaveOneOut)
-      .value("AICC", curve::Selection::kAicc);
+  BindEnum<curve::Model>(m, "Model", "Throughput models (see docs/curve.md)",
+                         {{"AUTO", curve::Model::kAuto},
+                          {"AMDAHL", curve::Model::kAmdahl},
+                          {"OPTIMUS", curve::Model::kOptimus},
+                          {"COMM_LOG", curve::Model::kCommLog},
+                          {"USL", curve::Model::kUsl}});
+  BindEnum<curve::FitStatus>(m, "FitStatus", "Why a fit did or did not produce parameters",
+                             {{"OK", curve::FitStatus::kOk},
+                              {"INSUFFICIENT_DATA", curve::FitStatus::kInsufficientData},
+                              {"ILL_CONDITIONED", curve::FitStatus::kIllConditioned},
+                              {"NOT_CONVERGED", curve::FitStatus::kNotConverged}});
+  BindEnum<curve::Selection>(
+      m, "Selection", "How the automatic model choice scores models",
+      {{"LEAVE_ONE_OUT", curve::Selection::kLeaveOneOut}, {"AICC", curve::Selection::kAicc}});
   m.def("model_from_string", &curve::ModelFromString, py::arg("name"));
   m.def(
       "model_name", [](curve::Model model) { return std::string(curve::ToString(model)); }, py::arg("model"));

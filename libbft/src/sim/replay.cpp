@@ -267,8 +267,8 @@ void Engine::Allocate(double t, int* rescales) {
       const int top = std::max(1, std::min(spec.max_nodes, subset_size_));
       JobState& state = jobs_[static_cast<std::size_t>(j)];
       MeasuredRescaleCosts(spec.name, &state.allocator_scale_up_s, &state.allocator_scale_down_s);
-      problem_.jobs.push_back(ToAllocJob(spec, advisor_->ObjectiveCurve(spec.name, top),
-                                         advisor_->ThroughputEstimate(spec.name, top),
+      curve::AdvisorCurves curves = advisor_->Curves(spec.name, top);
+      problem_.jobs.push_back(ToAllocJob(spec, std::move(curves.objective), std::move(curves.throughput),
                                          state.allocator_scale_up_s, state.allocator_scale_down_s));
     } else {
       problem_.jobs.push_back(oracle_jobs_[static_cast<std::size_t>(j)]);
