@@ -127,23 +127,14 @@ class ReplayResult:
 
     def write_steps_csv(self, path: PathLike) -> None:
         """The per-event step log, one row per event, columns STEP_COLUMNS."""
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(STEP_COLUMNS)
-            cols = [self.steps[c] for c in STEP_COLUMNS]
-            for row in zip(*cols):
-                w.writerow([_fmt(x) for x in row])
+        _write_columns(path, self.steps, STEP_COLUMNS)
 
     def write_jobs_csv(self, path: PathLike) -> None:
         """Per job: submit, admit and finish times (-1: never), work, done, losses, rescales, preemptions,
         node-seconds and the rescale costs the allocator was last given (docs/formats.md)."""
         keys = ("name", "submit_s", "admit_s", "finish_s", "work", "done", "loss_samples", "unpaid_loss_samples",
                 "rescales", "preemptions", "node_seconds", "allocator_scale_up_s", "allocator_scale_down_s")
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(keys)
-            for row in zip(*(self.jobs[k] for k in keys)):
-                w.writerow([_fmt(x) for x in row])
+        _write_columns(path, self.jobs, keys)
 
     def write_summary_json(self, path: PathLike) -> None:
         with open(path, "w") as f:
@@ -154,6 +145,15 @@ class ReplayResult:
         """(times, done) of one job (index into the workload) at the events where it was admitted."""
         sel = self.progress["job"] == job
         return self.progress["time_s"][sel], self.progress["done"][sel]
+
+
+def _write_columns(path: PathLike, table: Dict[str, Sequence], keys: Sequence[str]) -> None:
+    """CSV with a header row `keys` and one row per index of the equally long columns table[key]."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(keys)
+        for row in zip(*(table[k] for k in keys)):
+            w.writerow([_fmt(x) for x in row])
 
 
 def _fmt(x) -> str:

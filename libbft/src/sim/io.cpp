@@ -1,15 +1,18 @@
 // Readers and writers of the trace (CSV, optionally gzip) and workload (JSONL) formats.
 #include <zlib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "bft/sim.h"
 #include "sim/json.h"
@@ -305,36 +308,26 @@ std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& sourc
     const detail::JsonField* throughput = nullptr;
     const detail::JsonField* objective = nullptr;
     const detail::JsonField* weight = nullptr;
+    const std::pair<const char*, const detail::JsonField**> slots[] = {{"name", &name},
+                                                                       {"submit", &submit},
+                                                                       {"min_nodes", &min_nodes},
+                                                                       {"max_nodes", &max_nodes},
+                                                                       {"work", &work},
+                                                                       {"scale_up_s", &scale_up},
+                                                                       {"scale_down_s", &scale_down},
+                                                                       {"nodes", &nodes},
+                                                                       {"throughput", &throughput},
+                                                                       {"objective", &objective},
+                                                                       {"weight", &weight}};
     for (const detail::JsonField& f : fields) {
-      const detail::JsonField** slot = nullptr;
-      if (f.key == "name")
-        slot = &name;
-      else if (f.key == "submit")
-        slot = &submit;
-      else if (f.key == "min_nodes")
-        slot = &min_nodes;
-      else if (f.key == "max_nodes")
-        slot = &max_nodes;
-      else if (f.key == "work")
-        slot = &work;
-      else if (f.key == "scale_up_s")
-        slot = &scale_up;
-      else if (f.key == "scale_down_s")
-        slot = &scale_down;
-      else if (f.key == "nodes")
-        slot = &nodes;
-      else if (f.key == "throughput")
-        slot = &throughput;
-      else if (f.key == "objective")
-        slot = &objective;
-      else if (f.key == "weight")
-        slot = &weight;
-      else {
-        fail("unknown field \"" + Shorten(f.key) +
-             "\" (known: name, submit, min_nodes, max_nodes, work, scale_up_s, scale_down_s, nodes, "
-             "throughput, objective, weight)");
+      const auto slot = std::find_if(std::begin(slots), std::end(slots),
+                                     [&](const auto& entry) { return f.key == entry.first; });
+      if (slot == std::end(slots)) {
+        std::string known;
+        for (const auto& entry : slots) known += (known.empty() ? "" : ", ") + std::string(entry.first);
+        fail("unknown field \"" + Shorten(f.key) + "\" (known: " + known + ")");
       }
-      *slot = &f;
+      *slot->second = &f;
     }
     auto require = [&](const detail::JsonField* f, const char* key) {
       if (f == nullptr) fail(std::string("missing field \"") + key + "\"");
