@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# A real Slurm test cluster on this one host: munged (own key and socket), slurmctld and 8 slurmd
+# (n1..n8, all NodeAddr=127.0.0.1, one port each), everything under DIR, every daemon run as root.
+#
+#   tests/slurm/cluster.sh start DIR    install slurm-wlm + munge if missing, start, wait until all
+#                                       nodes are idle, print the environment to use (SLURM_CONF)
+#   tests/slurm/cluster.sh stop DIR     stop exactly the processes this script started (DIR/pids)
+#   tests/slurm/cluster.sh status DIR   which recorded processes live; sinfo
+#   tests/slurm/cluster.sh env DIR      print the environment to use
+#
+# Partitions: `main` (PriorityTier=10, default) and `pilot` (PriorityTier=1, PreemptMode=CANCEL,
+# GraceTime=$BFT_SLURM_GRACE_S, default 5): a main job preempts pilots (SIGTERM, then SIGKILL after
+# the grace time). Ports: slurmctld on BASE, n1..n8 on BASE+1..BASE+8; BASE is $BFT_SLURM_BASE_PORT
+# or the first of 16810, 16910, ... whose nine ports are all free.
+set -euo pipefail
+
+NODES=8
+GRACE_S=${BFT_SLURM_GRACE_S:-5}
+START_TIMEOUT_S=${BFT_SLURM_START_TIMEOUT_S:-60}
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+usage() { die "usage: $0 start|stop|status|env DIR"; }
+
+[[ $# -eq 2 ]] || usage
+CMD=$1
+DIR=$2
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+PIDS=$DIR/pids   # one line per process started: "<name> <pid>"
+
+alive() { kill -0 "$1" 2>/dev/null; }
+
+print_env() {
+  echo "export SLURM_CONF=$DIR/slurm.conf"
+  echo "export BFT_SLURM_CLUSTER_DIR=$DIR"
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pick_base_port() {
+  local candidates=${BFT_SLURM_BASE_PORT:-"16810 16910 17010 17110 17210 17310 17410 17510"}
+  local base p busy
+  for base in $candidates; do
+    busy=
+    for ((p = base; p <= base + NODES; p++)); do
+      if port_in_use "$p"; then busy=$p; break; fi
+    done
+    [[ -z $busy ]] && { echo "$base"; return 0; }
+    echo "cluster.sh: port $busy is in use, base port $base skipped" >&2
+  done
+  die "no free range of $((NODES + 1)) ports among base ports: $candidates (set BFT_SLURM_BASE_PORT)"
+}
+
+install_packages() {
+  local missing=()
+  command -v munged >/dev/null || missing+=(munge)
+  for b in slurmctld slurmd sbatch; do command -v "$b" >/dev/null || { missing+=(slurm-wlm); break; }; done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  [[ $(id -u) -eq 0 ]] || die "need root to install ${missing[*]} with apt-get"
+  echo "cluster.sh: installing ${missing[*]} with apt-get" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || die "apt-get update failed"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+}
+
+write_config() {
+  local base=$1 i
+  mkdir -p "$DIR"/{munge,state,spool,log,run}
+  chmod 700 "$DIR/munge"
+  if [[ ! -s $DIR/munge/munge.key ]]; then
+    # A key of our own: this cluster never authenticates against a site munged.
+    (umask 077; dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none)
+  fi
+  {
+    cat <<EOF
+# Written by tests/slurm/cluster.sh: a one-host test cluster. See docs/slurm.md.
+ClusterName=bfttest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$base
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$DIR/munge/munge.socket
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd.%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+# No cgroups on this kind of machine, no accounting daemon.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+# The nodes share this host's cores and memory: trust the configured sizes.
+SlurmdParameters=config_overrides
+SelectType=select/linear
+ReturnToService=2
+# Fast reactions for tests: a scheduling pass on every event and at least once a second,
+# short kill wait (SIGTERM -> SIGKILL at scancel/end), quick failure detection.
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1,bf_interval=1,sched_min_interval=100000
+KillWait=3
+MessageTimeout=5
+SlurmdTimeout=30
+SlurmctldTimeout=30
+InactiveLimit=0
+MinJobAge=60
+# Partition-priority preemption, without slurmdbd: a job of a higher PriorityTier partition
+# cancels jobs of a lower one (SIGTERM, SIGKILL after the low partition's GraceTime).
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+EOF
+    for ((i = 1; i <= NODES; i++)); do
+      echo "NodeName=n$i NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((base + i)) CPUs=1 RealMemory=1000 State=UNKNOWN"
+    done
+    cat <<EOF
+PartitionName=main Nodes=n[1-$NODES] Default=YES PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
+PartitionName=pilot Nodes=n[1-$NODES] Default=NO PriorityTier=1 PreemptMode=CANCEL GraceTime=$GRACE_S MaxTime=INFINITE State=UP
+EOF
+  } >"$DIR/slurm.conf"
+}
+
+# Starts "$@" in the background (its own session, so a terminal's signals miss it), output to
+# the log, and records its pid before anything else can fail.
+launch() {
+  local name=$1 log=$2
+  shift 2
+  setsid "$@" >>"$log" 2>&1 </dev/null &
+  echo "$name $!" >>"$PIDS"
+}
+
+log_tail() {
+  local f
+  for f in "$DIR"/log/*.log; do
+    [[ -s $f ]] || continue
+    echo "---- ${f#$DIR/} (last 15 lines)" >&2
+    tail -n 15 "$f" >&2
+  done
+}
+
+fail_start() {
+  echo "cluster.sh: start failed: $*" >&2
+  log_tail
+  echo "cluster.sh: stopping what was started" >&2
+  do_stop
+  exit 1
+}
+
+any_alive() {
+  [[ -s $PIDS ]] || return 1
+  local name pid
+  while read -r name pid; do alive "$pid" && return 0; done <"$PIDS"
+  return 1
+}
+
+do_start() {
+  if any_alive; then
+    # Idempotent: a running cluster is left as it is, if it is whole.
+    local dead=0 name pid
+    while read -r name pid; do alive "$pid" || { echo "cluster.sh: $name (pid $pid) is dead" >&2; dead=1; }; done <"$PIDS"
+    [[ $dead -eq 0 ]] || die "cluster in $DIR is half running; run '$0 stop $DIR' first"
+    print_env
+    return 0
+  fi
+  install_packages
+  local base
+  base=$(pick_base_port)
+  write_config "$base"
+  : >"$PIDS"
+  export SLURM_CONF=$DIR/slurm.conf
+  local t0=$SECONDS i
+
+  launch munged "$DIR/log/munged.out" munged --foreground --force \
+    --socket="$DIR/munge/munge.socket" --key-file="$DIR/munge/munge.key" \
+    --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munged.seed"
+  for ((i = 0; i < 100; i++)); do [[ -S $DIR/munge/munge.socket ]] && break; sleep 0.1; done
+  [[ -S $DIR/munge/munge.socket ]] || fail_start "munged did not create its socket in 10 s"
+
+  # -i: ignore unreadable state from an older run instead of refusing to start.
+  launch slurmctld "$DIR/log/slurmctld.out" slurmctld -D -i -f "$DIR/slurm.conf"
+  for ((i = 0; i < 100; i++)); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.2; done
+  scontrol ping 2>/dev/null | grep -q UP || fail_start "slurmctld does not answer 'scontrol ping' after 20 s"
+
+  for ((i = 1; i <= NODES; i++)); do
+    launch "slurmd.n$i" "$DIR/log/slurmd.n$i.out" slurmd -D -N "n$i" -f "$DIR/slurm.conf"
+  done
+
+  local deadline=$((SECONDS + START_TIMEOUT_S)) states
+  while :; do
+    states=$(sinfo -h -N -p main -o '%N %T' 2>/dev/null | sort -u)
+    if [[ $(grep -c ' idle$' <<<"$states") -eq $NODES ]]; then break; fi
+    if ((SECONDS >= deadline)); then fail_start "not all $NODES nodes idle after ${START_TIMEOUT_S} s; sinfo: $(tr '\n' ';' <<<"$states")"; fi
+    local name pid
+    while read -r name pid; do alive "$pid" || fail_start "$name (pid $pid) exited"; done <"$PIDS"
+    sleep 0.2
+  done
+  echo "cluster.sh: $NODES nodes idle in $((SECONDS - t0)) s (slurmctld port $base)" >&2
+  print_env
+}
+
+do_stop() {
+  [[ -s $PIDS ]] || { echo "cluster.sh: nothing recorded in $PIDS" >&2; return 0; }
+  local name pid pids=()
+  # Reverse order: slurmd before slurmctld before munged.
+  while read -r name pid; do alive "$pid" && pids=("$pid" "${pids[@]}"); done <"$PIDS"
+  if [[ ${#pids[@]} -gt 0 ]]; then
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    local i left
+    for ((i = 0; i < 50; i++)); do
+      left=()
+      for pid in "${pids[@]}"; do alive "$pid" && left+=("$pid"); done
+      [[ ${#left[@]} -eq 0 ]] && break
+      sleep 0.2
+    done
+    if [[ ${#left[@]} -gt 0 ]]; then
+      echo "cluster.sh: SIGKILL to ${left[*]} (still alive 10 s after SIGTERM)" >&2
+      kill -KILL "${left[@]}" 2>/dev/null || true
+    fi
+  fi
+  : >"$PIDS"
+  echo "cluster.sh: stopped" >&2
+}
+
+do_status() {
+  local name pid rc=0
+  [[ -s $PIDS ]] || { echo "not running (nothing recorded in $PIDS)"; return 1; }
+  while read -r name pid; do
+    if alive "$pid"; then echo "$name $pid running"; else echo "$name $pid dead"; rc=1; fi
+  done <"$PIDS"
+  SLURM_CONF=$DIR/slurm.conf sinfo -N -o '%N %P %T' || rc=1
+  return $rc
+}
+
+case $CMD in
+  start) do_start ;;
+  stop) do_stop ;;
+  status) do_status ;;
+  env) print_env ;;
+  *) usage ;;
+esac
