@@ -205,8 +205,26 @@ do_start() {
   print_env
 }
 
+# Job processes live under slurmstepd, which outlives slurmd: cancel every job of this cluster
+# while the controller still runs, and wait (bounded) until the queue is empty.
+cancel_jobs() {
+  export SLURM_CONF=$DIR/slurm.conf
+  scontrol ping 2>/dev/null | grep -q UP || return 0
+  local ids i
+  ids=$(squeue -h -o %i 2>/dev/null) || return 0
+  [[ -n $ids ]] || return 0
+  # shellcheck disable=SC2086
+  scancel $ids 2>/dev/null || true
+  for ((i = 0; i < 75; i++)); do
+    [[ -z $(squeue -h -o %i 2>/dev/null) ]] && return 0
+    sleep 0.2
+  done
+  echo "cluster.sh: jobs still in the queue 15 s after scancel: $(squeue -h -o '%i:%T' | tr '\n' ' ')" >&2
+}
+
 do_stop() {
   [[ -s $PIDS ]] || { echo "cluster.sh: nothing recorded in $PIDS" >&2; return 0; }
+  cancel_jobs
   local name pid pids=()
   # Reverse order: slurmd before slurmctld before munged.
   while read -r name pid; do alive "$pid" && pids=("$pid" "${pids[@]}"); done <"$PIDS"
