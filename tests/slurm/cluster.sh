@@ -56,11 +56,13 @@ install_packages() {
   command -v munged >/dev/null || missing+=(munge)
   for b in slurmctld slurmd sbatch; do command -v "$b" >/dev/null || { missing+=(slurm-wlm); break; }; done
   [[ ${#missing[@]} -eq 0 ]] && return 0
-  [[ $(id -u) -eq 0 ]] || die "need root to install ${missing[*]} with apt-get"
+  [[ $(id -u) -eq 0 ]] || { echo "cluster.sh: need root to install ${missing[*]} with apt-get" >&2; exit 77; }
   echo "cluster.sh: installing ${missing[*]} with apt-get" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null || die "apt-get update failed"
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+  # Exit status 77 ("skipped"): the packages cannot be had here, which is not a cluster failure.
+  apt-get update -qq >/dev/null || { echo "cluster.sh: apt-get update failed" >&2; exit 77; }
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+    { echo "cluster.sh: apt-get install ${missing[*]} failed" >&2; exit 77; }
 }
 
 write_config() {

@@ -232,6 +232,10 @@ class SlurmNodeSource(NodeSource):
         missing = [c for c in ("sbatch", "squeue", "scancel", "scontrol", "srun") if shutil.which(c) is None]
         if missing:
             raise SourceError(f"slurm: {', '.join(missing)} not found on PATH (is the Slurm client installed?)")
+        conf = os.environ.get("SLURM_CONF")
+        if conf and not os.path.isfile(conf):
+            # Slurm's own clients would retry for a minute before saying so.
+            raise SourceError(f"slurm: SLURM_CONF={conf} does not exist")
         # --test-only validates partition, QOS, account, time limits and the user's rights on them
         # exactly as a submission would, and submits nothing.
         self._run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
@@ -326,7 +330,7 @@ class SlurmNodeSource(NodeSource):
         self._stopping.clear()
         self._submitted = []
         try:
-            self._reconcile(self._squeue())  # adopt running pilots, cancel surplus, submit
+            self._reconcile(*self._observe())  # adopt running pilots, cancel surplus, submit
         except SourceError:
             self._cancel(self._submitted)  # no half-started state
             self._listener.close()
@@ -487,17 +491,34 @@ class SlurmNodeSource(NodeSource):
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.poll_s):
             try:
-                jobs = self._squeue()
+                observed = self._observe()
             except SourceError as e:
                 # No answer is no evidence: keep what we believe until Slurm answers again.
                 log.warning("%s", e)
                 continue
             try:
-                self._reconcile(jobs)
+                self._reconcile(*observed)
             except SourceError as e:
                 log.warning("%s", e)
 
-    def _reconcile(self, jobs: Dict[str, Tuple[str, str]]) -> None:
+    def _observe(self) -> Tuple[Dict[str, Tuple[str, str]], set]:
+        """squeue's view of our pilots, and which of the running-but-unannounced ones have their
+        pilot step up. Slurm signals a preemption to a job's steps only: a pilot whose step is not
+        up yet would miss it, so the poll announces a node only once the step runs."""
+        jobs = self._squeue()
+        with self._lock:
+            unannounced = [j for j, (state, _) in jobs.items()
+                           if state == "RUNNING" and self._pilots.get(j, _Pilot(j, "pending")).state == "pending"]
+        stepped = set()
+        if unannounced:
+            out = self._run(["squeue", "--noheader", "--steps", f"--jobs={','.join(unannounced)}", "--format=%i"])
+            for step in out.split():
+                job, _, step_id = step.partition(".")
+                if step_id.isdigit():
+                    stepped.add(job)
+        return jobs, stepped
+
+    def _reconcile(self, jobs: Dict[str, Tuple[str, str]], stepped: set) -> None:
         """Brings our beliefs in line with squeue, then keeps the pending pilots topped up."""
         to_cancel: List[str] = []
         with self._lock:
@@ -517,7 +538,7 @@ class SlurmNodeSource(NodeSource):
                 if pilot is None:
                     # Found by name: a pilot of an earlier run of this manager (restart adoption).
                     pilot = self._pilots[job_id] = _Pilot(job_id, "pending")
-                if state == "RUNNING" and pilot.state == "pending":
+                if state == "RUNNING" and pilot.state == "pending" and job_id in stepped:
                     self._join(pilot, node)
             waiting = sorted((j for j, p in self._pilots.items() if p.state == "pending"), key=int)
             held = sum(1 for p in self._pilots.values() if p.state == "running")
