@@ -278,7 +278,14 @@ def test_a_restarted_source_adopts_running_pilots_and_cancels_the_surplus(make_s
 
 def test_bad_partition_is_a_clear_error_and_submits_nothing(make_source):
     src = make_source("badpart", partition="no-such-partition")
-    with pytest.raises(SourceError, match="invalid partition specified: no-such-partition"):
+    with pytest.raises(SourceError, match="partition no-such-partition.*invalid partition specified: no-such-partition"):
+        src.start(Events())
+    assert pilots_of(src) == []
+
+
+def test_a_partition_without_rights_is_a_clear_error_and_submits_nothing(make_source):
+    src = make_source("norights", partition="noroot")  # DisableRootJobs=YES, and we are root
+    with pytest.raises(SourceError, match=r"cannot submit pilot jobs as user root \(partition noroot.*\): .*Invalid user id"):
         src.start(Events())
     assert pilots_of(src) == []
 

@@ -125,6 +125,8 @@ EOF
     cat <<EOF
 PartitionName=main Nodes=n[1-$NODES] Default=YES PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
 PartitionName=pilot Nodes=n[1-$NODES] Default=NO PriorityTier=1 PreemptMode=CANCEL GraceTime=$GRACE_S MaxTime=INFINITE State=UP
+# Root (the tests' user) may not run jobs here: a partition the manager has no right to.
+PartitionName=noroot Nodes=n[1-$NODES] Default=NO PriorityTier=1 DisableRootJobs=YES State=UP
 EOF
   } >"$DIR/slurm.conf"
 }

@@ -35,10 +35,11 @@ from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
 log = logging.getLogger(__name__)
 
 # The pilot: reports "start", then holds the node until Slurm takes it back. Slurm sends SIGTERM
-# at preemption (SIGKILL after GraceTime), at the time limit and at scancel (SIGKILL after
-# KillWait). On the first SIGTERM the pilot reports "term" and keeps holding, so that training
-# steps in the allocation get the whole grace time; it exits at once when the source answers
-# "release" (the source itself cancelled it) or on a second SIGTERM. It never exits by itself.
+# to the job's steps at preemption (SIGKILL after GraceTime), at the time limit and at scancel
+# (SIGKILL after KillWait); the batch shell is not signalled at preemption, so the pilot runs as
+# step 0 of its own job. On the first SIGTERM it reports "term" and keeps holding, so that
+# training steps in the allocation get the whole grace time; it exits at once when the source
+# answers "release" (the source cancelled it) or on a second SIGTERM. It never exits by itself.
 PILOT_SCRIPT = r"""#!/usr/bin/env python3
 # libbft pilot job: holds this node for a bft manager (see docs/slurm.md).
 import hashlib, hmac, json, os, signal, socket, sys, time
@@ -98,7 +99,6 @@ class _Pilot:
     job_id: str
     state: str  # "pending" | "running" (node joined) | "reclaimed" (node announced gone) | "cancelling"
     node: str = ""
-    started_s: float = 0.0
 
 
 def _first_line(text: str) -> str:
@@ -238,11 +238,32 @@ class SlurmNodeSource(NodeSource):
             raise SourceError(f"slurm: SLURM_CONF={conf} does not exist")
         # --test-only validates partition, QOS, account, time limits and the user's rights on them
         # exactly as a submission would, and submits nothing.
-        self._run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
+        try:
+            self._run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
+        except SourceError as e:
+            what = ", ".join(f"{k} {v}" for k, v in (("partition", self.partition), ("qos", self.qos),
+                                                      ("account", self.account), ("time", self.time_limit)) if v)
+            raise SourceError(f"slurm: cannot submit pilot jobs as user {self.user} ({what}): "
+                              f"{str(e).split(' failed: ', 1)[-1]}") from None
         part = self.partition or self._default_partition()
         out = self._run(["scontrol", "show", "partition", "--oneliner", part])
         m = re.search(r"\bGraceTime=(\d+)", out)
         self.grace_s = float(m.group(1)) if m else 0.0
+        if self.qos:
+            self.grace_s = max(self.grace_s, self._qos_grace_s())
+
+    def _qos_grace_s(self) -> float:
+        """The QOS's GraceTime (preempt/qos); 0 where there is no accounting database to ask."""
+        try:
+            r = subprocess.run(["sacctmgr", "--noheader", "--parsable2", "show", "qos", self.qos, "format=GraceTime"],
+                               capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            return 0.0
+        m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", r.stdout.strip()) if r.returncode == 0 else None
+        if not m:
+            return 0.0
+        d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
+        return float(((d * 24 + h) * 60 + mi) * 60 + sec)
 
     def _default_partition(self) -> str:
         out = self._run(["sinfo", "--noheader", "--format=%P"])
@@ -434,7 +455,7 @@ class SlurmNodeSource(NodeSource):
             if other is not pilot and other.node == node and other.state == "running":
                 other.state = "reclaimed"
                 self._emit(NodeEvent("reclaim", node, 0.0))
-        pilot.state, pilot.node, pilot.started_s = "running", node, time.time()
+        pilot.state, pilot.node = "running", node
         self._failures = 0
         self._emit(NodeEvent("join", node))
 
