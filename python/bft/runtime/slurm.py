@@ -40,16 +40,8 @@ log = logging.getLogger(__name__)
 # step 0 of its own job. On the first SIGTERM it reports "term" and keeps holding, so that
 # training steps in the allocation get the whole grace time; it exits at once when the source
 # answers "release" (the source cancelled it) or on a second SIGTERM. It never exits by itself.
-PILOT_SCRIPT = r"""#!/usr/bin/env python3
-# libbft pilot job: holds this node for a bft manager (see docs/slurm.md).
+_PILOT_PY = r"""
 import hashlib, hmac, json, os, signal, socket, sys, time
-
-if not os.environ.get("BFT_PILOT_STEP"):
-    # The batch shell: at preemption Slurm signals the job's steps, not the batch shell, so the
-    # pilot proper runs as a step of its own allocation.
-    os.environ["BFT_PILOT_STEP"] = "1"
-    os.execvp("srun", ["srun", "--overlap", "--nodes=1", "--ntasks=1", "--quiet", "--export=ALL",
-                       sys.executable, os.path.abspath(sys.argv[0])])
 
 SECRET = bytes.fromhex(os.environ.pop("BFT_PILOT_SECRET"))
 HOST, PORT = os.environ["BFT_PILOT_ADDR"].rsplit(":", 1)
@@ -85,6 +77,13 @@ signal.signal(signal.SIGTERM, on_term)
 report("start")
 while True:
     signal.pause()
+"""
+assert "'" not in _PILOT_PY  # it travels in single quotes
+
+# The batch shell only starts the pilot as step 0 (Slurm does not signal it at preemption).
+PILOT_SCRIPT = f"""#!/bin/sh
+# libbft pilot job: holds this node for a bft manager (see docs/slurm.md).
+exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{_PILOT_PY}'
 """
 
 _IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
