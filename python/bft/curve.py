@@ -34,6 +34,7 @@ model_from_string = _c.model_from_string
 model_name = _c.model_name
 status_name = _c.status_name
 num_parameters = _c.num_parameters
+measured_rescale_costs = _c.measured_rescale_costs
 
 
 def _as_model(model: Union[str, "Model"]) -> "Model":
@@ -87,6 +88,7 @@ __all__ = [
     "SizeEstimate",
     "ThroughputCurve",
     "fit",
+    "measured_rescale_costs",
     "model_from_string",
     "model_name",
     "num_parameters",

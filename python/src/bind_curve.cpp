@@ -71,6 +71,14 @@ void BindCurve(py::module_& m) {
   m.def(
       "status_name", [](curve::FitStatus s) { return std::string(curve::ToString(s)); }, py::arg("status"));
   m.def("num_parameters", &curve::NumParameters, py::arg("model"));
+  m.def(
+      "measured_rescale_costs",
+      [](const curve::JobProfile& profile, double scale_up_s, double scale_down_s) {
+        curve::MeasuredRescaleCosts(profile, &scale_up_s, &scale_down_s);
+        return py::make_tuple(scale_up_s, scale_down_s);
+      },
+      py::arg("profile"), py::arg("scale_up_s"), py::arg("scale_down_s"),
+      "(scale_up_s, scale_down_s) to charge: the profile's measured means where measured, else the values given");
 
   py::class_<ThroughputCurve>(m, "ThroughputCurve",
                               "Piecewise-linear curve over node counts; linear from (0, 0) below the first "

@@ -99,6 +99,12 @@ struct AdvisorCurves {
   ThroughputCurve objective;
 };
 
+// The rescale costs an allocator should charge a job: the profile's measured mean overheads of
+// growing and of shrinking, each only once at least one such rescale was measured (a start from 0
+// nodes is not a rescale); until then the values passed in stay. The replay's learned mode and the
+// runtime manager both use this rule.
+void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s);
+
 class ProfilingAdvisor {
  public:
   // Throws bft::InvalidArgument if the options are invalid.

@@ -700,4 +700,16 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
   return adv;
 }
 
+void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s) {
+  bool up = false;
+  bool down = false;
+  for (const RescaleOverhead& r : profile.rescales) {
+    if (r.from_nodes <= 0) continue;  // a start, not a rescale (as in JobProfile's means)
+    up = up || r.to_nodes > r.from_nodes;
+    down = down || r.to_nodes < r.from_nodes;
+  }
+  if (up) *scale_up_s = profile.mean_scale_up_s;
+  if (down) *scale_down_s = profile.mean_scale_down_s;
+}
+
 }  // namespace bft::curve

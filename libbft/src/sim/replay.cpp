@@ -244,17 +244,7 @@ void Engine::Charge(JobState& job, double samples) {
 // Learned mode: the advisor's measured mean overheads of growing and shrinking the job, each
 // once at least one was measured; until then the values passed in (the spec's) stay.
 void Engine::MeasuredRescaleCosts(const std::string& job, double* scale_up_s, double* scale_down_s) const {
-  if (!advisor_->HasJob(job)) return;
-  const curve::JobProfile p = advisor_->Profile(job);
-  bool up = false;
-  bool down = false;
-  for (const curve::RescaleOverhead& r : p.rescales) {
-    if (r.from_nodes <= 0) continue;  // a start, not a rescale (as in JobProfile's means)
-    up = up || r.to_nodes > r.from_nodes;
-    down = down || r.to_nodes < r.from_nodes;
-  }
-  if (up) *scale_up_s = p.mean_scale_up_s;
-  if (down) *scale_down_s = p.mean_scale_down_s;
+  if (advisor_->HasJob(job)) curve::MeasuredRescaleCosts(advisor_->Profile(job), scale_up_s, scale_down_s);
 }
 
 void Engine::Allocate(double t, int* rescales) {
