@@ -78,7 +78,8 @@ void BindCurve(py::module_& m) {
         return py::make_tuple(scale_up_s, scale_down_s);
       },
       py::arg("profile"), py::arg("scale_up_s"), py::arg("scale_down_s"),
-      "(scale_up_s, scale_down_s) to charge: the profile's measured means where measured, else the values given");
+      "(scale_up_s, scale_down_s) to charge: the profile's measured means where measured, else the values "
+      "given");
 
   py::class_<ThroughputCurve>(m, "ThroughputCurve",
                               "Piecewise-linear curve over node counts; linear from (0, 0) below the first "
