@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from . import Error, milp, sim
+from .runtime import cli as runtime_cli
 
 DEFAULT_POLICIES = ("exact", "equal_share")
 
@@ -270,10 +271,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="bft", description="libbft: elastic training on idle supercomputer nodes")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _replay_parser(sub)
+    runtime_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command in runtime_cli.COMMANDS:
+        try:
+            return runtime_cli.main(args)
+        except runtime_cli.UsageError as e:
+            print(f"bft {args.command}: error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"\nbft {args.command}: interrupted", file=sys.stderr)
+            return 130
     if args.command == "replay":
         try:
             return replay_main(args)

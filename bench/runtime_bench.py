@@ -1,0 +1,195 @@
+"""Runtime benchmarks (medians; never pass/fail). Results and the machine: bench/README.md.
+
+    python bench/runtime_bench.py report              # bft.train.report() cost per call
+    python bench/runtime_bench.py decision            # manager decision latency, 100 jobs x 1,000 nodes
+    python bench/runtime_bench.py resize [--cycles 5] # resize gap, grow and shrink, both resize methods
+
+Run with the build on PYTHONPATH (``PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench_report(repeats: int, calls: int) -> None:
+    """Per-call cost of bft.train.report, outside a manager (no-op) and under one (a UDP receiver)."""
+    code = f"""
+import os, socket, statistics, sys, time, timeit
+mode = sys.argv[1]
+if mode == "manager":
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); rx.bind(("127.0.0.1", 0))
+    os.environ.update(BFT_JOB_ID="bench", BFT_JOB_SECRET="ab" * 32, BFT_GENERATION="1",
+                      BFT_REPORT_ADDR="127.0.0.1:%d" % rx.getsockname()[1], BFT_REPORT_INTERVAL_S="0.5")
+import bft.train as bt
+bt.report(0)
+per_call = []
+for r in range({repeats}):
+    n = [r * {calls}]
+    def step():
+        n[0] += 1
+        bt.report(n[0])
+    t = timeit.timeit(step, number={calls})
+    base = timeit.timeit(lambda: n.__setitem__(0, n[0] + 1), number={calls})
+    per_call.append((t - base) / {calls})
+print(statistics.median(per_call) * 1e9)
+"""
+    env = dict(os.environ)
+    for mode in ("plain", "manager"):
+        out = subprocess.run([sys.executable, "-c", code, mode], env=env, capture_output=True, text=True, check=True)
+        print(f"report() {mode:8s}: median {float(out.stdout.split()[-1]):.0f} ns per call "
+              f"({repeats} runs of {calls:,} calls, loop overhead subtracted)")
+
+
+def bench_decision(jobs: int, nodes: int, events: int) -> None:
+    """Event in -> new map applied, with the manager's own code: 100 learned jobs on 1,000 nodes."""
+    from bft.runtime.local import LocalNodeSource
+    from bft.runtime.manager import JobRun, Manager, ManagerOptions
+    from bft.runtime.nodes import NodeEvent
+    from bft.runtime.state import JobRow, StateStore
+
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        store = StateStore(tmp / "state.db")
+        source = LocalNodeSource("bench", tmp, nodes=nodes)
+        m = Manager(tmp, source, store, "bench", ManagerOptions())
+        for k in range(nodes):
+            m._on_node(NodeEvent("join", f"n{k}"))
+        t0 = time.time() - 3600
+        for j in range(jobs):
+            row = JobRow(id=f"job{j}", seq=j + 1, script="/bin/true", args=[], cwd="/", python=sys.executable,
+                         min_nodes=1, max_nodes=64, work=None, curve=None, secret="00", state="queued")
+            m.runs[row.id] = run = JobRun(row)
+            # Measured at three sizes, as the advisor would have learned from reports.
+            rate = 1000.0 * (1 + j % 7)
+            samples, t = 0.0, t0
+            for n in (1, 4, 16):
+                m.advisor.report(row.id, t, n, samples)
+                for _ in range(8):
+                    t += 60
+                    samples += 60 * rate * n ** 0.8
+                    m.advisor.report(row.id, t, n, samples)
+            run.advisor_time = t
+        m._decide()  # the initial map
+        m._launch_ready = lambda: None  # measure the decision, not process start-up
+        latencies = []
+        names = list(m.pool)
+        for e in range(events):
+            node = names[(37 * e) % len(names)]
+            kind = "reclaim" if node in m.pool else "join"
+            m._mark_dirty(time.monotonic())
+            m._on_node(NodeEvent(kind, node))
+            m._decide()
+            latencies.append(m.decision_s[-1])
+        store.close()
+    finally:
+        shutil.rmtree(tmp)
+    lat = sorted(latencies)
+    print(f"decision latency, {jobs} jobs x {nodes} nodes, policy exact, learned curves: median "
+          f"{statistics.median(lat) * 1e3:.1f} ms, p90 {lat[int(0.9 * len(lat))] * 1e3:.1f} ms over {events} events "
+          "(node reclaimed or joined -> allocator called -> new targets applied and logged; process start-up excluded)")
+
+
+def bench_resize(cycles: int, methods: list, nodes: int) -> None:
+    """A real manager (local source) and one DDP job; the trace takes a node away and gives it back
+    every cycle. The manager measures each gap (last step at the old size -> first at the new one)."""
+    results = {}
+    for method in methods:
+        gaps = run_resize_cycles(method, cycles, nodes)
+        results[method] = gaps
+        for kind in ("grow", "shrink"):
+            g = gaps[kind]
+            med = f"{statistics.median(g):.2f} s" if g else "n/a"
+            print(f"resize gap, {method:10s} {kind:6s} ({nodes - 1}<->{nodes} nodes): median {med} over {len(g)} "
+                  f"resizes: {', '.join(f'{x:.1f}' for x in g)}", flush=True)
+    print(json.dumps(results))
+
+
+def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 30.0) -> dict:
+    from bft.runtime import control
+    from bft.runtime.launcher import terminate_tagged
+    from bft.runtime.state import StateStore
+
+    tmp = Path(tempfile.mkdtemp())
+    last = f"n{nodes - 1}"
+    rows = [(0, f"n{k}", "idle") for k in range(nodes)]
+    for c in range(cycles):
+        start = period_s * (1 + c)
+        rows += [(start, last, "busy"), (start + period_s / 2, last, "idle")]
+    (tmp / "trace.csv").write_text("time,node,state\n" + "".join(f"{t:g},{n},{s}\n" for t, n, s in rows))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    state = tmp / "state"
+    cmd = [sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method,
+           "--local-trace", str(tmp / "trace.csv"), "--local-nodes", str(nodes), "--local-grace-s", "10"]
+    manager = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    identity = None
+    try:
+        for _ in range(100):
+            try:
+                identity = control.request(state, {"op": "status"})["status"]["manager"]["identity"]
+                break
+            except control.ControlError:
+                time.sleep(0.2)
+        curve = tmp / "curve.json"  # linear prior: the job wants every node until the advisor knows better
+        curve.write_text(json.dumps({"nodes": [1, nodes], "throughput": [1000.0, 1000.0 * nodes]}))
+        subprocess.run([sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
+                        "--state-dir", str(state), "--name", "bench", "--min", "1", "--max", str(nodes),
+                        "--curve", str(curve), "--samples", "1e12"], env=env, check=True, capture_output=True)
+        time.sleep(period_s * (cycles + 1) + 5)
+    finally:
+        manager.send_signal(signal.SIGTERM)
+        try:
+            manager.wait(60)
+        except subprocess.TimeoutExpired:
+            manager.kill()
+        if identity:
+            terminate_tagged(identity, 5.0)
+    store = StateStore(state / "state.db", create=False, read_only=True)
+    gaps = {"grow": [], "shrink": []}
+    for e in store.events(("resize_gap",)):
+        gaps["grow" if e["to_nodes"] > e["from_nodes"] else "shrink"].append(e["gap_s"])
+    store.close()
+    shutil.rmtree(tmp)
+    return gaps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("--repeats", type=int, default=7)
+    r.add_argument("--calls", type=int, default=200_000)
+    d = sub.add_parser("decision")
+    d.add_argument("--jobs", type=int, default=100)
+    d.add_argument("--nodes", type=int, default=1000)
+    d.add_argument("--events", type=int, default=21)
+    z = sub.add_parser("resize")
+    z.add_argument("--cycles", type=int, default=5)
+    z.add_argument("--nodes", type=int, default=2)
+    z.add_argument("--method", action="append", choices=("relaunch", "membership"))
+    a = p.parse_args()
+    if a.what == "report":
+        bench_report(a.repeats, a.calls)
+    elif a.what == "decision":
+        bench_decision(a.jobs, a.nodes, a.events)
+    else:
+        sys.path.insert(0, str(Path(__file__).parent))
+        bench_resize(a.cycles, a.method or ["relaunch", "membership"], a.nodes)
+
+
+if __name__ == "__main__":
+    main()

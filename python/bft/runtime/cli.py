@@ -1,0 +1,301 @@
+"""``bft manager``, ``bft submit``, ``bft status``, ``bft cancel``, ``bft logs``.
+
+Every usage or environment error is one line on stderr and exit status 2 (bft.cli prints it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from .. import alloc
+from . import control
+from .launcher import RESIZE_METHODS, default_python
+from .nodes import SourceError, source_class, source_names
+from .state import StateError, StateStore
+
+
+class UsageError(Exception):
+    """One line for stderr; exit status 2."""
+
+
+def default_state_dir() -> Path:
+    if os.environ.get("BFT_STATE_DIR"):
+        return Path(os.environ["BFT_STATE_DIR"])
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "bft"
+
+
+def _state_dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
+                   help="the manager's private directory (default: $BFT_STATE_DIR, else ~/.local/state/bft)")
+
+
+def add_parsers(sub) -> None:
+    from . import local  # noqa: F401 - registers the node sources
+
+    p = sub.add_parser("manager", help="run the runtime manager (or: bft manager stop)",
+                       description="Adopt idle nodes from a node source and run elastic PyTorch jobs on them, "
+                       "growing and shrinking them as the allocator decides (docs/runtime.md).")
+    p.add_argument("action", nargs="?", choices=("run", "stop"), default="run",
+                   help="run (default) or stop the manager of --state-dir")
+    _state_dir_arg(p)
+    p.add_argument("--source", default="local", help=f"node source: {', '.join(source_names())} (default local)")
+    p.add_argument("--policy", default="exact", help=f"allocation policy: {', '.join(alloc.SOLVERS)} (default exact)")
+    p.add_argument("--resize", default="relaunch",
+                   help=f"how jobs change size: {' or '.join(RESIZE_METHODS)} (default relaunch; docs/runtime.md)")
+    p.add_argument("--tfwd", type=float, default=10.0, help="allocator's forward-looking time in seconds (default 10)")
+    p.add_argument("--max-jobs", type=int, default=10, help="most jobs admitted at once, FCFS (default 10)")
+    p.add_argument("--grace", type=float, default=20.0,
+                   help="seconds a job has to checkpoint after SIGTERM before it is killed (default 20)")
+    p.add_argument("--max-retries", type=int, default=2, help="retries of a failing job (default 2)")
+    p.add_argument("--scale-up-s", type=float, default=5.0, help="grow cost assumed until measured (default 5)")
+    p.add_argument("--scale-down-s", type=float, default=5.0, help="shrink cost assumed until measured (default 5)")
+    p.add_argument("--bind", default="127.0.0.1",
+                   help="address the rendezvous store and the report socket listen on (default 127.0.0.1)")
+    p.add_argument("--store-port", type=int, default=0, help="rendezvous store port (default: any free)")
+    p.add_argument("--report-port", type=int, default=0, help="progress report UDP port (default: any free)")
+    from .nodes import _SOURCES
+
+    for cls in _SOURCES.values():
+        cls.add_arguments(p)
+
+    p = sub.add_parser("submit", help="submit a training script to the manager",
+                       description="Submit an elastic training job: SCRIPT runs under torchrun on 0 or "
+                       "MIN..MAX nodes. Arguments after -- go to the script.")
+    p.add_argument("script", type=Path, help="the training script (it imports bft.train)")
+    p.add_argument("script_args", nargs="*", metavar="-- ARGS", help="arguments for the script, after --")
+    p.add_argument("--min", type=int, default=1, dest="min_nodes", help="fewest nodes the job runs on (default 1)")
+    p.add_argument("--max", type=int, default=8, dest="max_nodes", help="most nodes (default 8)")
+    p.add_argument("--name", help="job name (default: the script's name and a number)")
+    p.add_argument("--samples", type=float, help="the job's work in samples (BFT_TARGET_SAMPLES; shows an ETA)")
+    p.add_argument("--curve", type=Path,
+                   help="JSON {\"nodes\": [...], \"throughput\": [...]}: a prior throughput curve (samples/s)")
+    p.add_argument("--retries", type=int, help="retries if the job fails (default: the manager's --max-retries)")
+    p.add_argument("--python", default=default_python(), help="Python interpreter for the job (default: this one)")
+    _state_dir_arg(p)
+
+    p = sub.add_parser("status", help="jobs, nodes, rates and progress of the manager")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _state_dir_arg(p)
+
+    p = sub.add_parser("cancel", help="cancel a job")
+    p.add_argument("job")
+    _state_dir_arg(p)
+
+    p = sub.add_parser("logs", help="print a job's output")
+    p.add_argument("job")
+    p.add_argument("-n", "--lines", type=int, default=50, help="last N lines (default 50; 0: all)")
+    _state_dir_arg(p)
+
+
+COMMANDS = ("manager", "submit", "status", "cancel", "logs")
+
+
+def main(args: argparse.Namespace) -> int:
+    state_dir = args.state_dir if args.state_dir is not None else default_state_dir()
+    try:
+        if args.command == "manager":
+            return _stop(state_dir) if args.action == "stop" else _run_manager(args, state_dir)
+        if args.command == "submit":
+            return _submit(args, state_dir)
+        if args.command == "status":
+            return _status(args, state_dir)
+        if args.command == "cancel":
+            answer = control.request(state_dir, {"op": "cancel", "job": args.job})
+            print(f"cancelling {answer['job']}")
+            return 0
+        if args.command == "logs":
+            return _logs(args, state_dir)
+    except (control.ControlError, StateError, SourceError) as e:
+        raise UsageError(str(e)) from None
+    return 2
+
+
+# -- manager --------------------------------------------------------------------------------------
+
+def _private_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError as e:
+        raise UsageError(f"--state-dir {path}: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"--state-dir {path}: not a directory")
+    if st.st_uid != os.getuid():
+        raise UsageError(f"--state-dir {path}: owned by another user")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)  # the control socket and the job secrets live here
+
+
+def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
+    from .manager import Manager, ManagerOptions, new_identity
+
+    options = ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, max_jobs=args.max_jobs,
+                             bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
+                             grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
+                             max_retries=args.max_retries)
+    try:
+        options.check()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    cls = source_class(args.source)
+    try:
+        import torch.distributed  # noqa: F401
+    except ImportError:
+        raise UsageError("the manager needs PyTorch: pip install 'libbft[runtime]' (torch==2.13.0)") from None
+    _private_dir(state_dir)
+    lock = open(state_dir / "manager.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        raise UsageError(f"a manager is already running for {state_dir} (pid {lock.read().strip() or '?'})") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    store = StateStore(state_dir / "state.db")
+    identity = store.meta("identity")
+    if identity is None:
+        identity = new_identity()
+        store.set_meta("identity", identity)
+    source = cls.from_args(args, identity, state_dir)
+    manager = Manager(state_dir, source, store, identity, options)
+    print(f"bft manager: {identity}, state in {state_dir}, source {args.source}, policy {args.policy}, "
+          f"resize {args.resize}", flush=True)
+    try:
+        return manager.run()
+    except OSError as e:
+        raise UsageError(f"cannot start: {e}") from None
+
+
+def _stop(state_dir: Path) -> int:
+    control.request(state_dir, {"op": "stop"}, timeout_s=None)
+    print("manager stopped")
+    return 0
+
+
+# -- submit ---------------------------------------------------------------------------------------
+
+def _submit(args: argparse.Namespace, state_dir: Path) -> int:
+    script = args.script.resolve()
+    if not script.is_file():
+        raise UsageError(f"{args.script}: no such training script")
+    script_args = list(args.script_args)
+    curve = None
+    if args.curve is not None:
+        try:
+            curve = json.loads(args.curve.read_text())
+        except OSError as e:
+            raise UsageError(f"--curve {args.curve}: {e.strerror}") from None
+        except ValueError as e:
+            raise UsageError(f"--curve {args.curve}: not JSON ({e})") from None
+        try:
+            control.check_curve(curve, f"--curve {args.curve}")
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    name = args.name or f"{script.stem}-{time.strftime('%H%M%S')}-{os.getpid() % 1000:03d}"
+    request: Dict[str, Any] = {"op": "submit", "name": name, "script": str(script), "args": script_args,
+                               "cwd": os.getcwd(), "python": args.python, "min_nodes": args.min_nodes,
+                               "max_nodes": args.max_nodes, "work": args.samples, "curve": curve}
+    if args.retries is not None:
+        request["max_retries"] = args.retries
+    answer = control.request(state_dir, request)
+    print(answer["job"])
+    return 0
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+def _status(args: argparse.Namespace, state_dir: Path) -> int:
+    try:
+        status = control.request(state_dir, {"op": "status"})["status"]
+    except control.ControlError as e:
+        if not (state_dir / "state.db").exists():
+            raise
+        status = _offline_status(state_dir, str(e))
+    if args.json:
+        json.dump(status, sys.stdout, indent=2)
+        print()
+    else:
+        print(format_status(status))
+    return 0
+
+
+def _offline_status(state_dir: Path, why: str) -> Dict[str, Any]:
+    """What the state file says while no manager runs."""
+    store = StateStore(state_dir / "state.db", create=False, read_only=True)
+    jobs = [{"id": j.id, "state": j.state, "min_nodes": j.min_nodes, "max_nodes": j.max_nodes, "samples": j.samples,
+             "work": j.work, "retries": j.retries, "generation": j.generation, "reason": j.reason,
+             "submitted_s": j.submitted_s, "finished_s": j.finished_s} for j in store.jobs()]
+    store.close()
+    return {"manager": None, "offline": why, "nodes": {"pool": [], "used": {}}, "jobs": jobs}
+
+
+def _si(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def _duration(s: Optional[float]) -> str:
+    if s is None:
+        return "-"
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def format_status(status: Dict[str, Any]) -> str:
+    lines: List[str] = []
+    m = status.get("manager")
+    if m is None:
+        lines.append(f"manager: not running ({status.get('offline', '')}); jobs as last saved")
+    else:
+        src = m["source"]
+        p50 = m["decision_p50_s"]
+        lines.append(f"manager {m['identity']} (pid {m['pid']}): source {src.get('source')}, policy {m['policy']}, "
+                     f"resize {m['resize']}; {m['decisions']} decisions"
+                     + (f", median {p50 * 1e3:.1f} ms" if p50 is not None else "")
+                     + (f"; {m['bad_reports']} bad reports dropped" if m["bad_reports"] else "")
+                     + ("; stopping" if m["stopping"] else ""))
+        used = status["nodes"]["used"]
+        lines.append(f"nodes: {len(status['nodes']['pool'])} in the pool, {len(used)} training")
+    header = ("JOB", "STATE", "NODES", "RANGE", "SAMPLES", "WORK", "RATE/s", "ETA", "RETRIES")
+    rows = [header]
+    for j in status["jobs"]:
+        state = j["state"] + (" (resizing)" if j.get("resizing") else "")
+        nodes = str(len(j["nodes"])) if "nodes" in j else "-"
+        rows.append((j["id"], state, nodes, f"{j['min_nodes']}..{j['max_nodes']}", _si(j["samples"]), _si(j["work"]),
+                     _si(j.get("rate")) if "rate" in j else "-", _duration(j.get("eta_s")), str(j["retries"])))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(header))]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for j in status["jobs"]:
+        if j["state"] == "failed" and j["reason"]:
+            lines.append(f"{j['id']} failed: {j['reason'].splitlines()[0]} (bft logs {j['id']})")
+    return "\n".join(lines)
+
+
+# -- logs -----------------------------------------------------------------------------------------
+
+def _logs(args: argparse.Namespace, state_dir: Path) -> int:
+    path = state_dir / "jobs" / args.job / "output.log"
+    if not control.JOB_NAME.fullmatch(args.job) or not path.exists():
+        raise UsageError(f"no log for a job named {args.job!r} in {state_dir}")
+    if args.lines < 0:
+        raise UsageError("--lines must be >= 0")
+    with open(path, "rb") as f:
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    sys.stdout.write("\n".join(lines[-args.lines:] if args.lines else lines) + "\n")
+    return 0

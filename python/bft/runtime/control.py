@@ -1,0 +1,183 @@
+"""The manager's control socket: ``bft submit``, ``status``, ``cancel`` and ``manager stop`` talk to it.
+
+A Unix stream socket in the state directory. The directory is private (0700) and every
+connection's peer credentials are checked (SO_PEERCRED): only the user who runs the manager may
+submit, cancel or stop. One request per connection, one JSON object per line each way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+import socketserver
+import struct
+import threading
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+from .state import JobRow
+
+MAX_REQUEST = 1 << 20
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_NODES = 1_000_000
+
+
+class ControlError(Exception):
+    """The manager is unreachable or refused a request: one clear line."""
+
+
+Handler = Callable[[Dict[str, Any], Callable[[Dict[str, Any]], None]], None]
+
+
+class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    # server_close() joins the request threads, so `bft manager stop` gets its answer before exit.
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, path: Path, handler: Handler):
+        self.handler = handler
+        if path.exists() or path.is_symlink():
+            path.unlink()  # a dead manager's socket; the state lock says no other manager runs
+        old = os.umask(0o177)
+        try:
+            super().__init__(str(path), _RequestHandler)
+        finally:
+            os.umask(old)
+
+
+class _RequestHandler(socketserver.StreamRequestHandler):
+    timeout = 30
+
+    def handle(self) -> None:
+        creds = self.request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", creds)
+        if uid != os.getuid():
+            self._send({"ok": False, "error": "permission denied: only the manager's user may control it"})
+            return
+        line = self.rfile.readline(MAX_REQUEST + 1)
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            self._send({"ok": False, "error": f"malformed request ({e})"})
+            return
+        done = threading.Event()
+        answer: Dict[str, Any] = {}
+
+        def reply(result: Dict[str, Any]) -> None:
+            answer.update(result)
+            done.set()
+
+        self.server.handler(request, reply)
+        wait_s = None if request.get("op") == "stop" else 60
+        if not done.wait(wait_s):
+            answer = {"ok": False, "error": "the manager did not answer in time"}
+        self._send(answer)
+
+    def _send(self, obj: Dict[str, Any]) -> None:
+        try:
+            self.wfile.write((json.dumps(obj) + "\n").encode())
+        except OSError:
+            pass
+
+
+def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 60.0) -> Dict[str, Any]:
+    """Sends one request to the manager of ``state_dir``; raises ControlError if none answers."""
+    path = state_dir / "manager.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout_s)
+    try:
+        s.connect(str(path))
+        s.sendall((json.dumps(obj) + "\n").encode())
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except FileNotFoundError:
+        raise ControlError(f"no manager is running for {state_dir} (start one with: bft manager)") from None
+    except ConnectionRefusedError:
+        raise ControlError(f"no manager is running for {state_dir} (a stale socket; start one with: bft manager)") from None
+    except PermissionError:
+        raise ControlError(f"permission denied on {path}: the manager belongs to another user") from None
+    except socket.timeout:
+        raise ControlError("the manager did not answer in time") from None
+    finally:
+        s.close()
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        raise ControlError("the manager closed the connection without an answer") from None
+    if not answer.get("ok"):
+        raise ControlError(answer.get("error", "the manager refused the request"))
+    return answer
+
+
+def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
+    """Validates a submit request; raises ValueError naming the offending field."""
+    name = r.get("name")
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        raise ValueError(f"--name: {name!r} is not a job name (letters, digits, '_', '.', '-'; at most 64; "
+                         "starting with a letter or digit)")
+    script = r.get("script")
+    if not isinstance(script, str) or not os.path.isabs(script):
+        raise ValueError("script: expected an absolute path")
+    if not os.path.isfile(script) or not os.access(script, os.R_OK):
+        raise ValueError(f"script: {script} is not a readable file")
+    cwd = r.get("cwd")
+    if not isinstance(cwd, str) or not os.path.isdir(cwd):
+        raise ValueError(f"cwd: {cwd!r} is not a directory")
+    args = r.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) and "\0" not in a for a in args):
+        raise ValueError("args: expected a list of strings")
+    python = r.get("python")
+    if not isinstance(python, str) or not os.access(python, os.X_OK):
+        raise ValueError(f"--python: {python!r} is not an executable")
+    lo, hi = _int(r, "min_nodes", "--min"), _int(r, "max_nodes", "--max")
+    if lo < 1:
+        raise ValueError(f"--min: must be >= 1, got {lo}")
+    if hi < lo:
+        raise ValueError(f"--max: must be >= --min ({lo}), got {hi}")
+    work = r.get("work")
+    if work is not None and (isinstance(work, bool) or not isinstance(work, (int, float))
+                             or not math.isfinite(work) or work <= 0 or work > 1e18):
+        raise ValueError(f"--samples: expected a positive number of samples, got {work!r}")
+    retries = r.get("max_retries", default_max_retries)
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
+        raise ValueError(f"--retries: expected an integer in [0, 100], got {retries!r}")
+    return JobRow(id=name, seq=0, script=script, args=args, cwd=cwd, python=python, min_nodes=lo, max_nodes=hi,
+                  work=float(work) if work is not None else None, curve=check_curve(r.get("curve"), "--curve"),
+                  secret="", state="queued", max_retries=retries)
+
+
+def _int(r: Dict[str, Any], key: str, flag: str) -> int:
+    v = r.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not -MAX_NODES <= v <= MAX_NODES:
+        raise ValueError(f"{flag}: expected a node count, got {v!r}")
+    return v
+
+
+def check_curve(curve: Any, where: str) -> Optional[Dict[str, list]]:
+    """A throughput curve given by the user: {"nodes": [...], "throughput": [...]} (samples/s)."""
+    if curve is None:
+        return None
+    if not isinstance(curve, dict) or set(curve) - {"nodes", "throughput"} or not {"nodes", "throughput"} <= set(curve):
+        raise ValueError(f"{where}: expected an object with exactly the fields 'nodes' and 'throughput'")
+    nodes, values = curve["nodes"], curve["throughput"]
+    if not isinstance(nodes, list) or not isinstance(values, list) or len(nodes) != len(values) or not nodes:
+        raise ValueError(f"{where}: 'nodes' and 'throughput' must be non-empty lists of the same length")
+    for k, (n, v) in enumerate(zip(nodes, values)):
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_NODES:
+            raise ValueError(f"{where}: nodes[{k}] = {n!r} is not a node count")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v < 1e15:
+            raise ValueError(f"{where}: throughput[{k}] = {v!r} is not a rate in samples/s")
+    if any(b <= a for a, b in zip(nodes, nodes[1:])):
+        raise ValueError(f"{where}: 'nodes' must be strictly increasing")
+    if not any(n > 0 and v > 0 for n, v in zip(nodes, values)):
+        raise ValueError(f"{where}: no positive throughput at a positive node count")
+    return {"nodes": nodes, "throughput": [float(v) for v in values]}

@@ -1,0 +1,173 @@
+"""Launching elastic PyTorch jobs with torchrun, and finding every process the manager started.
+
+Every process the manager starts carries its identity in the environment (``BFT_MANAGER_ID``,
+``BFT_JOB_ID``, ``BFT_NODE``). torchrun starts its workers in sessions of their own, so killing an
+agent's process group does not reach them; the environment tag does, because workers inherit it.
+A restarted manager, a node source that must clear a reclaimed node, and the tests all find
+processes the same way: :func:`tagged_processes`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+RESIZE_METHODS = ("relaunch", "membership")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What one torchrun agent of a job needs to know."""
+
+    job: str
+    generation: int
+    script: str
+    args: Sequence[str]
+    python: str
+    node: str
+    node_address: str
+    store_address: str  # host:port of the manager's rendezvous store
+    min_nodes: int  # torchrun's --nnodes range for this launch
+    max_nodes: int
+    max_restarts: int
+    log_dir: Path  # torchrun copies each worker's stdout/stderr here (and to the job's output)
+
+
+def torchrun_argv(spec: LaunchSpec) -> List[str]:
+    """The torchrun command line of one agent.
+
+    The rendezvous store is the manager's (``is_host=false``): no agent hosts it, so losing any node
+    never loses the rendezvous. Each generation is a fresh rendezvous id.
+    """
+    rdzv_conf = "is_host=false,join_timeout=120,last_call_timeout=1,close_timeout=5"
+    return [
+        spec.python, "-m", "torch.distributed.run",
+        f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
+        "--nproc-per-node=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={spec.store_address}",
+        f"--rdzv-id={spec.job}-g{spec.generation}",
+        f"--rdzv-conf={rdzv_conf}",
+        f"--max-restarts={spec.max_restarts}",
+        "--monitor-interval=0.2",
+        f"--local-addr={spec.node_address}",
+        f"--log-dir={spec.log_dir}", "--tee=3",
+        spec.script, *spec.args,
+    ]
+
+
+def job_environment(job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
+                    checkpoint_dir: Path, work: Optional[float], grace_s: float) -> Dict[str, str]:
+    env = {
+        "BFT_MANAGER_ID": identity,
+        "BFT_JOB_ID": job,
+        "BFT_NODE": node,
+        "BFT_GENERATION": str(generation),
+        "BFT_REPORT_ADDR": report_address,
+        "BFT_JOB_SECRET": secret,
+        "BFT_CHECKPOINT_DIR": str(checkpoint_dir),
+        "BFT_GRACE_S": f"{grace_s:g}",
+        "PYTHONUNBUFFERED": "1",
+        # Several virtual nodes share a host's cores; one thread per worker unless the user says otherwise.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+    if work is not None:
+        env["BFT_TARGET_SAMPLES"] = f"{work:.0f}"
+    return env
+
+
+# -- finding and ending processes -----------------------------------------------------------------
+
+def _environ(pid: int) -> Dict[bytes, bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:  # gone, or not ours
+        return {}
+    out = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None) -> List[int]:
+    """PIDs of live processes started by the manager ``identity`` (optionally one job's, one node's)."""
+    want = {b"BFT_MANAGER_ID": identity.encode()}
+    if job is not None:
+        want[b"BFT_JOB_ID"] = job.encode()
+    if node is not None:
+        want[b"BFT_NODE"] = node.encode()
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        env = _environ(int(entry))
+        if env and all(env.get(k) == v for k, v in want.items()) and not _is_zombie(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def signal_processes(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def terminate_tagged(identity: str, grace_s: float, job: Optional[str] = None, node: Optional[str] = None) -> int:
+    """SIGTERM every tagged process, SIGKILL what is left after ``grace_s``; returns how many were found."""
+    pids = tagged_processes(identity, job, node)
+    if not pids:
+        return 0
+    signal_processes(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not tagged_processes(identity, job, node):
+            return len(pids)
+        time.sleep(0.1)
+    signal_processes(tagged_processes(identity, job, node), signal.SIGKILL)
+    return len(pids)
+
+
+def default_python() -> str:
+    return sys.executable
+
+
+def worker_log_tail(log_dir: Path, lines: int) -> str:
+    """The last lines the job's workers wrote in their latest attempt (torchrun's --log-dir layout:
+    <run>/attempt_<k>/<local rank>/stdout.log and stderr.log), stderr after stdout."""
+    files = sorted(log_dir.glob("*/attempt_*/*/std*.log"), key=lambda f: f.stat().st_mtime)
+    if not files:
+        return ""
+    newest_attempt = files[-1].parent
+    text = []
+    for name in ("stdout.log", "stderr.log"):
+        try:
+            text += (newest_attempt / name).read_text(errors="replace").splitlines()
+        except OSError:
+            pass
+    return "\n".join(text[-lines:])
+
+
+def worker_exit_code(agent_output: str) -> Optional[int]:
+    """The failed worker's exit code from torchrun's error summary ("exitcode  : 3"), if it printed one."""
+    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", agent_output)
+    return int(codes[-1]) if codes else None

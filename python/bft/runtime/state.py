@@ -1,0 +1,241 @@
+"""The manager's state: one SQLite database (WAL) under the state directory.
+
+Everything the manager must not lose is written here before the side effect it describes: a job
+is stored before ``bft submit`` returns, a process row before the process is started, progress as
+it arrives. After ``kill -9`` the next manager reads this file and reconciles with what it finds.
+The file carries an application id and a schema version, so a foreign or corrupt file is refused
+with a clear error, never silently reset.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+APPLICATION_ID = 0x42465452  # "BFTR"
+SCHEMA_VERSION = 1
+
+JOB_STATES = ("queued", "running", "finished", "failed", "cancelled")
+ACTIVE_STATES = ("queued", "running")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, script TEXT NOT NULL, args TEXT NOT NULL,
+  cwd TEXT NOT NULL, python TEXT NOT NULL, min_nodes INTEGER NOT NULL, max_nodes INTEGER NOT NULL,
+  work REAL, curve TEXT, secret TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+  retries INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
+  samples REAL NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, started_s REAL, finished_s REAL);
+CREATE TABLE progress (
+  job TEXT NOT NULL, generation INTEGER NOT NULL, time_s REAL NOT NULL, nodes INTEGER NOT NULL,
+  samples REAL NOT NULL, advisor_samples REAL NOT NULL);
+CREATE INDEX progress_job ON progress (job, time_s);
+CREATE TABLE procs (
+  id INTEGER PRIMARY KEY, job TEXT NOT NULL, generation INTEGER NOT NULL, node TEXT NOT NULL,
+  pid INTEGER, started_s REAL NOT NULL, ended_s REAL, exit_code INTEGER);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY, time_s REAL NOT NULL, kind TEXT NOT NULL, job TEXT, node TEXT,
+  detail TEXT NOT NULL DEFAULT '{}');
+"""
+
+
+class StateError(Exception):
+    """The state file is corrupt, foreign, or of another schema version: one clear line."""
+
+
+@dataclass
+class JobRow:
+    id: str
+    seq: int
+    script: str
+    args: List[str]
+    cwd: str
+    python: str
+    min_nodes: int
+    max_nodes: int
+    work: Optional[float]
+    curve: Optional[Dict[str, List[float]]]
+    secret: str
+    state: str
+    reason: str = ""
+    retries: int = 0
+    max_retries: int = 2
+    generation: int = 0
+    samples: float = 0.0
+    submitted_s: float = field(default_factory=time.time)
+    started_s: Optional[float] = None
+    finished_s: Optional[float] = None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "JobRow":
+        d = dict(row)
+        d["args"] = json.loads(d["args"])
+        d["curve"] = json.loads(d["curve"]) if d["curve"] else None
+        return cls(**d)
+
+
+class StateStore:
+    """The SQLite state database of one manager (used from the manager's loop thread only)."""
+
+    def __init__(self, path: Path, create: bool = True, read_only: bool = False):
+        self.path = Path(path)
+        # An empty file is what a manager killed before its first commit leaves: a new database.
+        exists = self.path.exists() and self.path.stat().st_size > 0
+        if not exists and not create:
+            raise StateError(f"{self.path}: no manager state here")
+        if exists:
+            _check_header(self.path)
+        uri = f"file:{self.path}?mode=ro" if read_only else f"file:{self.path}"
+        try:
+            self.db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0,
+                                      check_same_thread=False)
+            self.db.row_factory = sqlite3.Row
+            if not read_only:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=FULL")
+            if exists:
+                self._check()
+            else:
+                self._create()
+        except sqlite3.DatabaseError as e:
+            raise StateError(f"{self.path}: not a usable libbft state database ({e})") from None
+
+    def _create(self) -> None:
+        # One transaction: a manager killed half-way leaves an empty file, which is created anew.
+        self.db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id={APPLICATION_ID}; "
+                              f"PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+
+    def _check(self) -> None:
+        app = self.db.execute("PRAGMA application_id").fetchone()[0]
+        if app != APPLICATION_ID:
+            raise StateError(f"{self.path}: an SQLite database of another program (application id {app:#x}), "
+                             "not a libbft state file; choose another --state-dir")
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise StateError(f"{self.path}: state schema version {version}, this libbft reads {SCHEMA_VERSION}")
+        check = self.db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise StateError(f"{self.path}: the state database is corrupt ({check})")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    class _Transaction:
+        def __init__(self, db: sqlite3.Connection):
+            self.db = db
+
+        def __enter__(self):
+            self.db.execute("BEGIN IMMEDIATE")
+
+        def __exit__(self, kind, value, tb):
+            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+    def transaction(self) -> "_Transaction":
+        return self._Transaction(self.db)
+
+    # -- meta -----------------------------------------------------------------------------------
+
+    def meta(self, key: str, default: Optional[str] = None) -> Optional[str]:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def add_job(self, job: JobRow) -> JobRow:
+        with self.transaction():
+            if self.db.execute("SELECT 1 FROM jobs WHERE id = ?", (job.id,)).fetchone():
+                raise ValueError(f"a job named {job.id!r} exists already (choose another --name)")
+            job.seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
+            d = dict(job.__dict__)
+            d["args"] = json.dumps(job.args)
+            d["curve"] = json.dumps(job.curve) if job.curve else None
+            cols = ", ".join(d)
+            self.db.execute(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(d))})", tuple(d.values()))
+        return job
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE jobs SET {sets} WHERE id = ?", (*fields.values(), job_id))
+
+    def jobs(self, states: Optional[tuple] = None) -> List[JobRow]:
+        if states:
+            rows = self.db.execute(f"SELECT * FROM jobs WHERE state IN ({', '.join('?' * len(states))}) "
+                                   "ORDER BY seq", states)
+        else:
+            rows = self.db.execute("SELECT * FROM jobs ORDER BY seq")
+        return [JobRow.from_row(r) for r in rows]
+
+    def job(self, job_id: str) -> Optional[JobRow]:
+        row = self.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return JobRow.from_row(row) if row else None
+
+    # -- progress -------------------------------------------------------------------------------
+
+    def add_progress(self, job: str, generation: int, time_s: float, nodes: int, samples: float,
+                     advisor_samples: float) -> None:
+        with self.transaction():
+            self.db.execute("INSERT INTO progress VALUES (?, ?, ?, ?, ?, ?)",
+                            (job, generation, time_s, nodes, samples, advisor_samples))
+            self.db.execute("UPDATE jobs SET samples = ? WHERE id = ?", (samples, job))
+
+    def progress(self) -> Iterator[sqlite3.Row]:
+        return self.db.execute("SELECT * FROM progress ORDER BY rowid")
+
+    # -- processes ------------------------------------------------------------------------------
+
+    def add_proc(self, job: str, generation: int, node: str) -> int:
+        """Records a process about to be started (before it exists); returns its row id."""
+        cur = self.db.execute("INSERT INTO procs (job, generation, node, started_s) VALUES (?, ?, ?, ?)",
+                              (job, generation, node, time.time()))
+        return int(cur.lastrowid)
+
+    def set_proc_pid(self, row: int, pid: int) -> None:
+        self.db.execute("UPDATE procs SET pid = ? WHERE id = ?", (pid, row))
+
+    def end_proc(self, row: int, exit_code: Optional[int]) -> None:
+        self.db.execute("UPDATE procs SET ended_s = ?, exit_code = ? WHERE id = ?", (time.time(), exit_code, row))
+
+    def open_procs(self) -> List[sqlite3.Row]:
+        return list(self.db.execute("SELECT * FROM procs WHERE ended_s IS NULL"))
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def log_event(self, kind: str, job: Optional[str] = None, node: Optional[str] = None, **detail: Any) -> None:
+        self.db.execute("INSERT INTO events (time_s, kind, job, node, detail) VALUES (?, ?, ?, ?, ?)",
+                        (time.time(), kind, job, node, json.dumps(detail)))
+
+    def events(self, kinds: Optional[tuple] = None, job: Optional[str] = None) -> List[Dict[str, Any]]:
+        query, args = "SELECT * FROM events WHERE 1", []
+        if kinds:
+            query += f" AND kind IN ({', '.join('?' * len(kinds))})"
+            args += list(kinds)
+        if job is not None:
+            query += " AND job = ?"
+            args.append(job)
+        out = []
+        for r in self.db.execute(query + " ORDER BY id", args):
+            d = dict(r)
+            d.update(json.loads(d.pop("detail")))
+            out.append(d)
+        return out
+
+
+def _check_header(path: Path) -> None:
+    """Refuses a file that is not an SQLite database at all (SQLite would say 'file is not a database'
+    only at the first query, after WAL files were created beside it)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise StateError(f"{path}: cannot read the state file ({e.strerror})") from None
+    if head and head != b"SQLite format 3\x00":
+        raise StateError(f"{path}: not a libbft state database (not SQLite); refusing to touch it")

@@ -1,0 +1,250 @@
+"""The training-loop side of libbft: what a training script imports.
+
+The whole contract is four calls::
+
+    import bft.train as bt
+
+    state = bt.resume()                      # the last checkpoint, or None on a first start
+    samples = state["samples"] if state else 0
+    while samples < bt.target_samples(default=100_000):
+        ...one training step...
+        samples += batch_size * world_size
+        bt.report(samples)                   # cumulative samples; cheap, never blocks or raises
+        if bt.should_stop():                 # SIGTERM reached any rank: the job is being resized
+            bt.checkpoint({"samples": samples, "model": model.state_dict()})
+            bt.exit_for_resize()
+
+Under ``bft manager`` the reports reach the manager (authenticated with the job's secret) and the
+checkpoints go to the job's checkpoint directory. Outside it (``python train.py``, plain
+``torchrun``) reports are no-ops and checkpoints go to ``./bft-checkpoints/<script name>``, so the
+same script runs unchanged. docs/runtime.md describes the contract and its environment variables.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from . import _report
+
+__all__ = [
+    "EXIT_RESIZE",
+    "report",
+    "resume",
+    "checkpoint",
+    "checkpoint_path",
+    "should_stop",
+    "exit_for_resize",
+    "target_samples",
+    "job_id",
+    "rank",
+    "world_size",
+    "under_manager",
+]
+
+# The exit status of a worker that stopped because its job is being resized. Non-zero on purpose:
+# torchrun treats a zero exit as "the job is done" and a non-zero one as "restart the workers".
+EXIT_RESIZE = 75
+
+_CHECKPOINT_NAME = "checkpoint.pt"
+_stop_requested = threading.Event()
+_stop_agreed = False
+_handler_installed = False
+_handler_lock = threading.Lock()
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def rank() -> int:
+    """This worker's global rank (torchrun's RANK; 0 for a plain ``python train.py``)."""
+    return _env_int("RANK", 0)
+
+
+def world_size() -> int:
+    """The number of workers (torchrun's WORLD_SIZE; 1 for a plain ``python train.py``)."""
+    return max(1, _env_int("WORLD_SIZE", 1))
+
+
+def under_manager() -> bool:
+    """True when the job was launched by ``bft manager``."""
+    return "BFT_JOB_ID" in os.environ
+
+
+def job_id() -> str:
+    """The job's id under the manager, else the script's file name without extension."""
+    return os.environ.get("BFT_JOB_ID") or Path(sys.argv[0] or "job").stem or "job"
+
+
+def target_samples(default: Optional[int] = None) -> Optional[int]:
+    """The job's work in samples (``bft submit --samples``), else ``default``."""
+    value = os.environ.get("BFT_TARGET_SAMPLES")
+    try:
+        return int(float(value)) if value else default
+    except ValueError:
+        return default
+
+
+def report(samples: float, *, all_ranks: bool = False) -> None:
+    """Reports the cumulative number of samples this job has processed.
+
+    Call it once per step. It stores two numbers and returns (well under a microsecond); a
+    background thread sends the latest value to the manager about twice a second, so a lost
+    datagram only delays the manager's view. Only rank 0's reports count, unless ``all_ranks``:
+    then every rank reports its own samples and the manager adds them up. Never raises.
+    """
+    try:
+        _install_handler()
+        _report.REPORTER.record(samples, all_ranks)
+    except Exception:  # noqa: BLE001 - the training loop must never see a reporting error
+        pass
+
+
+def checkpoint_path() -> Path:
+    """Where this job's checkpoint lives (the manager's job directory, else ./bft-checkpoints/<job>)."""
+    base = os.environ.get("BFT_CHECKPOINT_DIR")
+    directory = Path(base) if base else Path.cwd() / "bft-checkpoints" / job_id()
+    return directory / _CHECKPOINT_NAME
+
+
+def _serialize(state: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.save(state, buffer)
+    else:
+        pickle.dump(state, buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    return buffer.getvalue()
+
+
+def checkpoint(state: Any, *, all_ranks: bool = False) -> Optional[Path]:
+    """Saves ``state`` atomically (temporary file, fsync, rename, fsync of the directory).
+
+    Only rank 0 writes (data-parallel ranks hold the same state) unless ``all_ranks``; returns the
+    path written, or None on the other ranks. Uses ``torch.save`` when torch is imported, pickle
+    otherwise. A crash at any moment leaves either the old or the new checkpoint, never a torn one.
+    """
+    _install_handler()
+    if rank() != 0 and not all_ranks:
+        return None
+    path = checkpoint_path()
+    if all_ranks:
+        path = path.with_name(f"{path.stem}.rank{rank()}{path.suffix}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = _serialize(state)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _report.REPORTER.flush()
+    return path
+
+
+def resume(default: Any = None, *, map_location: str = "cpu") -> Any:
+    """The state of the last :func:`checkpoint` of this job, or ``default`` on a first start."""
+    _install_handler()
+    path = checkpoint_path()
+    if not path.exists():
+        return default
+    data = path.read_bytes()
+    try:
+        import torch
+
+        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
+    except ImportError:
+        return pickle.loads(data)
+
+
+def should_stop() -> bool:
+    """True once a SIGTERM reached this worker or, under torch.distributed, any worker of the job.
+
+    Call it at a step boundary: under an initialised process group it costs one all-reduce of one
+    integer, so every rank stops at the same step and rank 0's checkpoint matches them all. If a
+    peer has vanished (its node was reclaimed) the all-reduce fails and this returns True too.
+    """
+    global _stop_agreed
+    _install_handler()
+    if _stop_agreed:
+        return True
+    local = _stop_requested.is_set()
+    dist = _distributed()
+    if dist is None:
+        _stop_agreed = local
+        return local
+    try:
+        import torch
+
+        flag = torch.tensor([1 if local else 0], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        _stop_agreed = bool(flag.item())
+    except Exception:  # noqa: BLE001 - a lost peer means the group is being torn down: stop
+        _stop_agreed = True
+    return _stop_agreed
+
+
+def exit_for_resize() -> None:
+    """Ends this worker after :func:`should_stop`: flushes the last report and exits with
+    :data:`EXIT_RESIZE` (under the manager) or 0 (a plain run that was asked to stop)."""
+    _report.REPORTER.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_RESIZE if under_manager() or "TORCHELASTIC_RUN_ID" in os.environ else 0)
+
+
+def _distributed():
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist
+    return None
+
+
+def _grace_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("BFT_GRACE_S", "20")))
+    except ValueError:
+        return 20.0
+
+
+def _on_sigterm(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    if _stop_requested.is_set():
+        return
+    _stop_requested.set()
+    # The loop has the grace time to reach should_stop() and save; then the helper ends the worker.
+    timer = threading.Timer(_grace_s(), _grace_expired)
+    timer.daemon = True
+    timer.start()
+
+
+def _grace_expired() -> None:
+    print(f"bft.train: no checkpoint within the {_grace_s():g} s grace time after SIGTERM; exiting",
+          file=sys.stderr, flush=True)
+    exit_for_resize()
+
+
+def _install_handler() -> None:
+    """Installs the SIGTERM handler once, from the main thread (signal handlers can only go there)."""
+    global _handler_installed
+    if _handler_installed or threading.current_thread() is not threading.main_thread():
+        return
+    with _handler_lock:
+        if not _handler_installed:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+            _handler_installed = True

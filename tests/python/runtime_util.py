@@ -1,0 +1,140 @@
+"""Helpers for the runtime's end-to-end tests: a real ``bft manager`` process and real torchrun jobs.
+
+Everything a test starts is stopped by process id in ``ManagerHarness.close`` (a fixture finalizer,
+so also when the test fails): the manager processes, then every process tagged with the manager's
+identity (torchrun agents and their workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+
+from bft.runtime import control
+from bft.runtime.launcher import tagged_processes, terminate_tagged
+from bft.runtime.state import StateStore
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "runtime" / "ddp_synthetic.py"
+
+
+def python_env() -> Dict[str, str]:
+    """The environment a child Python needs to import this build of bft."""
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p and Path(p, "bft", "__init__.py").exists()]
+    env["PYTHONPATH"] = os.pathsep.join(paths[:1] + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def bft(*args: str, cwd: Optional[Path] = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Runs the ``bft`` command line in a child process."""
+    return subprocess.run([sys.executable, "-m", "bft", *args], env=python_env(), cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+class ManagerHarness:
+    def __init__(self, root: Path):
+        self.root = root
+        self.state_dir = root / "state"
+        self.procs: List[subprocess.Popen] = []
+        self.identity: Optional[str] = None
+
+    # -- the manager process ----------------------------------------------------------------------
+
+    def start(self, *args: str) -> subprocess.Popen:
+        log = open(self.root / f"manager-{len(self.procs)}.log", "wb")
+        proc = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(self.state_dir), *args],
+                                env=python_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        self.wait(lambda s: True, 60, "the manager to answer", proc=proc)
+        self.identity = self.status()["manager"]["identity"]
+        return proc
+
+    def manager_log(self) -> str:
+        return "\n".join((self.root / f"manager-{k}.log").read_text(errors="replace") for k in range(len(self.procs)))
+
+    def status(self) -> Dict[str, Any]:
+        return control.request(self.state_dir, {"op": "status"}, timeout_s=30)["status"]
+
+    def job(self, name: str) -> Dict[str, Any]:
+        return next(j for j in self.status()["jobs"] if j["id"] == name)
+
+    def wait(self, predicate: Callable[[Dict[str, Any]], bool], timeout_s: float, what: str,
+             proc: Optional[subprocess.Popen] = None) -> Dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        last: Any = None
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                pytest.fail(f"the manager exited ({proc.returncode}) while waiting for {what}:\n{self.manager_log()}")
+            try:
+                last = self.status()
+                if predicate(last):
+                    return last
+            except control.ControlError as e:
+                last = str(e)
+            time.sleep(0.5)
+        pytest.fail(f"timed out after {timeout_s} s waiting for {what}; last status:\n{json.dumps(last, indent=1)}\n"
+                    f"manager log:\n{self.manager_log()[-4000:]}")
+
+    def submit(self, name: str, *args: str, script: Path = EXAMPLE) -> None:
+        r = bft("submit", str(script), "--state-dir", str(self.state_dir), "--name", name, *args, cwd=self.root)
+        assert r.returncode == 0, r.stderr
+
+    def kill9(self, proc: subprocess.Popen) -> None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def stop(self, proc: subprocess.Popen) -> None:
+        r = bft("manager", "stop", "--state-dir", str(self.state_dir), timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert proc.wait(60) == 0
+
+    # -- the state file ---------------------------------------------------------------------------
+
+    def store(self) -> StateStore:
+        return StateStore(self.state_dir / "state.db", create=False, read_only=True)
+
+    def events(self, *kinds: str, job: Optional[str] = None) -> List[Dict[str, Any]]:
+        store = self.store()
+        try:
+            return store.events(kinds or None, job)
+        finally:
+            store.close()
+
+    def job_log(self, name: str) -> str:
+        return (self.state_dir / "jobs" / name / "output.log").read_text(errors="replace")
+
+    def leftovers(self) -> List[int]:
+        return tagged_processes(self.identity) if self.identity else []
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        if self.identity:
+            terminate_tagged(self.identity, 5.0)
+
+
+@pytest.fixture
+def harness(tmp_path):
+    pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
+    h = ManagerHarness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def write_trace(path: Path, rows: List[tuple]) -> Path:
+    path.write_text("time,node,state\n" + "".join(f"{t},{n},{s}\n" for t, n, s in rows))
+    return path

@@ -1,0 +1,139 @@
+"""Bad input to the runtime: the CLI answers one line with exit status 2, the manager drops bad
+messages and keeps working, a crashing script is marked failed with its log tail, and a corrupt or
+foreign state file is refused rather than reset. Real manager and real processes throughout."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+
+import pytest
+
+from bft.runtime.state import StateStore
+from bft.train import _report
+from runtime_util import bft, harness  # noqa: F401 - harness is a fixture
+
+pytestmark = pytest.mark.runtime
+
+
+def _one_line_error(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_submit_errors_are_one_line(harness, tmp_path):
+    harness.start("--local-nodes", "1")
+    state = str(harness.state_dir)
+    script = tmp_path / "ok.py"
+    script.write_text("print('hi')\n")
+    _one_line_error(bft("submit", str(tmp_path / "missing.py"), "--state-dir", state), "no such training script")
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "0"), "--min")
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "4", "--max", "2"), "--max")
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "bad name!"), "--name")
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "-5"), "--samples")
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "nan"), "--samples")
+    curve = tmp_path / "curve.json"
+    curve.write_text('{"nodes": [1, 2], "throughput": [10]}')
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--curve", str(curve)), "--curve")
+    curve.write_text("not json")
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--curve", str(curve)), "not JSON")
+    r = bft("submit", str(script), "--state-dir", state, "--name", "dup")
+    assert r.returncode == 0, r.stderr
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "dup"), "exists already")
+    _one_line_error(bft("cancel", "nosuchjob", "--state-dir", state), "no job named")
+    _one_line_error(bft("logs", "nosuchjob", "--state-dir", state), "no log")
+    _one_line_error(bft("status", "--state-dir", str(tmp_path / "nowhere")), "no manager is running")
+    _one_line_error(bft("manager", "--state-dir", state, "--local-nodes", "1"), "already running")
+    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--policy", "magic"), "--policy")
+    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--source", "pbs"), "unknown node source")
+    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--local-trace", str(tmp_path / "no.csv")),
+                    "--local-trace")
+
+
+def test_crashing_script_fails_with_log_tail(harness, tmp_path):
+    harness.start("--local-nodes", "2")
+    script = tmp_path / "crash.py"
+    script.write_text("import sys\nprint('about to fail: missing data file', flush=True)\nsys.exit(3)\n")
+    harness.submit("crash", "--min", "1", "--max", "2", "--retries", "1", script=script)
+    s = harness.wait(lambda s: s["jobs"][0]["state"] == "failed", 120, "the job to be marked failed")
+    job = s["jobs"][0]
+    assert job["retries"] == 2
+    assert job["reason"].startswith("the script exited with code 3 (2 attempts)")
+    assert "about to fail: missing data file" in job["reason"]
+    failures = harness.events("job_failed", job="crash")
+    assert len(failures) == 2 and all("about to fail" in f["tail"] for f in failures)
+    r = bft("status", "--state-dir", str(harness.state_dir))
+    assert "crash failed: the script exited with code 3" in r.stdout
+    # The nodes are free again and the manager goes on.
+    harness.wait(lambda s: not s["nodes"]["used"], 30, "the nodes to be released")
+
+
+def test_spoofed_and_malformed_reports_are_dropped(harness, tmp_path):
+    harness.start("--local-nodes", "1")
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(600)\n")
+    harness.submit("victim", "--min", "1", "--max", "1", script=script)
+    status = harness.wait(lambda s: s["jobs"][0]["state"] == "running", 60, "the job to run")
+    store = harness.store()
+    addr = next(e for e in store.events(("manager_started",)))["reports"]
+    row = store.job("victim")
+    store.close()
+    host, port = addr.rsplit(":", 1)
+    forged = _report.Report("victim", row.generation, 10**6, 0, 1, False, 1e12, 1.7e9)
+    datagrams = [
+        _report.encode(forged, b"\x00" * 32),  # signed with a guessed secret
+        _report.encode(forged, bytes.fromhex(row.secret))[:-4] + b"beef",  # a tampered signature
+        b"BFT1 victim garbage",
+        b"\xff\xfe" * 100,
+        b"",
+        b"BFT1 " + b"x" * 600,
+        _report.encode(_report.Report("nosuchjob", 1, 1, 0, 1, False, 5.0, 1.7e9), b"k" * 32),
+    ]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for d in datagrams:
+            s.sendto(d, (host, int(port)))
+    status = harness.wait(lambda s: s["manager"]["bad_reports"] >= len(datagrams) - 1, 20, "bad reports counted")
+    assert status["jobs"][0]["samples"] == 0  # nothing forged was believed
+    # A correctly signed report is believed, a replay of it is not.
+    good = _report.encode(_report.Report("victim", row.generation, 1, 0, 1, False, 42.0, 1.7e9 + 1),
+                          bytes.fromhex(row.secret))
+    stale = _report.encode(_report.Report("victim", row.generation, 1, 0, 1, False, 99.0, 1.7e9 + 2),
+                           bytes.fromhex(row.secret))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(good, (host, int(port)))
+        s.sendto(stale, (host, int(port)))
+    harness.wait(lambda s: s["jobs"][0]["samples"] == 42.0, 20, "the signed report")
+    assert harness.job("victim")["samples"] == 42.0
+
+
+def test_corrupt_and_foreign_state_files_are_refused(tmp_path):
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir(mode=0o700)
+    (corrupt / "state.db").write_bytes(b"this is not a database at all" * 100)
+    r = bft("manager", "--state-dir", str(corrupt))
+    _one_line_error(r, "not a libbft state database")
+    assert (corrupt / "state.db").read_bytes().startswith(b"this is not")  # untouched
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir(mode=0o700)
+    db = sqlite3.connect(foreign / "state.db")
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    _one_line_error(bft("manager", "--state-dir", str(foreign)), "another program")
+
+    damaged = tmp_path / "damaged"
+    damaged.mkdir(mode=0o700)
+    store = StateStore(damaged / "state.db")
+    for k in range(200):  # enough rows for several pages
+        store.log_event("filler", detail="x" * 200)
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    data = bytearray((damaged / "state.db").read_bytes())
+    for page in range(1, len(data) // 4096):  # garbage over every b-tree page header but the first
+        data[page * 4096:page * 4096 + 8] = b"\xa5" * 8
+    (damaged / "state.db").write_bytes(bytes(data))
+    _one_line_error(bft("manager", "--state-dir", str(damaged)), "malformed")
