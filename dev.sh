@@ -18,8 +18,10 @@ BUILD_DIR="${BFT_BUILD_DIR:-build/dev}"
 JOBS="${BFT_JOBS:-$(nproc)}"
 APT_PACKAGES=(g++ pkg-config libglpk-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
               coinor-libcbc-dev zlib1g-dev clang-format)
+# torch is pinned: 2.13.0 is a CPU build that pip finds on this project's machines; an unpinned
+# torch pulls gigabytes of CUDA packages. scikit-learn ships the runtime examples' dataset.
 PY_PACKAGES=("cmake>=3.22" ninja "pybind11>=2.12" "scikit-build-core>=0.10" "numpy>=1.22" scipy
-             matplotlib "pytest>=7" hypothesis)
+             matplotlib "pytest>=7" hypothesis "torch==2.13.0" scikit-learn)
 
 log() { printf '\033[1m[dev.sh]\033[0m %s\n' "$*" >&2; }
 

@@ -54,6 +54,7 @@ __all__ = [
 EXIT_RESIZE = 75
 
 _CHECKPOINT_NAME = "checkpoint.pt"
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's format; pickle's starts otherwise
 _stop_requested = threading.Event()
 _stop_agreed = False
 _handler_installed = False
@@ -165,12 +166,11 @@ def resume(default: Any = None, *, map_location: str = "cpu") -> Any:
     if not path.exists():
         return default
     data = path.read_bytes()
-    try:
-        import torch
-
-        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
-    except ImportError:
+    if not data.startswith(_ZIP_MAGIC):  # written by pickle (torch was not imported then)
         return pickle.loads(data)
+    import torch
+
+    return torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
 
 
 def should_stop() -> bool:

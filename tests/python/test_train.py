@@ -1,0 +1,167 @@
+"""bft.train, the training-loop side, in real processes: reports over a real UDP socket, atomic
+checkpoints, the SIGTERM contract, and the example scripts unchanged under plain python and torchrun."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from bft.train import EXIT_RESIZE, _report
+from runtime_util import REPO, python_env
+
+SECRET = "5a" * 32
+
+
+def run_py(code: str, env=None, timeout=120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**python_env(), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def manager_env(port: int, tmp_path: Path, **extra) -> dict:
+    return {"BFT_JOB_ID": "j1", "BFT_JOB_SECRET": SECRET, "BFT_GENERATION": "3", "BFT_REPORT_ADDR": f"127.0.0.1:{port}",
+            "BFT_CHECKPOINT_DIR": str(tmp_path / "ckpt"), "BFT_REPORT_INTERVAL_S": "0.1", **extra}
+
+
+def test_report_outside_a_manager_is_a_noop_that_never_raises(tmp_path):
+    r = run_py("""
+        import bft.train as bt
+        for x in (1, 2.5, "garbage", None, float("nan")):
+            bt.report(x)
+        print("survived")
+    """, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "survived"
+    assert r.stderr.count("not launched by bft manager") == 1
+
+
+def test_reports_reach_the_manager_signed_and_the_last_one_at_exit(tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", 0))
+        rx.settimeout(10)
+        r = run_py("""
+            import time, bft.train as bt
+            for n in range(1, 6):
+                bt.report(n * 100)
+                time.sleep(0.15)
+            bt.report(12345)
+        """, env=manager_env(rx.getsockname()[1], tmp_path), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        got = []
+        rx.settimeout(1)
+        while True:
+            try:
+                got.append(_report.decode(rx.recv(1024), bytes.fromhex(SECRET)))
+            except socket.timeout:
+                break
+    assert got, "no report arrived"
+    assert got[0].samples == 100  # the first step is sent at once
+    assert got[-1].samples == 12345  # the final count is flushed at exit
+    assert [g.seq for g in got] == sorted({g.seq for g in got})
+    assert {(g.job, g.generation, g.rank, g.world) for g in got} == {("j1", 3, 0, 1)}
+    with pytest.raises(ValueError, match="signature"):
+        _report.decode(_report.encode(got[0], b"other secret"), bytes.fromhex(SECRET))
+
+
+def test_checkpoint_is_atomic_and_resume_returns_it(tmp_path):
+    env = {"BFT_CHECKPOINT_DIR": str(tmp_path / "ckpt")}
+    r = run_py("""
+        import bft.train as bt
+        assert bt.resume() is None and bt.resume(default={"x": 0}) == {"x": 0}
+        path = bt.checkpoint({"samples": 7, "w": list(range(5))})
+        print(path)
+        assert bt.resume() == {"samples": 7, "w": [0, 1, 2, 3, 4]}
+    """, env=env)
+    assert r.returncode == 0, r.stderr
+    files = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert files == ["checkpoint.pt"]  # no temporary file left behind
+    # Only rank 0 writes.
+    r = run_py("import bft.train as bt; print(bt.checkpoint({'a': 1}))", env={**env, "RANK": "1", "WORLD_SIZE": "2",
+                                                                           "BFT_CHECKPOINT_DIR": str(tmp_path / "r1")})
+    assert r.stdout.strip() == "None" and not (tmp_path / "r1").exists()
+
+
+LOOP = """
+    import sys, time, bft.train as bt
+    state = bt.resume() or {"step": 0}
+    step = state["step"]
+    print("ready", flush=True)
+    while step < 10**9:
+        step += 1
+        bt.report(step)
+        time.sleep(0.01)
+        if CHECK and bt.should_stop():
+            bt.checkpoint({"step": step})
+            print("saved", step, flush=True)
+            bt.exit_for_resize()
+"""
+
+
+def _start_loop(tmp_path, check: bool, env: dict) -> subprocess.Popen:
+    code = textwrap.dedent(LOOP).replace("CHECK", str(check))
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**python_env(), **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    return proc
+
+
+def test_sigterm_lets_the_loop_save_then_exits_for_resize(tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", 0))
+        proc = _start_loop(tmp_path, True, manager_env(rx.getsockname()[1], tmp_path))
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == EXIT_RESIZE, err
+    saved = int(out.split()[-1])
+    r = run_py("import bft.train as bt; print(bt.resume()['step'])", env={"BFT_CHECKPOINT_DIR": str(tmp_path / "ckpt")})
+    assert int(r.stdout) == saved
+
+
+def test_plain_run_stopped_by_sigterm_exits_zero(tmp_path):
+    proc = _start_loop(tmp_path, True, {})
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "saved" in out and (tmp_path / "bft-checkpoints").is_dir()
+
+
+def test_a_loop_that_never_checks_is_ended_after_the_grace_time(tmp_path):
+    proc = _start_loop(tmp_path, False, {"BFT_GRACE_S": "1", "BFT_JOB_ID": "j"})
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == EXIT_RESIZE
+    assert "no checkpoint within the 1 s grace time" in err
+    assert time.monotonic() - t0 < 20
+
+
+@pytest.mark.parametrize("launcher", ["python", "torchrun"])
+def test_example_runs_unchanged_outside_the_manager(tmp_path, launcher):
+    pytest.importorskip("torch", reason="the runtime examples need PyTorch (./dev.sh installs torch==2.13.0)")
+    script = REPO / "examples" / "runtime" / "ddp_synthetic.py"
+    prefix = [sys.executable] if launcher == "python" else [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    r = subprocess.run([*prefix, str(script), "--samples", "3000", "--batch", "64"], env=python_env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    world = 1 if launcher == "python" else 2
+    assert f"on {world} workers" in r.stdout
+    assert (tmp_path / "bft-checkpoints" / "ddp_synthetic" / "checkpoint.pt").exists()
+
+
+def test_digits_example_learns_from_the_packaged_dataset(tmp_path):
+    pytest.importorskip("torch", reason="the runtime examples need PyTorch")
+    pytest.importorskip("sklearn", reason="the digits example needs scikit-learn (the runtime extra)")
+    r = subprocess.run([sys.executable, str(REPO / "examples" / "runtime" / "ddp_digits.py"), "--samples", "12000"],
+                       env=python_env(), cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    accuracy = float(r.stdout.split("test accuracy")[-1])
+    assert accuracy > 0.8, r.stdout  # eight epochs of a small CNN; chance is 0.1
