@@ -206,8 +206,8 @@ def test_the_poll_catches_a_reclaim_whose_message_is_lost(make_source):
     join = ev.wait(lambda e: e.kind == "join", 20, "join")[0]
     (pilot,) = [r for r in pilots_of(src) if r["state"] == "RUNNING"]
     t = time.time()
-    # SIGKILL to every process of the pilot: it cannot say anything.
-    subprocess.run(["scancel", "--signal=KILL", "--full", pilot["id"]], check=True)
+    # SIGKILL to the pilot itself (step 0): it cannot say anything, and its job ends with it.
+    subprocess.run(["scancel", "--signal=KILL", f"{pilot['id']}.0"], check=True)
     reclaim = ev.wait(lambda e: e.kind == "reclaim", 3 * POLL_S + 10, "reclaim by poll")[0]
     print(f"\npilot SIGKILLed -> reclaim by the poll: {reclaim.time_s - t:.2f} s (poll every {POLL_S} s)")
     assert reclaim.node == join.node and reclaim.grace_s == 0.0
@@ -219,14 +219,14 @@ def test_launch_runs_inside_the_pilot_and_dies_with_it(make_source, tmp_path):
     node = src.nodes()[0]
     (pilot,) = [r for r in pilots_of(src) if r["node"] == node and r["state"] == "RUNNING"]
     log = tmp_path / "cmd.log"
-    script = ('echo "job=$SLURM_JOB_ID node=$SLURMD_NODENAME answer=$BFT_TEST_ANSWER pid=$$"; '
+    script = ('echo "job=$SLURM_JOB_ID node=$SLURMD_NODENAME answer=$BFT_TEST_ANSWER cwd=$PWD pid=$$"; '
               'trap \'echo got SIGTERM; exit 0\' TERM; while :; do sleep 0.1; done')
     t0 = time.time()
-    proc = src.launch(node, ["bash", "-c", script], {"BFT_TEST_ANSWER": "42"}, log)
+    proc = src.launch(node, ["bash", "-c", script], {"BFT_TEST_ANSWER": "42"}, log, cwd=tmp_path)
     wait_until(lambda: "pid=" in log.read_text() if log.exists() else False, 10, "launched command output")
     print(f"\nlaunch -> command running on {node}: {time.time() - t0:.2f} s")
     first = log.read_text().splitlines()[0]
-    assert first.startswith(f"job={pilot['id']} node={node} answer=42 ")
+    assert first.startswith(f"job={pilot['id']} node={node} answer=42 cwd={tmp_path} pid=")
     pid = int(first.rsplit("pid=", 1)[1])
     steps = subprocess.run(["squeue", "--noheader", "--steps", f"--jobs={pilot['id']}", "--format=%i"],
                            capture_output=True, text=True, check=True).stdout.split()

@@ -8,10 +8,11 @@
 #   tests/slurm/cluster.sh status DIR   which recorded processes live; sinfo
 #   tests/slurm/cluster.sh env DIR      print the environment to use
 #
-# Partitions: `main` (PriorityTier=10, default) and `pilot` (PriorityTier=1, PreemptMode=CANCEL,
-# GraceTime=$BFT_SLURM_GRACE_S, default 5): a main job preempts pilots (SIGTERM, then SIGKILL after
-# the grace time). Ports: slurmctld on BASE, n1..n8 on BASE+1..BASE+8; BASE is $BFT_SLURM_BASE_PORT
-# or the first of 16810, 16910, ... whose nine ports are all free.
+# Partitions: `main` (PriorityTier=10, default), `pilot` (PriorityTier=1, PreemptMode=CANCEL,
+# GraceTime=$BFT_SLURM_GRACE_S, default 5): a main job preempts pilots (SIGTERM to their steps,
+# SIGKILL after the grace time), and `noroot` (DisableRootJobs=YES: one root has no right to).
+# Ports: slurmctld on BASE, n1..n8 on BASE+1..BASE+8; BASE is $BFT_SLURM_BASE_PORT or the first of
+# 16810, 16910, ... whose nine ports are all free. Exit status 77: Slurm cannot be installed here.
 set -euo pipefail
 
 NODES=8

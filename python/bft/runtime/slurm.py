@@ -376,16 +376,17 @@ class SlurmNodeSource(NodeSource):
                 self._run(["scancel", f"--user={self.user}", f"--name={self.job_name}"])
             except SourceError as e:
                 log.warning("%s", e)
-            deadline = time.monotonic() + 60.0
+            deadline, left = time.monotonic() + 60.0, None
             while time.monotonic() < deadline:
                 try:
-                    if not self._squeue():
+                    left = self._squeue()
+                    if not left:
                         break
                 except SourceError as e:
                     log.warning("%s", e)
                 time.sleep(0.2)
             else:
-                log.warning("slurm: pilot jobs %s still in the queue 60 s after scancel", sorted(self._squeue()))
+                log.warning("slurm: pilot jobs %s still in the queue 60 s after scancel", sorted(left or {}))
         if self._listener is not None:
             self._listener.close()  # ends the listening thread within its accept timeout
             self._listener = None
@@ -397,7 +398,8 @@ class SlurmNodeSource(NodeSource):
                 self._pilots.clear()
             self._releasing = False
 
-    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
+    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
+               cwd: Optional[Path] = None) -> subprocess.Popen:
         with self._lock:
             pilot = next((p for p in self._pilots.values() if p.node == node and p.state == "running"), None)
         if pilot is None:
@@ -406,7 +408,10 @@ class SlurmNodeSource(NodeSource):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
         full_env.update(env)
         cmd = ["srun", f"--jobid={pilot.job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-               f"--job-name=bft.{self.identity}", "--quiet", "--export=ALL", "--", *argv]
+               f"--job-name=bft.{self.identity}", "--quiet", "--export=ALL"]
+        if cwd is not None:
+            cmd.append(f"--chdir={cwd}")  # the directory on the node, not of the local srun
+        cmd += ["--", *argv]
         with open(log_path, "ab") as out:
             return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=full_env, start_new_session=True)
@@ -560,8 +565,11 @@ class SlurmNodeSource(NodeSource):
                     pilot = self._pilots[job_id] = _Pilot(job_id, "pending")
                 if state == "RUNNING" and pilot.state == "pending" and job_id in stepped:
                     self._join(pilot, node)
-            waiting = sorted((j for j, p in self._pilots.items() if p.state == "pending"), key=int)
-            held = sum(1 for p in self._pilots.values() if p.state == "running")
+            # Allocated pilots whose step has not reported yet hold a node; they are not pending.
+            waiting = sorted((j for j, p in self._pilots.items()
+                              if p.state == "pending" and jobs.get(j, ("PENDING", ""))[0] != "RUNNING"), key=int)
+            held = sum(1 for j, p in self._pilots.items()
+                       if p.state == "running" or (p.state == "pending" and jobs.get(j, ("", ""))[0] == "RUNNING"))
             target = self.pending
             if self.max_nodes:
                 target = max(0, min(target, self.max_nodes - held))
