@@ -1,0 +1,109 @@
+"""End to end on the real Slurm test cluster: `bft manager --source slurm`, real torchrun and PyTorch
+DDP inside pilot jobs, a main-queue workload that preempts pilots, and a `kill -9` of the manager.
+
+Nothing of Slurm, torch or the process table is mocked. The harness stops every process it started
+and `bft manager stop` must leave no pilot in the queue.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runtime_util import ManagerHarness, python_env
+from slurm_util import GRACE_S, slurm_cluster, squeue, wait_running, wait_until  # noqa: F401
+
+pytestmark = pytest.mark.runtime
+
+# The manager with the Slurm source registered (bft's command line imports the local source only).
+MANAGER = "import sys, bft.runtime.slurm; from bft.cli import main; sys.exit(main())"
+
+
+class SlurmManager(ManagerHarness):
+    def start(self, *args: str) -> subprocess.Popen:
+        log = open(self.root / f"manager-{len(self.procs)}.log", "wb")
+        proc = subprocess.Popen([sys.executable, "-c", MANAGER, "manager", "--state-dir", str(self.state_dir),
+                                 "--source", "slurm", *args], env=python_env(), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        self.wait(lambda s: True, 60, "the manager to answer", proc=proc)
+        self.identity = self.status()["manager"]["identity"]
+        return proc
+
+    def stop(self, proc: subprocess.Popen) -> None:
+        r = subprocess.run([sys.executable, "-c", MANAGER, "manager", "stop", "--state-dir", str(self.state_dir)],
+                           env=python_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert proc.wait(60) == 0
+
+
+@pytest.fixture
+def manager(slurm_cluster, tmp_path):
+    pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
+    h = SlurmManager(tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()
+        ids = [r["id"] for r in squeue()]
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True)
+        wait_until(lambda: not squeue(), 30, "empty queue", step_s=0.2)
+
+
+def test_training_fills_pilots_shrinks_for_main_jobs_survives_kill9_and_leaves_nothing(manager):
+    # n5..n8 busy with the main queue for the whole test: the pilots get n1..n4.
+    background = subprocess.run(["sbatch", "--parsable", "--partition=main", "--nodes=4", "--nodelist=n[5-8]",
+                                 "--output=/dev/null", "--wrap=sleep 600"], check=True, capture_output=True,
+                                text=True).stdout.strip()
+    wait_running(background, 10)
+    options = ("--slurm-partition", "pilot", "--slurm-manager-address", "127.0.0.1", "--slurm-pending", "2",
+               "--slurm-max-nodes", "4", "--slurm-poll-s", "1", "--grace", "4")
+    first = manager.start(*options)
+    work = 200_000
+    manager.submit("a", "--min", "1", "--max", "4", "--samples", str(work))
+    manager.submit("b", "--min", "1", "--max", "4", "--samples", str(work))
+    manager.wait(lambda s: len(s["nodes"]["pool"]) == 4 and sum(j["samples"] > 0 for j in s["jobs"]) >= 1, 120,
+                 "4 pilots adopted and a first progress report")
+    job_name = f"bft-pilot.{manager.identity}"
+
+    # A main job arrives and takes two nodes from the pilots; the training jobs shrink to two nodes.
+    t_submit = time.time()
+    main_job = subprocess.run(["sbatch", "--parsable", "--partition=main", "--nodes=2", "--output=/dev/null",
+                               "--wrap=sleep 25"], check=True, capture_output=True, text=True).stdout.strip()
+    t_run, main_nodes = wait_running(main_job, GRACE_S + 15)
+    print(f"\nmain job (2 nodes) submitted -> running over the pilots: {t_run - t_submit:.2f} s")
+    assert t_run - t_submit <= GRACE_S + 10
+    manager.wait(lambda s: len(s["nodes"]["pool"]) == 2, 30, "the pool to shrink to 2 nodes")
+    before = {j["id"]: j["samples"] for j in manager.status()["jobs"]}
+
+    # kill -9 while pilots hold nodes and training runs; the restart adopts the pilots.
+    manager.kill9(first)
+    running_pilots = sorted(r["node"] for r in squeue(f"--name={job_name}") if r["state"] == "RUNNING")
+    assert len(running_pilots) == 2, squeue()
+    second = manager.start(*options)
+    manager.wait(lambda s: set(running_pilots) <= set(s["nodes"]["pool"]), 30, "the pilots adopted again")
+    assert manager.status()["manager"]["identity"] == manager.identity
+
+    # The main job ends; its nodes are adopted again; both jobs finish with their full sample count.
+    manager.wait(lambda s: len(s["nodes"]["pool"]) == 4, 60, "the freed nodes adopted again")
+    manager.wait(lambda s: all(j["state"] == "finished" for j in s["jobs"]), 300, "both jobs to finish")
+    final = {j["id"]: j for j in manager.status()["jobs"]}
+    for name in ("a", "b"):
+        assert final[name]["samples"] >= max(work, before[name])
+        done = re.findall(r"done: (\d+) samples", manager.job_log(name))
+        assert done and int(done[-1]) >= work, manager.job_log(name)[-2000:]
+    # The training on the main job's nodes was stopped because of the preemption.
+    taken = set(subprocess.run(["scontrol", "show", "hostnames", main_nodes], check=True, capture_output=True,
+                               text=True).stdout.split())
+    assert taken & {e["node"] for e in manager.events("preempted")}, manager.events("preempted")
+    assert manager.events("recovered")
+
+    # `bft manager stop` gives every node back: no pilot in the queue, no process left.
+    manager.stop(second)
+    assert squeue(f"--name={job_name}") == []
+    assert manager.leftovers() == []
