@@ -17,7 +17,7 @@ import pytest
 from runtime_util import ManagerHarness, python_env
 from slurm_util import GRACE_S, slurm_cluster, squeue, wait_running, wait_until  # noqa: F401
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.slurm]
 
 # The manager with the Slurm source registered (bft's command line imports the local source only).
 MANAGER = "import sys, bft.runtime.slurm; from bft.cli import main; sys.exit(main())"

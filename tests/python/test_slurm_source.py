@@ -18,6 +18,8 @@ from bft.runtime.slurm import SlurmNodeSource
 from slurm_util import (GRACE_S, Events, cancel_and_wait_empty, pilots_of, slurm_cluster, squeue,  # noqa: F401
                         submit_main, wait_running, wait_until)
 
+pytestmark = pytest.mark.slurm
+
 POLL_S = 1.0
 
 
