@@ -30,6 +30,8 @@ DIR=$(cd "$DIR" && pwd)
 PIDS=$DIR/pids   # one line per process started: "<name> <pid>"
 
 alive() { kill -0 "$1" 2>/dev/null; }
+# A recorded pid is still the daemon we started (not a pid reused since): its name matches.
+ours() { [[ $(cat "/proc/$2/comm" 2>/dev/null) == "${1%%.*}" ]]; }
 
 print_env() {
   echo "export SLURM_CONF=$DIR/slurm.conf"
@@ -161,7 +163,7 @@ fail_start() {
 any_alive() {
   [[ -s $PIDS ]] || return 1
   local name pid
-  while read -r name pid; do alive "$pid" && return 0; done <"$PIDS"
+  while read -r name pid; do ours "$name" "$pid" && return 0; done <"$PIDS"
   return 1
 }
 
@@ -169,7 +171,7 @@ do_start() {
   if any_alive; then
     # Idempotent: a running cluster is left as it is, if it is whole.
     local dead=0 name pid
-    while read -r name pid; do alive "$pid" || { echo "cluster.sh: $name (pid $pid) is dead" >&2; dead=1; }; done <"$PIDS"
+    while read -r name pid; do ours "$name" "$pid" || { echo "cluster.sh: $name (pid $pid) is dead" >&2; dead=1; }; done <"$PIDS"
     [[ $dead -eq 0 ]] || die "cluster in $DIR is half running; run '$0 stop $DIR' first"
     print_env
     return 0
@@ -232,7 +234,7 @@ do_stop() {
   cancel_jobs
   local name pid pids=()
   # Reverse order: slurmd before slurmctld before munged.
-  while read -r name pid; do alive "$pid" && pids=("$pid" "${pids[@]}"); done <"$PIDS"
+  while read -r name pid; do ours "$name" "$pid" && pids=("$pid" "${pids[@]}"); done <"$PIDS"
   if [[ ${#pids[@]} -gt 0 ]]; then
     kill -TERM "${pids[@]}" 2>/dev/null || true
     local i left
@@ -255,7 +257,7 @@ do_status() {
   local name pid rc=0
   [[ -s $PIDS ]] || { echo "not running (nothing recorded in $PIDS)"; return 1; }
   while read -r name pid; do
-    if alive "$pid"; then echo "$name $pid running"; else echo "$name $pid dead"; rc=1; fi
+    if ours "$name" "$pid"; then echo "$name $pid running"; else echo "$name $pid dead"; rc=1; fi
   done <"$PIDS"
   SLURM_CONF=$DIR/slurm.conf sinfo -N -o '%N %P %T' || rc=1
   return $rc
