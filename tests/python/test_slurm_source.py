@@ -4,8 +4,12 @@ Partition `main` (PriorityTier 10) preempts partition `pilot` (PriorityTier 1, P
 GraceTime=5 s). Every test tags its pilots with an identity of its own and leaves the queue empty.
 """
 
+import hashlib
+import hmac
+import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import time
@@ -171,6 +175,38 @@ def test_a_restarted_source_adopts_running_pilots_and_cancels_the_surplus(make_s
     reclaims = ev2.wait(lambda e: e.kind == "reclaim" and e.node in held, 10, "reclaim of an adopted pilot")
     assert reclaims[0].grace_s == GRACE_S  # told by the adopted pilot itself
     wait_running(job, GRACE_S + 15)
+
+
+def test_unsigned_stale_or_replayed_reports_change_nothing(make_source, tmp_path):
+    src = make_source("forged", pending=1, max_nodes=1, state_dir=tmp_path / "state")
+    ev = Events()
+    src.start(ev)
+    join = ev.wait(lambda e: e.kind == "join", 20, "join")[0]
+    (pilot,) = [r for r in pilots_of(src) if r["state"] == "RUNNING"]
+    secret = bytes.fromhex(json.loads((tmp_path / "state" / "slurm-source.json").read_text())["secret"])
+    assert (tmp_path / "state" / "slurm-source.json").stat().st_mode & 0o077 == 0
+
+    def send(event, job, sent_s, key=secret):
+        body = json.dumps({"identity": "forged", "job": job, "node": join.node, "event": event, "time": sent_s})
+        mac = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+        with socket.create_connection(("127.0.0.1", src.port), timeout=5) as s:
+            s.sendall(f"{mac} {body}\n".encode())
+            return s.makefile().readline().strip()
+
+    assert send("term", pilot["id"], time.time(), key=b"not the secret") == "error signature"
+    assert send("term", pilot["id"], time.time() - 3600) == "error stale"
+    with socket.create_connection(("127.0.0.1", src.port), timeout=5):  # an idle client holds nothing up
+        t = time.monotonic()
+        assert send("start", "999999", time.time(), key=b"x") == "error signature"
+        assert time.monotonic() - t < 1.0
+    assert [e.kind for e in ev.items] == ["join"] and src.nodes() == [join.node]
+    # A pilot that has ended cannot be brought back by replaying its (signed, fresh) start report.
+    subprocess.run(["scancel", pilot["id"]], check=True)
+    ev.wait(lambda e: e.kind == "reclaim", 10, "reclaim")
+    wait_until(lambda: not squeue(f"--jobs={pilot['id']}"), 15, "the pilot gone from the queue")
+    time.sleep(2 * POLL_S + 0.5)  # and seen gone by the source's poll
+    assert send("start", pilot["id"], time.time()) == "error ended"
+    assert [e.kind for e in ev.items if e.node == join.node][-1] == "reclaim"
 
 
 def test_bad_partition_is_a_clear_error_and_submits_nothing(make_source):

@@ -89,6 +89,8 @@ exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{_PILO
 _IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
 _COMMAND_TIMEOUT_S = 30.0
 _MESSAGE_MAX_BYTES = 4096
+_MESSAGE_MAX_AGE_S = 300.0  # older (or replayed) signed reports are ignored; allows for clock skew
+_MAX_CONNECTIONS = 32  # reports handled at once; a slow or idle client cannot hold up the others
 # squeue states in which a pilot is waiting for a node (it counts as pending).
 _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
 
@@ -163,6 +165,8 @@ class SlurmNodeSource(NodeSource):
         self._failures = 0  # pilots in a row that ended without ever reporting "start"
         self._next_submit_s = 0.0
         self._submitted: Optional[List[str]] = None  # during start(): what it submitted, to undo a failure
+        self._ended: Dict[str, None] = {}  # pilots seen gone (insertion-ordered, bounded): replays of them are ignored
+        self._connections = threading.BoundedSemaphore(_MAX_CONNECTIONS)
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -474,12 +478,17 @@ class SlurmNodeSource(NodeSource):
             return "error signature"
         try:
             msg = json.loads(body)
-            job, node, event = str(msg["job"]), str(msg["node"]), msg["event"]
+            job, node, event, sent_s = str(msg["job"]), str(msg["node"]), msg["event"], float(msg["time"])
         except (ValueError, KeyError, TypeError):
             return "error malformed"
         if msg.get("identity") != self.identity or event not in ("start", "term"):
             return "error unknown"
+        if abs(time.time() - sent_s) > _MESSAGE_MAX_AGE_S:
+            log.warning("slurm: report of pilot %s sent %.0f s ago ignored", job, time.time() - sent_s)
+            return "error stale"
         with self._lock:
+            if job in self._ended:
+                return "error ended"
             # Signed, so ours even if the sbatch answer has not been recorded yet.
             pilot = self._pilots.setdefault(job, _Pilot(job, "pending"))
             if pilot.state == "cancelling" or self._releasing:
@@ -500,18 +509,26 @@ class SlurmNodeSource(NodeSource):
                 continue
             except OSError:
                 return
+            if not self._connections.acquire(blocking=False):
+                conn.close()  # flooded: the pilot retries, and the poll is the safety net
+                continue
+            threading.Thread(target=self._serve, args=(conn,), name="bft-slurm-report", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
             with conn:
                 conn.settimeout(2.0)
-                try:
-                    data = b""
-                    while not data.endswith(b"\n") and len(data) < _MESSAGE_MAX_BYTES:
-                        chunk = conn.recv(_MESSAGE_MAX_BYTES)
-                        if not chunk:
-                            break
-                        data += chunk
-                    conn.sendall((self._handle_message(data) + "\n").encode())
-                except OSError:
-                    continue
+                data = b""
+                while not data.endswith(b"\n") and len(data) < _MESSAGE_MAX_BYTES:
+                    chunk = conn.recv(_MESSAGE_MAX_BYTES)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall((self._handle_message(data) + "\n").encode())
+        except OSError:
+            pass
+        finally:
+            self._connections.release()
 
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.poll_s):
@@ -558,6 +575,9 @@ class SlurmNodeSource(NodeSource):
                     # Ended without ever reporting: the pilot cannot run or cannot reach us.
                     self._failures += 1
                 del self._pilots[job_id]
+                self._ended[job_id] = None
+                if len(self._ended) > 10000:
+                    del self._ended[next(iter(self._ended))]
             for job_id, (state, node) in jobs.items():
                 pilot = self._pilots.get(job_id)
                 if pilot is None:
