@@ -201,12 +201,14 @@ def test_unsigned_stale_or_replayed_reports_change_nothing(make_source, tmp_path
         assert time.monotonic() - t < 1.0
     assert [e.kind for e in ev.items] == ["join"] and src.nodes() == [join.node]
     # A pilot that has ended cannot be brought back by replaying its (signed, fresh) start report.
-    subprocess.run(["scancel", pilot["id"]], check=True)
+    # The main queue takes every node, so no new pilot can start meanwhile.
+    job, _ = submit_main(nodes=8, seconds=60)
     ev.wait(lambda e: e.kind == "reclaim", 10, "reclaim")
-    wait_until(lambda: not squeue(f"--jobs={pilot['id']}"), 15, "the pilot gone from the queue")
-    time.sleep(2 * POLL_S + 0.5)  # and seen gone by the source's poll
+    src.reclaim_done(join.node)
+    wait_running(job, GRACE_S + 15)
+    time.sleep(2 * POLL_S + 0.5)  # the pilot seen gone by the source's poll
     assert send("start", pilot["id"], time.time()) == "error ended"
-    assert [e.kind for e in ev.items if e.node == join.node][-1] == "reclaim"
+    assert src.nodes() == [] and ev.items[-1].kind == "reclaim"
 
 
 def test_bad_partition_is_a_clear_error_and_submits_nothing(make_source):
