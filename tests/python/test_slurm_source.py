@@ -92,7 +92,7 @@ def test_preemption_is_announced_by_the_pilot_with_the_grace_time(make_source):
     latency = reclaim.time_s - t_submit
     print(f"\nmain job submitted -> reclaim announced by the pilot: {latency:.2f} s")
     assert reclaim.grace_s == GRACE_S  # from the pilot's own message, not the poll (which says 0)
-    assert latency < 3.0
+    assert latency < GRACE_S  # in time for the training to use the grace time
     src.reclaim_done(reclaim.node)  # nothing of ours runs there: give the node back at once
     t_run, node = wait_running(job, GRACE_S + 10)
     print(f"main job submitted -> running: {t_run - t_submit:.2f} s")
@@ -198,7 +198,7 @@ def test_unsigned_stale_or_replayed_reports_change_nothing(make_source, tmp_path
     with socket.create_connection(("127.0.0.1", src.port), timeout=5):  # an idle client holds nothing up
         t = time.monotonic()
         assert send("start", "999999", time.time(), key=b"x") == "error signature"
-        assert time.monotonic() - t < 1.0
+        assert time.monotonic() - t < 1.5  # a serial server would wait out the idle client's 2 s timeout
     assert [e.kind for e in ev.items] == ["join"] and src.nodes() == [join.node]
     # A pilot that has ended cannot be brought back by replaying its (signed, fresh) start report.
     # The main queue takes every node, so no new pilot can start meanwhile.
