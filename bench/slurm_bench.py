@@ -120,11 +120,12 @@ def adoption(repeat, state_dir, out_dir):
             join = ev.wait_new("join", since, 20)
             marker = out_dir / f"started-{i}"
             t_launch = time.time()
-            proc = src.launch(join.node, ["bash", "-c", f"date +%s.%N > {marker}.tmp && mv {marker}.tmp {marker}; exec sleep 3600"],
-                              {}, out_dir / f"cmd-{i}.log")
+            command = f"date +%s.%N > {marker}.tmp && mv {marker}.tmp {marker}; exec sleep 3600"
+            proc = src.launch(join.node, ["bash", "-c", command], {}, out_dir / f"cmd-{i}.log")
             wait_until(marker.exists, 20, "launched command")
             t_cmd = float(marker.read_text())
-            samples.append((t_pilot - t_free, join.time_s - t_free, t_cmd - join.time_s, t_cmd - t_launch, t_cmd - t_free))
+            samples.append((t_pilot - t_free, join.time_s - t_free, t_cmd - join.time_s, t_cmd - t_launch,
+                            t_cmd - t_free))
             print(f"  adoption {i + 1}: freed->pilot running {samples[-1][0]:.2f} s, ->join {samples[-1][1]:.2f} s, "
                   f"join->command running {samples[-1][2]:.2f} s (pilot {pilot_rows[0]['id']})", flush=True)
             os.killpg(proc.pid, 15)
@@ -188,7 +189,8 @@ def main():
         try:
             grace = re.search(r"GraceTime=(\d+)", subprocess.run(["scontrol", "show", "partition", "pilot"],
                               capture_output=True, text=True).stdout).group(1)
-            print(f"Slurm test cluster: 8 nodes, pilot partition GraceTime={grace} s, {args.repeat} samples each", flush=True)
+            print(f"Slurm test cluster: 8 nodes, pilot partition GraceTime={grace} s, {args.repeat} samples each",
+                  flush=True)
             adopt = adoption(args.repeat, tmp / "state", tmp)
             waits = reclaim(args.repeat, tmp / "state")
         finally:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from runtime_util import ManagerHarness, python_env
-from slurm_util import GRACE_S, slurm_cluster, squeue, wait_running, wait_until  # noqa: F401
+from slurm_util import GRACE_S, slurm_cluster, squeue, wait_running, wait_until  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slurm]
 

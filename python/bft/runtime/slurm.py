@@ -173,17 +173,18 @@ class SlurmNodeSource(NodeSource):
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         g = parser.add_argument_group("slurm node source (--source slurm)")
-        g.add_argument("--slurm-partition", default="", help="partition of the pilot jobs (a preemptible, low PriorityTier one)")
-        g.add_argument("--slurm-qos", default="", help="QOS of the pilot jobs (a preemptible one, for PreemptType=preempt/qos)")
-        g.add_argument("--slurm-account", default="", help="account charged for the pilot jobs")
-        g.add_argument("--slurm-time", default="1:00:00", help="time limit of each pilot (sbatch --time); default %(default)s")
-        g.add_argument("--slurm-time-min", default="", help="minimum time limit (sbatch --time-min), for backfill-only pilots")
-        g.add_argument("--slurm-pending", type=int, default=2, help="pilots kept pending; default %(default)s")
-        g.add_argument("--slurm-max-nodes", type=int, default=0, help="most nodes held at once (0: no cap)")
-        g.add_argument("--slurm-manager-address", default="", help="address the pilots reach the manager at (default: this host's name)")
-        g.add_argument("--slurm-port", type=int, default=0, help="TCP port the pilots report to (0: any free one, kept across restarts)")
-        g.add_argument("--slurm-poll-s", type=float, default=2.0, help="seconds between squeue polls (the safety net); default %(default)s")
-        g.add_argument("--slurm-pilot-output", default="/dev/null", help="pilot jobs' output file (sbatch --output; %%j = job id)")
+        arg = g.add_argument
+        arg("--slurm-partition", default="", help="partition of the pilot jobs (a preemptible, low PriorityTier one)")
+        arg("--slurm-qos", default="", help="QOS of the pilot jobs (a preemptible one, for PreemptType=preempt/qos)")
+        arg("--slurm-account", default="", help="account charged for the pilot jobs")
+        arg("--slurm-time", default="1:00:00", help="time limit of each pilot (sbatch --time); default %(default)s")
+        arg("--slurm-time-min", default="", help="minimum time limit (sbatch --time-min), for backfill-only pilots")
+        arg("--slurm-pending", type=int, default=2, help="pilots kept pending; default %(default)s")
+        arg("--slurm-max-nodes", type=int, default=0, help="most nodes held or pending at once (0: no cap)")
+        arg("--slurm-manager-address", default="", help="address the pilots report to (default: this host's name)")
+        arg("--slurm-port", type=int, default=0, help="TCP port of the pilots' reports (0: any, kept across restarts)")
+        arg("--slurm-poll-s", type=float, default=2.0, help="seconds between squeue polls; default %(default)s")
+        arg("--slurm-pilot-output", default="/dev/null", help="pilots' output file (sbatch --output; %%j = job id)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, identity: str, state_dir: Path) -> "SlurmNodeSource":
@@ -215,7 +216,8 @@ class SlurmNodeSource(NodeSource):
         except FileNotFoundError:
             raise SourceError(f"slurm: {argv[0]} not found on PATH (is the Slurm client installed?)") from None
         except subprocess.TimeoutExpired:
-            raise SourceError(f"slurm: '{' '.join(argv[:2])}' got no answer in {_COMMAND_TIMEOUT_S:.0f} s (slurmctld down or unreachable?)") from None
+            raise SourceError(f"slurm: '{' '.join(argv[:2])}' got no answer in {_COMMAND_TIMEOUT_S:.0f} s "
+                              "(slurmctld down or unreachable?)") from None
         if r.returncode != 0:
             why = _first_line(r.stderr) or _first_line(r.stdout) or f"exit status {r.returncode}"
             raise SourceError(f"slurm: {argv[0]} failed: {why}")
