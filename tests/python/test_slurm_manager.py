@@ -19,7 +19,8 @@ from slurm_util import GRACE_S, slurm_cluster, squeue, wait_running, wait_until 
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slurm]
 
-# The manager with the Slurm source registered (bft's command line imports the local source only).
+# `python -m bft` with the Slurm source imported explicitly, so that this test does not depend on
+# which sources bft's command line registers.
 MANAGER = "import sys, bft.runtime.slurm; from bft.cli import main; sys.exit(main())"
 
 
