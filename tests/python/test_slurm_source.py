@@ -283,3 +283,12 @@ def test_main_jobs_wait_at_most_the_grace_time_because_of_pilots(make_source):
               end="")
     print()
     assert max(idle + released + held) <= GRACE_S + 10
+
+
+def test_backfill_only_pilots_report_killwait_as_their_grace(make_source):
+    """A partition without preemption (the fallback of docs/slurm.md): SIGTERM comes only at the
+    time limit or a cancellation, KillWait (3 s in cluster.sh) before SIGKILL."""
+    src = make_source("backfill", partition="main", time_min="0:30", pending=0)
+    src.start(Events())
+    assert src.describe()["grace_s"] == 3.0
+    assert pilots_of(src) == []

@@ -256,6 +256,11 @@ class SlurmNodeSource(NodeSource):
         self.grace_s = float(m.group(1)) if m else 0.0
         if self.qos:
             self.grace_s = max(self.grace_s, self._qos_grace_s())
+        if self.grace_s == 0:
+            # No preemption grace (e.g. backfill-only pilots): a time limit or a cancellation
+            # still leaves KillWait between SIGTERM and SIGKILL.
+            m = re.search(r"^KillWait\s*=\s*(\d+)", self._run(["scontrol", "show", "config"]), re.M)
+            self.grace_s = float(m.group(1)) if m else 0.0
 
     def _qos_grace_s(self) -> float:
         """The QOS's GraceTime (preempt/qos); 0 where there is no accounting database to ask."""
