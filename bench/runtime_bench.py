@@ -3,6 +3,7 @@
     python bench/runtime_bench.py report              # bft.train.report() cost per call
     python bench/runtime_bench.py decision            # manager decision latency, 100 jobs x 1,000 nodes
     python bench/runtime_bench.py resize [--cycles 5] # resize gap, grow and shrink, both resize methods
+    python bench/runtime_bench.py simreal             # a trace through the real runtime vs bft replay of it
 
 Run with the build on PYTHONPATH (``PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py ...``).
 """
@@ -14,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -118,7 +118,7 @@ def bench_resize(cycles: int, methods: list, nodes: int) -> None:
     print(json.dumps(results))
 
 
-def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 30.0) -> dict:
+def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 60.0) -> dict:
     from bft.runtime import control
     from bft.runtime.launcher import terminate_tagged
     from bft.runtime.state import StateStore
@@ -132,7 +132,8 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 30
     (tmp / "trace.csv").write_text("time,node,state\n" + "".join(f"{t:g},{n},{s}\n" for t, n, s in rows))
     env = dict(os.environ, OMP_NUM_THREADS="1")
     state = tmp / "state"
-    cmd = [sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method,
+    # A long horizon (--tfwd) so that growing back is always worth its cost: this measures resizes, not policy.
+    cmd = [sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method, "--tfwd", "600",
            "--local-trace", str(tmp / "trace.csv"), "--local-nodes", str(nodes), "--local-grace-s", "10"]
     manager = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
@@ -162,9 +163,88 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 30
     gaps = {"grow": [], "shrink": []}
     for e in store.events(("resize_gap",)):
         gaps["grow" if e["to_nodes"] > e["from_nodes"] else "shrink"].append(e["gap_s"])
+    if os.environ.get("BFT_BENCH_EVENTS"):  # for a closer look: the manager's event log
+        for e in store.events():
+            print(f"  {e['time_s'] - store.events()[0]['time_s']:7.1f} {e['kind']:12s} {e.get('job') or ''} "
+                  f"{e.get('node') or ''} {e.get('to_nodes', '')} {e.get('gap_s', '')}")
     store.close()
     shutil.rmtree(tmp)
     return gaps
+
+
+SIMREAL_TRACE = [  # 4 nodes over 240 s: holes open and close while one job trains
+    (0, "n0", "idle"), (0, "n1", "idle"), (45, "n2", "idle"), (90, "n3", "idle"), (130, "n1", "busy"),
+    (170, "n1", "idle"), (200, "n2", "busy"), (200, "n3", "busy"), (240, "n0", "busy"), (240, "n1", "busy")]
+
+
+def bench_simreal(method: str) -> None:
+    """One DDP job, submitted with no curve, runs on the local source driven by SIMREAL_TRACE in real
+    time. Then ``bft replay`` replays the same trace and job with the curve the advisor measured in
+    that run and the rescale gaps the manager measured. Samples done by the trace's end are compared."""
+    from bft import curve, sim
+    from bft.runtime import control
+    from bft.runtime.launcher import terminate_tagged
+    from bft.runtime.state import StateStore
+
+    tmp = Path(tempfile.mkdtemp())
+    end_s = max(t for t, _, _ in SIMREAL_TRACE)
+    trace_path = tmp / "trace.csv"
+    trace_path.write_text("time,node,state\n" + "".join(f"{t},{n},{s}\n" for t, n, s in SIMREAL_TRACE))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    state = tmp / "state"
+    manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method,
+                                "--local-trace", str(trace_path), "--local-nodes", "4", "--local-grace-s", "10"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    identity = None
+    try:
+        for _ in range(100):
+            try:
+                identity = control.request(state, {"op": "status"})["status"]["manager"]["identity"]
+                break
+            except control.ControlError:
+                time.sleep(0.2)
+        t0 = json.loads((state / "local-source.json").read_text())["t0"]
+        subprocess.run([sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
+                        "--state-dir", str(state), "--name", "job", "--min", "1", "--max", "4", "--samples", "1e12"],
+                       env=env, check=True, capture_output=True)
+        time.sleep(max(0.0, t0 + end_s + 2 - time.time()))
+    finally:
+        manager.send_signal(signal.SIGTERM)
+        try:
+            manager.wait(60)
+        except subprocess.TimeoutExpired:
+            manager.kill()
+        if identity:
+            terminate_tagged(identity, 5.0)
+    store = StateStore(state / "state.db", create=False, read_only=True)
+    rows = [p for p in store.progress() if p["time_s"] <= t0 + end_s]
+    real = max((p["samples"] for p in rows), default=0.0)
+    submit = store.job("job").submitted_s - t0
+    # The curve the manager's advisor learned, rebuilt from the stored records as a restarted manager would.
+    options = curve.AdvisorOptions()
+    options.warmup_s = 3.0
+    advisor = curve.ProfilingAdvisor(options)
+    for p in rows:
+        advisor.report("job", p["time_s"], p["nodes"], p["advisor_samples"])
+    learned = advisor.throughput_estimate("job", 4)
+    gaps = {"up": [], "down": []}
+    for e in store.events(("resize_gap",)):
+        gaps["up" if e["to_nodes"] > e["from_nodes"] else "down"].append(e["gap_s"])
+    store.close()
+    up = statistics.median(gaps["up"]) if gaps["up"] else 0.0
+    down = statistics.median(gaps["down"]) if gaps["down"] else 0.0
+    nodes = list(range(0, 5))
+    rates = [float(learned.evaluate(n)) for n in nodes]
+    spec = {"name": "job", "submit": submit, "min_nodes": 1, "max_nodes": 4, "work": 1e12, "scale_up_s": up,
+            "scale_down_s": down, "nodes": nodes, "throughput": rates, "objective": rates}
+    (tmp / "jobs.jsonl").write_text(json.dumps(spec) + "\n")
+    result = sim.replay(sim.read_trace(trace_path), sim.read_jobs(tmp / "jobs.jsonl"), policy="exact",
+                        start_s=0, end_s=end_s)
+    replayed = float(result.summary["samples_done"])
+    shutil.rmtree(tmp)
+    print(f"sim vs reality ({method}): real runtime {real:,.0f} samples, bft replay {replayed:,.0f} samples with the "
+          f"measured curve {[round(r) for r in rates]} samples/s and rescale costs up {up:.1f} s / down {down:.1f} s; "
+          f"relative error {(replayed - real) / real:+.1%}")
 
 
 def main() -> None:
@@ -181,11 +261,15 @@ def main() -> None:
     z.add_argument("--cycles", type=int, default=5)
     z.add_argument("--nodes", type=int, default=2)
     z.add_argument("--method", action="append", choices=("relaunch", "membership"))
+    m = sub.add_parser("simreal")
+    m.add_argument("--method", default="relaunch", choices=("relaunch", "membership"))
     a = p.parse_args()
     if a.what == "report":
         bench_report(a.repeats, a.calls)
     elif a.what == "decision":
         bench_decision(a.jobs, a.nodes, a.events)
+    elif a.what == "simreal":
+        bench_simreal(a.method)
     else:
         sys.path.insert(0, str(Path(__file__).parent))
         bench_resize(a.cycles, a.method or ["relaunch", "membership"], a.nodes)

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime_util import ManagerHarness
+
 # ../shared/data beside the checkout holds real traces and workloads (never copied into the repo).
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -14,3 +16,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA} (expected ../shared/data beside the checkout)")
     return SHARED_DATA
+
+
+@pytest.fixture
+def harness(tmp_path):
+    """A real `bft manager` in tmp_path; everything it started is stopped afterwards, pass or fail."""
+    pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
+    h = ManagerHarness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()

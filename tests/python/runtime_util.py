@@ -125,16 +125,6 @@ class ManagerHarness:
             terminate_tagged(self.identity, 5.0)
 
 
-@pytest.fixture
-def harness(tmp_path):
-    pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
-    h = ManagerHarness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.close()
-
-
 def write_trace(path: Path, rows: List[tuple]) -> Path:
     path.write_text("time,node,state\n" + "".join(f"{t},{n},{s}\n" for t, n, s in rows))
     return path

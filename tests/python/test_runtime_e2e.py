@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from runtime_util import EXAMPLE, harness, write_trace  # noqa: F401 - harness is a fixture
+from runtime_util import write_trace
 
 pytestmark = pytest.mark.runtime
 

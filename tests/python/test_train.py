@@ -3,7 +3,6 @@ checkpoints, the SIGTERM contract, and the example scripts unchanged under plain
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess

@@ -39,7 +39,7 @@ def _state_dir_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(sub) -> None:
-    from . import local  # noqa: F401 - registers the node sources
+    from . import local, slurm  # noqa: F401 - registers the node sources
 
     p = sub.add_parser("manager", help="run the runtime manager (or: bft manager stop)",
                        description="Adopt idle nodes from a node source and run elastic PyTorch jobs on them, "

@@ -11,7 +11,6 @@ applies the difference: start, grow, shrink, stop. docs/runtime.md explains the 
 from __future__ import annotations
 
 import collections
-import json
 import math
 import os
 import queue
@@ -30,8 +29,8 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 from .. import Error, alloc, curve
 from ..train import _report
 from . import control
-from .launcher import (LaunchSpec, RESIZE_METHODS, job_environment, terminate_tagged, torchrun_argv,
-                       worker_exit_code, worker_log_tail)
+from .launcher import (LaunchSpec, RESIZE_METHODS, job_environment, signal_processes, tagged_processes,
+                       terminate_tagged, torchrun_argv, worker_exit_code, worker_log_tail)
 from .nodes import NodeEvent, NodeSource, SourceError
 from .state import ACTIVE_STATES, JobRow, StateStore
 
@@ -97,7 +96,8 @@ class JobRun:
     failed_code: Optional[int] = None  # an agent failed on its own
     disturbed: bool = False  # a node of this generation was reclaimed or stopped on purpose
     last_report: Optional[_report.Report] = None
-    last_seq: Dict[int, int] = field(default_factory=dict)  # rank -> highest seq this generation
+    round: int = 0  # torchrun's restart count of the current generation's workers
+    last_seq: Dict[int, int] = field(default_factory=dict)  # rank -> highest seq this round
     rank_samples: Dict[int, float] = field(default_factory=dict)
     advisor_samples: float = 0.0  # monotone cumulative count the advisor sees
     advisor_offset: float = 0.0
@@ -105,8 +105,10 @@ class JobRun:
     recent: Deque[Tuple[float, float]] = field(default_factory=lambda: collections.deque(maxlen=64))
     decided_curve: Optional[List[float]] = None
     last_curve_check_s: float = 0.0
-    resize_from: Optional[int] = None  # node count before a pending resize (for the gap measurement)
-    launched_nodes: int = 0
+    # The last report before a pending resize, if the resize is measurable: the job had reported at
+    # its current size, and no second resize came before its first step at the new size.
+    gap_start: Optional[_report.Report] = None
+    resize_pending: bool = False
 
 
 class Manager:
@@ -120,6 +122,7 @@ class Manager:
         self.options = options
         self.inbox: "queue.Queue[Tuple[float, str, Any]]" = queue.Queue()
         self.pool: Dict[str, float] = {}  # idle node -> since
+        self.draining: Set[str] = set()  # reclaimed nodes that still run something of ours
         self.node_ids: Dict[str, int] = {}
         self.runs: Dict[str, JobRun] = {}
         advisor_options = curve.AdvisorOptions()
@@ -258,10 +261,12 @@ class Manager:
     def _on_node(self, ev: NodeEvent) -> None:
         self.store.log_event(ev.kind, node=ev.node, grace_s=ev.grace_s)
         if ev.kind == "join":
+            self.draining.discard(ev.node)
             self.pool.setdefault(ev.node, time.time())
             self.node_ids.setdefault(ev.node, len(self.node_ids))
             return
         self.pool.pop(ev.node, None)
+        self.draining.add(ev.node)
         for run in self.runs.values():
             if ev.node in run.target:
                 run.disturbed = True  # the decision that follows takes the node out of its target
@@ -270,8 +275,7 @@ class Manager:
                 continue
             # Vacate within the grace time: the job checkpoints and goes on without the node.
             self.store.log_event("preempted", job=run.row.id, node=ev.node)
-            if run.resize_from is None:
-                run.resize_from = len(run.agents)
+            self._resize_begins(run)
             if self.options.resize == "membership":
                 self._stop_agent(agent)
             else:
@@ -298,19 +302,24 @@ class Manager:
         except ValueError:
             self.bad_reports += 1
             return
-        if r.job != job or r.generation != run.row.generation or r.seq <= run.last_seq.get(r.rank, 0):
-            return  # a previous generation's late datagram, or a replay
-        if not r.all_ranks and r.rank != 0:
-            return
+        if r.job != job or r.generation != run.row.generation or r.round < run.round:
+            return  # a late datagram of a previous launch or of workers torchrun has restarted since
+        if r.round > run.round:  # torchrun restarted the workers (membership change): new processes
+            run.round = r.round
+            run.last_seq.clear()
+            run.rank_samples.clear()
+        if r.seq <= run.last_seq.get(r.rank, 0) or (not r.all_ranks and r.rank != 0):
+            return  # a replay, or a rank whose reports do not count
         run.last_seq[r.rank] = r.seq
         run.rank_samples[r.rank] = r.samples
         samples = sum(v for k, v in run.rank_samples.items() if k < r.world) if r.all_ranks else r.samples
         prev = run.last_report
-        if prev is not None and run.resize_from is not None and (prev.generation, prev.world) != (r.generation, r.world):
-            # Resize gap: last step at the old size -> first step at the new one.
-            self.store.log_event("resize_gap", job=job, from_nodes=run.resize_from, to_nodes=r.world,
-                                 method=self.options.resize, gap_s=r.time_s - prev.time_s)
-            run.resize_from = None
+        if run.resize_pending and prev is not None and (prev.generation, prev.round) != (r.generation, r.round):
+            start, run.gap_start, run.resize_pending = run.gap_start, None, False
+            if start is not None and start.world != r.world:
+                # Resize gap: last step at the old size -> first step at the new one.
+                self.store.log_event("resize_gap", job=job, from_nodes=start.world, to_nodes=r.world,
+                                     method=self.options.resize, gap_s=r.time_s - start.time_s)
         run.last_report = r
         now = max(r.time_s, run.advisor_time)
         if samples + run.advisor_offset < run.advisor_samples:
@@ -454,8 +463,7 @@ class Manager:
         old, run.target = set(run.target), target
         if not run.agents:
             return  # _launch_ready starts it once its nodes are clear
-        if run.resize_from is None:
-            run.resize_from = len(run.agents)
+        self._resize_begins(run)
         if self.options.resize == "membership" and target:
             for node, agent in run.agents.items():
                 if node not in target:
@@ -465,6 +473,13 @@ class Manager:
         else:
             self._stop_run(run, "resize")
         self._record(run, len(target))  # the rescale starts now: the advisor measures what it costs
+
+    def _resize_begins(self, run: JobRun) -> None:
+        last = run.last_report
+        current = last is not None and (last.generation, last.round) == (run.row.generation, run.round)
+        # A second resize before the first step at the new size makes the first one unmeasurable.
+        run.gap_start = last if current and not run.resize_pending else None
+        run.resize_pending = True
 
     def _stop_agent(self, agent: Agent) -> None:
         if agent.stopping:
@@ -502,9 +517,9 @@ class Manager:
         row.state = "running"
         self.store.update_job(row.id, generation=row.generation, state="running", started_s=row.started_s)
         run.completed, run.failed_code, run.disturbed = False, None, False
+        run.round = 0
         run.last_seq.clear()
         run.rank_samples.clear()
-        run.launched_nodes = len(run.target)
         self._log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
                                f"({', '.join(run.target)}), resize method {self.options.resize} ===")
         self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target))
@@ -561,9 +576,17 @@ class Manager:
                             self._stop_agent(other)
             if had_agents and not run.agents:
                 self._generation_ended(run)
+        if self.draining:
+            busy = self._busy_nodes()
+            for node in [n for n in self.draining if n not in busy]:
+                self.draining.discard(node)
+                self.source.reclaim_done(node)  # vacated: a batch source may hand it back at once
 
     def _generation_ended(self, run: JobRun) -> None:
         row = run.row
+        # Its agents are gone; a worker that outlived its agent (torchrun gives each its own session)
+        # must not train on: the tag finds it.
+        signal_processes(tagged_processes(self.identity, job=row.id), signal.SIGKILL)
         reason, run.stop_reason = run.stop_reason, ""
         if not run.target or reason in ("cancel", "shutdown") or run.completed or run.failed_code is not None:
             self._record(run, 0)
@@ -719,6 +742,7 @@ class Manager:
                 run.stop_reason = "shutdown"
 
     def _finish_shutdown(self) -> None:
+        terminate_tagged(self.identity, self.options.grace_s)
         for run in self.runs.values():
             if run.row.state == "running":
                 self.store.update_job(run.row.id, state="queued")

@@ -28,7 +28,6 @@ import pickle
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Optional
 

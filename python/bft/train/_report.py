@@ -2,11 +2,13 @@
 
 The format lives here, beside its only sender, and the manager decodes with the same functions::
 
-    BFT1 <job> <generation> <seq> <rank> <world> <all_ranks 0|1> <samples> <time_s> <hmac>
+    BFT1 <job> <generation> <round> <seq> <rank> <world> <all_ranks 0|1> <samples> <time_s> <hmac>
 
 ``hmac`` is HMAC-SHA256 (hex) of everything before it, keyed with the job's secret, which the
-manager hands to the job in its environment (BFT_JOB_SECRET) and nobody else sees. ``seq`` grows
-with every datagram of one process, so a replayed datagram is recognised and dropped.
+manager hands to the job in its environment (BFT_JOB_SECRET) and nobody else sees. ``generation``
+counts the manager's launches of the job, ``round`` torchrun's restarts of its workers within one
+launch (TORCHELASTIC_RESTART_COUNT), and ``seq`` the datagrams of one worker process: so a
+replayed or stale datagram is recognised and dropped.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from typing import Optional, Tuple
 
 MAGIC = "BFT1"
 MAX_DATAGRAM = 512
-_FIELDS = 10
+_FIELDS = 11
 
 
 @dataclass(frozen=True)
 class Report:
     job: str
     generation: int
+    round: int
     seq: int
     rank: int
     world: int
@@ -44,7 +47,7 @@ def _mac(secret: bytes, body: bytes) -> str:
 
 
 def encode(report: Report, secret: bytes) -> bytes:
-    body = (f"{MAGIC} {report.job} {report.generation} {report.seq} {report.rank} {report.world} "
+    body = (f"{MAGIC} {report.job} {report.generation} {report.round} {report.seq} {report.rank} {report.world} "
             f"{1 if report.all_ranks else 0} {report.samples!r} {report.time_s!r}").encode()
     return body + b" " + _mac(secret, body).encode()
 
@@ -74,8 +77,8 @@ def decode(datagram: bytes, secret: bytes) -> Report:
     if len(parts) != _FIELDS - 1 or parts[0] != MAGIC:
         raise ValueError(f"expected {_FIELDS} fields starting with {MAGIC}")
     try:
-        r = Report(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), parts[6] == "1",
-                   float(parts[7]), float(parts[8]))
+        r = Report(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), int(parts[6]),
+                   parts[7] == "1", float(parts[8]), float(parts[9]))
     except ValueError as e:
         raise ValueError(f"bad field: {e}") from None
     if not (r.samples >= 0 and r.samples < 1e18 and 0 <= r.rank < r.world <= 1_000_000 and r.time_s > 0
@@ -118,6 +121,7 @@ class Reporter:
             self._secret = bytes.fromhex(env["BFT_JOB_SECRET"])
             self._job = env["BFT_JOB_ID"]
             self._generation = int(env.get("BFT_GENERATION", "0"))
+            self._round = int(env.get("TORCHELASTIC_RESTART_COUNT", "0"))
             self._rank = int(env.get("RANK", "0"))
             self._world = max(1, int(env.get("WORLD_SIZE", "1")))
             self._interval_s = max(0.05, float(env.get("BFT_REPORT_INTERVAL_S", "0.5")))
@@ -161,7 +165,7 @@ class Reporter:
             if latest == self._sent or latest[0] < 0:
                 return
             self._seq += 1
-            datagram = encode(Report(self._job, self._generation, self._seq, self._rank, self._world,
+            datagram = encode(Report(self._job, self._generation, self._round, self._seq, self._rank, self._world,
                                      self.all_ranks, float(latest[0]), latest[1]), self._secret)
             try:
                 self._sock.sendto(datagram, self._addr)
