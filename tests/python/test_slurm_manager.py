@@ -15,7 +15,11 @@ import time
 import pytest
 
 from runtime_util import ManagerHarness, python_env
-from slurm_util import GRACE_S, slurm_cluster, squeue, wait_running, wait_until  # noqa: F401 - a fixture
+
+pytest.register_assert_rewrite("slurm_util")  # it is also a plugin (below), loaded after this import
+from slurm_util import GRACE_S, squeue, wait_running, wait_until  # noqa: E402
+
+pytest_plugins = ["slurm_util"]  # the session's one test cluster (the slurm_cluster fixture), shared by the Slurm tests
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slurm]
 

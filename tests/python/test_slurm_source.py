@@ -19,8 +19,12 @@ import pytest
 
 from bft.runtime.nodes import SourceError, source_class
 from bft.runtime.slurm import SlurmNodeSource
-from slurm_util import (GRACE_S, Events, cancel_and_wait_empty, pilots_of, slurm_cluster, squeue,  # noqa: F401
-                        submit_main, wait_running, wait_until)
+
+pytest.register_assert_rewrite("slurm_util")  # it is also a plugin (below), loaded after this import
+from slurm_util import (GRACE_S, Events, cancel_and_wait_empty, pilots_of, squeue, submit_main,  # noqa: E402
+                        wait_running, wait_until)
+
+pytest_plugins = ["slurm_util"]  # the session's one test cluster (the slurm_cluster fixture), shared by the Slurm tests
 
 pytestmark = pytest.mark.slurm
 
