@@ -7,6 +7,7 @@
 #   ./dev.sh asan         the C++ suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./dev.sh bench [args] the Google Benchmark programs in bench/ (args go to each program)
 #   ./dev.sh wheel        `pip install .` into a fresh virtual environment and solve a small MILP
+#   ./dev.sh slurm-demo   an 8-node Slurm test cluster, a main-queue workload and two training jobs
 #   ./dev.sh format       reformat the C++ sources with clang-format (format-check: only check)
 # Environment: BFT_BUILD_DIR (default build/dev), BFT_JOBS (default: number of cores).
 set -euo pipefail
@@ -111,6 +112,10 @@ case "$cmd" in
     log "pip install . into a fresh virtual environment"
     "$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check .
     (cd "$tmp" && "$tmp/venv/bin/python" "$ROOT/examples/python/milp_smoke.py")
+    ;;
+  slurm-demo)
+    setup; configure "$BUILD_DIR"; build "$BUILD_DIR" --target bft_python
+    PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" examples/runtime/slurm_demo.py "$@"
     ;;
   format|format-check)
     setup

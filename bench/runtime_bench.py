@@ -11,6 +11,7 @@ Run with the build on PYTHONPATH (``PYTHONPATH=build/dev/python .venv/bin/python
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -118,9 +119,49 @@ def bench_resize(cycles: int, methods: list, nodes: int) -> None:
     print(json.dumps(results))
 
 
-def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 60.0) -> dict:
+@contextlib.contextmanager
+def local_manager(state: Path, trace: Path, nodes: int, method: str, *options: str):
+    """A real ``bft manager`` on the local source driven by ``trace``; stopped (and everything it
+    started) on exit. Yields a function that submits the example DDP job with no end."""
     from bft.runtime import control
     from bft.runtime.launcher import terminate_tagged
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method,
+                                "--local-trace", str(trace), "--local-nodes", str(nodes), "--local-grace-s", "10",
+                                *options], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    identity = None
+
+    def submit(name: str, *args: str) -> None:
+        subprocess.run([sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
+                        "--state-dir", str(state), "--name", name, "--min", "1", "--max", str(nodes),
+                        "--samples", "1e12", *args], env=env, check=True, capture_output=True)
+
+    try:
+        for _ in range(300):
+            try:
+                identity = control.request(state, {"op": "status"})["status"]["manager"]["identity"]
+                break
+            except control.ControlError:
+                time.sleep(0.2)
+        yield submit
+    finally:
+        manager.send_signal(signal.SIGTERM)
+        try:
+            manager.wait(60)
+        except subprocess.TimeoutExpired:
+            manager.kill()
+        if identity:
+            terminate_tagged(identity, 5.0)
+
+
+def write_trace(path: Path, rows) -> Path:
+    path.write_text("time,node,state\n" + "".join(f"{t:g},{n},{s}\n" for t, n, s in rows))
+    return path
+
+
+def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 60.0) -> dict:
     from bft.runtime.state import StateStore
 
     tmp = Path(tempfile.mkdtemp())
@@ -129,52 +170,30 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 60
     for c in range(cycles):
         start = period_s * (1 + c)
         rows += [(start, last, "busy"), (start + period_s / 2, last, "idle")]
-    (tmp / "trace.csv").write_text("time,node,state\n" + "".join(f"{t:g},{n},{s}\n" for t, n, s in rows))
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     state = tmp / "state"
     # A long horizon (--tfwd) so that growing back is always worth its cost: this measures resizes, not policy.
-    cmd = [sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method, "--tfwd", "600",
-           "--local-trace", str(tmp / "trace.csv"), "--local-nodes", str(nodes), "--local-grace-s", "10"]
-    manager = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    identity = None
-    try:
-        for _ in range(100):
-            try:
-                identity = control.request(state, {"op": "status"})["status"]["manager"]["identity"]
-                break
-            except control.ControlError:
-                time.sleep(0.2)
+    with local_manager(state, write_trace(tmp / "trace.csv", rows), nodes, method, "--tfwd", "600") as submit:
         curve = tmp / "curve.json"  # linear prior: the job wants every node until the advisor knows better
         curve.write_text(json.dumps({"nodes": [1, nodes], "throughput": [1000.0, 1000.0 * nodes]}))
-        subprocess.run([sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
-                        "--state-dir", str(state), "--name", "bench", "--min", "1", "--max", str(nodes),
-                        "--curve", str(curve), "--samples", "1e12"], env=env, check=True, capture_output=True)
+        submit("bench", "--curve", str(curve))
         time.sleep(period_s * (cycles + 1) + 5)
-    finally:
-        manager.send_signal(signal.SIGTERM)
-        try:
-            manager.wait(60)
-        except subprocess.TimeoutExpired:
-            manager.kill()
-        if identity:
-            terminate_tagged(identity, 5.0)
     store = StateStore(state / "state.db", create=False, read_only=True)
     gaps = {"grow": [], "shrink": []}
     for e in store.events(("resize_gap",)):
         gaps["grow" if e["to_nodes"] > e["from_nodes"] else "shrink"].append(e["gap_s"])
     if os.environ.get("BFT_BENCH_EVENTS"):  # for a closer look: the manager's event log
-        for e in store.events():
-            print(f"  {e['time_s'] - store.events()[0]['time_s']:7.1f} {e['kind']:12s} {e.get('job') or ''} "
+        events = store.events()
+        for e in events:
+            print(f"  {e['time_s'] - events[0]['time_s']:7.1f} {e['kind']:12s} {e.get('job') or ''} "
                   f"{e.get('node') or ''} {e.get('to_nodes', '')} {e.get('gap_s', '')}")
     store.close()
     shutil.rmtree(tmp)
     return gaps
 
 
-SIMREAL_TRACE = [  # 4 nodes over 240 s: holes open and close while one job trains
-    (0, "n0", "idle"), (0, "n1", "idle"), (45, "n2", "idle"), (90, "n3", "idle"), (130, "n1", "busy"),
-    (170, "n1", "idle"), (200, "n2", "busy"), (200, "n3", "busy"), (240, "n0", "busy"), (240, "n1", "busy")]
+SIMREAL_TRACE = [  # 4 nodes over 8 minutes: holes open and close while one job trains
+    (0, "n0", "idle"), (0, "n1", "idle"), (160, "n2", "idle"), (160, "n3", "idle"), (320, "n2", "busy"),
+    (320, "n3", "busy"), (480, "n0", "busy"), (480, "n1", "busy")]
 
 
 def bench_simreal(method: str) -> None:
@@ -182,40 +201,16 @@ def bench_simreal(method: str) -> None:
     time. Then ``bft replay`` replays the same trace and job with the curve the advisor measured in
     that run and the rescale gaps the manager measured. Samples done by the trace's end are compared."""
     from bft import curve, sim
-    from bft.runtime import control
-    from bft.runtime.launcher import terminate_tagged
     from bft.runtime.state import StateStore
 
     tmp = Path(tempfile.mkdtemp())
     end_s = max(t for t, _, _ in SIMREAL_TRACE)
-    trace_path = tmp / "trace.csv"
-    trace_path.write_text("time,node,state\n" + "".join(f"{t},{n},{s}\n" for t, n, s in SIMREAL_TRACE))
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    trace_path = write_trace(tmp / "trace.csv", SIMREAL_TRACE)
     state = tmp / "state"
-    manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method,
-                                "--local-trace", str(trace_path), "--local-nodes", "4", "--local-grace-s", "10"],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    identity = None
-    try:
-        for _ in range(100):
-            try:
-                identity = control.request(state, {"op": "status"})["status"]["manager"]["identity"]
-                break
-            except control.ControlError:
-                time.sleep(0.2)
+    with local_manager(state, trace_path, 4, method) as submit:
         t0 = json.loads((state / "local-source.json").read_text())["t0"]
-        subprocess.run([sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
-                        "--state-dir", str(state), "--name", "job", "--min", "1", "--max", "4", "--samples", "1e12"],
-                       env=env, check=True, capture_output=True)
+        submit("job")
         time.sleep(max(0.0, t0 + end_s + 2 - time.time()))
-    finally:
-        manager.send_signal(signal.SIGTERM)
-        try:
-            manager.wait(60)
-        except subprocess.TimeoutExpired:
-            manager.kill()
-        if identity:
-            terminate_tagged(identity, 5.0)
     store = StateStore(state / "state.db", create=False, read_only=True)
     rows = [p for p in store.progress() if p["time_s"] <= t0 + end_s]
     real = max((p["samples"] for p in rows), default=0.0)

@@ -1,0 +1,170 @@
+"""The Slurm demo (``./dev.sh slurm-demo``): training on the holes a main-queue workload leaves.
+
+Starts the 8-node Slurm test cluster (tests/slurm/cluster.sh), plays a scripted main-queue
+workload twice — once alone, once while ``bft manager --source slurm`` keeps pilot jobs in the
+preemptible partition and trains two DDP jobs submitted with no curve — and prints the idle
+node-time the main queue left, the share of it used by training, the samples trained, and how much
+longer each main job waited because of the pilots. Everything it starts is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
+NODES = 8
+# Main-queue jobs: (submit offset s, nodes, run time s). They leave holes of various sizes and lengths.
+WORKLOAD = [(0, 4, 60), (0, 2, 40), (20, 3, 50), (60, 6, 40), (80, 1, 60), (110, 8, 30), (150, 3, 30),
+            (150, 2, 40), (175, 5, 25)]
+
+
+def sh(*args: str, env=None, check=True) -> str:
+    return subprocess.run(list(args), env=env, check=check, capture_output=True, text=True).stdout
+
+
+def job_times(job_id: str) -> Dict[str, float]:
+    """Submit, start and end of a job, as Slurm recorded them (whole seconds, local time)."""
+    out = sh("scontrol", "show", "job", "--oneliner", job_id)
+    times = {}
+    for key in ("SubmitTime", "StartTime", "EndTime"):
+        value = re.search(rf"\b{key}=(\S+)", out).group(1)
+        times[key] = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S").timestamp()
+    times["state"] = re.search(r"\bJobState=(\S+)", out).group(1)
+    return times
+
+
+def play_workload() -> List[Dict[str, float]]:
+    """Submits WORKLOAD to the main partition on schedule, waits for every job to complete."""
+    t0 = time.time()
+    ids = []
+    for offset, nodes, seconds in WORKLOAD:
+        time.sleep(max(0.0, t0 + offset - time.time()))
+        ids.append(sh("sbatch", "--parsable", "--partition=main", f"--nodes={nodes}", "--output=/dev/null",
+                      f"--wrap=sleep {seconds}").strip())
+    while sh("squeue", "--noheader", "--partition=main", "--format=%i").strip():
+        time.sleep(1)
+    jobs = []
+    for job_id, (_, nodes, _) in zip(ids, WORKLOAD):
+        t = job_times(job_id)
+        t["nodes"] = nodes
+        jobs.append(t)
+    return jobs
+
+
+def window(jobs) -> Tuple[float, float]:
+    return min(j["SubmitTime"] for j in jobs), max(j["EndTime"] for j in jobs)
+
+
+def idle_node_s(jobs) -> float:
+    start, end = window(jobs)
+    return NODES * (end - start) - sum(j["nodes"] * (j["EndTime"] - j["StartTime"]) for j in jobs)
+
+
+def training(state_dir: Path, start: float, end: float) -> Tuple[float, float]:
+    """(node-seconds the training jobs' processes ran within [start, end], samples trained in it)."""
+    from bft.runtime.state import StateStore
+
+    store = StateStore(state_dir / "state.db", create=False, read_only=True)
+    node_s = 0.0
+    for p in store.db.execute("SELECT started_s, ended_s FROM procs"):
+        lo, hi = max(start, p["started_s"]), min(end, p["ended_s"] or end)
+        node_s += max(0.0, hi - lo)
+    samples = 0.0
+    for job in store.jobs():
+        counts = [(r["time_s"], r["samples"]) for r in store.progress() if r["job"] == job.id]
+        at = lambda t: max([s for when, s in counts if when <= t], default=0.0)  # noqa: E731
+        samples += at(end) - at(start)
+    store.close()
+    return node_s, samples
+
+
+def stop_tagged(state_dir: Path) -> None:
+    """Ends what a killed manager left on this host (found by its identity tag)."""
+    from bft.runtime.launcher import terminate_tagged
+    from bft.runtime.state import StateStore
+
+    store = StateStore(state_dir / "state.db", create=False, read_only=True)
+    identity = store.meta("identity")
+    store.close()
+    if identity:
+        terminate_tagged(identity, 5.0)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--keep", action="store_true", help="keep the working directory (logs, state)")
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bft-slurm-demo-"))
+    env = dict(os.environ)
+    print(f"starting the 8-node Slurm test cluster in {work}/cluster ...", flush=True)
+    out = sh(str(CLUSTER), "start", str(work / "cluster"))
+    for line in out.splitlines():
+        m = re.match(r"export (\w+)=(.*)", line)
+        if m:
+            env[m.group(1)] = m.group(2)
+    os.environ.update(env)
+    manager = None
+    try:
+        print(f"1/2: the main-queue workload alone ({len(WORKLOAD)} jobs) ...", flush=True)
+        alone = play_workload()
+        print("2/2: the same workload with bft manager --source slurm and two training jobs ...", flush=True)
+        state = work / "state"
+        manager = subprocess.Popen(
+            [sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--source", "slurm",
+             "--slurm-partition", "pilot", "--slurm-pending", "2", "--slurm-poll-s", "1", "--grace", "4"],
+            stdout=open(work / "manager.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+        for _ in range(300):
+            if subprocess.run([sys.executable, "-m", "bft", "status", "--state-dir", str(state)],
+                              capture_output=True).returncode == 0:
+                break
+            time.sleep(0.2)
+        for name in ("train-a", "train-b"):
+            sh(sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
+               "--state-dir", str(state), "--name", name, "--min", "1", "--max", "8", "--samples", "1e12")
+        time.sleep(20)  # pilots adopt the idle machine and the jobs start, as on a machine in service
+        shared = play_workload()
+        print(sh(sys.executable, "-m", "bft", "status", "--state-dir", str(state)))
+        sh(sys.executable, "-m", "bft", "manager", "stop", "--state-dir", str(state))
+        manager.wait(120)
+        manager = None
+        start, end = window(shared)
+        idle = idle_node_s(shared)
+        used, samples = training(state, start, end)
+        added = [(b["StartTime"] - b["SubmitTime"]) - (a["StartTime"] - a["SubmitTime"]) for a, b in zip(alone, shared)]
+        print(f"window: {end - start:.0f} s on {NODES} nodes; main jobs completed: "
+              f"{sum(j['state'] == 'COMPLETED' for j in shared)}/{len(shared)}")
+        print(f"idle node-time left by the main queue: {idle:.0f} node-s "
+              f"({idle / (NODES * (end - start)):.0%} of the machine)")
+        print(f"used by training: {used:.0f} node-s = {used / idle:.0%} of the idle node-time")
+        print(f"samples trained in the window: {samples:,.0f}")
+        print(f"main jobs' added wait (with pilots - alone), s: median {statistics.median(added):+.0f}, "
+              f"max {max(added):+.0f}, per job {', '.join(f'{a:+.0f}' for a in added)}")
+        return 0
+    finally:
+        if manager is not None and manager.poll() is None:
+            manager.kill()
+            manager.wait(10)
+            stop_tagged(work / "state")
+        ids = sh("squeue", "--noheader", "--format=%i", check=False).split()
+        if ids:
+            sh("scancel", *ids, check=False)
+        sh(str(CLUSTER), "stop", str(work / "cluster"), check=False)
+        if not args.keep:
+            subprocess.run(["rm", "-rf", str(work)])
+        else:
+            print(f"kept {work}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
