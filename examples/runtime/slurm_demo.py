@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
+ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 NODES = 8
 # Main-queue jobs: (submit offset s, nodes, run time s). They leave holes of various sizes and lengths.
@@ -34,32 +35,35 @@ def sh(*args: str, env=None, check=True) -> str:
 
 
 def job_times(job_id: str) -> Dict[str, float]:
-    """Submit, start and end of a job, as Slurm recorded them (whole seconds, local time)."""
+    """A job's state and, once it has ended, its submit, start and end times (whole seconds, local time)."""
     out = sh("scontrol", "show", "job", "--oneliner", job_id)
-    times = {}
-    for key in ("SubmitTime", "StartTime", "EndTime"):
-        value = re.search(rf"\b{key}=(\S+)", out).group(1)
-        times[key] = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S").timestamp()
-    times["state"] = re.search(r"\bJobState=(\S+)", out).group(1)
+    times: Dict[str, float] = {"state": re.search(r"\bJobState=(\S+)", out).group(1)}
+    if times["state"] not in ACTIVE:
+        for key in ("SubmitTime", "StartTime", "EndTime"):
+            value = re.search(rf"\b{key}=(\S+)", out).group(1)
+            times[key] = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S").timestamp()
     return times
 
 
 def play_workload() -> List[Dict[str, float]]:
-    """Submits WORKLOAD to the main partition on schedule, waits for every job to complete."""
+    """Submits WORKLOAD to the main partition on schedule; returns each job's times once it ended
+    (read while Slurm still shows the job: it forgets ended jobs after MinJobAge)."""
     t0 = time.time()
-    ids = []
-    for offset, nodes, seconds in WORKLOAD:
-        time.sleep(max(0.0, t0 + offset - time.time()))
-        ids.append(sh("sbatch", "--parsable", "--partition=main", f"--nodes={nodes}", "--output=/dev/null",
-                      f"--wrap=sleep {seconds}").strip())
-    while sh("squeue", "--noheader", "--partition=main", "--format=%i").strip():
+    ids: List[str] = []
+    ended: Dict[str, Dict[str, float]] = {}
+    while len(ended) < len(WORKLOAD):
+        while len(ids) < len(WORKLOAD) and time.time() >= t0 + WORKLOAD[len(ids)][0]:
+            _, nodes, seconds = WORKLOAD[len(ids)]
+            ids.append(sh("sbatch", "--parsable", "--partition=main", f"--nodes={nodes}", "--output=/dev/null",
+                          f"--wrap=sleep {seconds}").strip())
+        for k, job_id in enumerate(ids):
+            if job_id not in ended:
+                t = job_times(job_id)
+                if t["state"] not in ACTIVE:
+                    t["nodes"] = WORKLOAD[k][1]
+                    ended[job_id] = t
         time.sleep(1)
-    jobs = []
-    for job_id, (_, nodes, _) in zip(ids, WORKLOAD):
-        t = job_times(job_id)
-        t["nodes"] = nodes
-        jobs.append(t)
-    return jobs
+    return [ended[i] for i in ids]
 
 
 def window(jobs) -> Tuple[float, float]:

@@ -35,6 +35,9 @@ from .nodes import NodeEvent, NodeSource, SourceError
 from .state import ACTIVE_STATES, JobRow, StateStore
 
 LOG_TAIL_LINES = 20
+# An agent that dies on its own may have been killed by the batch scheduler taking its node, and
+# the source's word of that can come a moment later: a failure is judged after this long.
+FAILURE_SETTLE_S = 5.0
 
 
 @dataclass
@@ -94,6 +97,8 @@ class JobRun:
     stop_reason: str = ""  # why the live agents are being stopped: resize, cancel, shutdown
     completed: bool = False  # an agent exited 0: the script finished
     failed_code: Optional[int] = None  # an agent failed on its own
+    failed_at: float = 0.0  # when (monotonic)
+    settle_until: Optional[float] = None  # a failure is judged at this time, unless a reclaim explains it
     disturbed: bool = False  # a node of this generation was reclaimed or stopped on purpose
     last_report: Optional[_report.Report] = None
     round: int = 0  # torchrun's restart count of the current generation's workers
@@ -222,6 +227,7 @@ class Manager:
                 except queue.Empty:
                     item = None
             self._poll_agents()
+            self._settle_failures()
             if self._stopping:
                 if not any(run.agents for run in self.runs.values()):
                     self._finish_shutdown()
@@ -504,7 +510,7 @@ class Manager:
         """Starts every job that has nodes, no live agents, and whose nodes no other job still occupies."""
         busy = self._busy_nodes()
         for run in self._admitted():
-            if run.agents or not run.target or run.stop_reason:
+            if run.agents or not run.target or run.stop_reason or run.settle_until is not None:
                 continue
             if any(node in busy or node not in self.pool for node in run.target):
                 continue
@@ -548,7 +554,7 @@ class Manager:
         except (SourceError, OSError) as e:
             self.store.end_proc(proc_row, None)
             self.store.log_event("launch_failed", job=row.id, node=node, error=str(e))
-            run.failed_code = -1
+            run.failed_code, run.failed_at = -1, time.monotonic()
             return
         self.store.set_proc_pid(proc_row, proc.pid)
         run.agents[node] = Agent(row.id, row.generation, node, proc, proc_row)
@@ -570,7 +576,7 @@ class Manager:
                 if code == 0:
                     run.completed = True
                 elif not agent.stopping and node in self.pool and node in run.target and not run.disturbed:
-                    run.failed_code = code
+                    run.failed_code, run.failed_at = code, time.monotonic()
                     if self.options.resize == "relaunch":  # the others cannot go on without it
                         for other in run.agents.values():
                             self._stop_agent(other)
@@ -582,8 +588,20 @@ class Manager:
                 self.draining.discard(node)
                 self.source.reclaim_done(node)  # vacated: a batch source may hand it back at once
 
+    def _settle_failures(self) -> None:
+        now = time.monotonic()
+        for run in list(self.runs.values()):
+            if run.settle_until is not None and now >= run.settle_until and not run.agents:
+                self._generation_ended(run)
+
     def _generation_ended(self, run: JobRun) -> None:
         row = run.row
+        if (run.failed_code is not None and not run.disturbed and not run.completed
+                and run.stop_reason not in ("cancel", "shutdown")):
+            run.settle_until = run.failed_at + FAILURE_SETTLE_S
+            if time.monotonic() < run.settle_until:
+                return  # judged by _settle_failures
+        run.settle_until = None
         # Its agents are gone; a worker that outlived its agent (torchrun gives each its own session)
         # must not train on: the tag finds it.
         signal_processes(tagged_processes(self.identity, job=row.id), signal.SIGKILL)
