@@ -2,8 +2,8 @@
 //
 // Build a Model (variables, linear constraints, piecewise-linear functions, an objective), then
 // hand it to a Backend (GLPK, CBC) through Solve(). The model knows nothing of any solver; each
-// backend maps it to its own library (GLPK gets a binary formulation of piecewise-linear terms,
-// CBC native SOS2). Bad input throws bft::InvalidArgument naming the variable or constraint at the
+// backend maps it to its own library (both get an exact binary formulation of piecewise-linear
+// terms). Bad input throws bft::InvalidArgument naming the variable or constraint at the
 // moment it is added, so a model that exists is always valid to hand to any backend.
 #pragma once
 

@@ -56,6 +56,39 @@ Result SolveFrame(const std::string& backend, const Model& model, const SolveOpt
   return result;
 }
 
+// Adds y = f(x) for one piecewise-linear term to a backend's formulation `f` with the incremental
+// ("delta") formulation, which is exact for any f (never convexified) and uses only continuous and
+// binary columns (no SOS sets):
+//   x = X_0 + sum_s (X_{s+1} - X_s) d_s,   y = Y_0 + sum_s (Y_{s+1} - Y_s) d_s,   0 <= d_s <= 1,
+//   d_{s+1} <= z_s <= d_s for s = 0 .. n-2 with z_s binary.
+// Every integer z forces d = (1, ..., 1, t, 0, ..., 0), so (x, y) lies on one segment of the graph
+// (docs/milp.md). `F` has AddCol(lower, upper, objective, integer) -> column,
+// AddRow(lower, upper) -> row and AddElement(row, column, value); `x_col` and `y_col` are the
+// backend's columns of the model's x and y.
+template <typename F>
+void AddIncrementalPiecewiseLinear(F& f, const PiecewiseLinearData& pwl, int x_col, int y_col) {
+  const std::size_t segments = pwl.xs.size() - 1;
+  std::vector<int> delta(segments), z(segments > 0 ? segments - 1 : 0);
+  for (auto& d : delta) d = f.AddCol(0.0, 1.0, 0.0, false);
+  for (auto& b : z) b = f.AddCol(0.0, 1.0, 0.0, true);
+  const int row_x = f.AddRow(pwl.xs[0], pwl.xs[0]);
+  f.AddElement(row_x, x_col, 1.0);
+  const int row_y = f.AddRow(pwl.ys[0], pwl.ys[0]);
+  f.AddElement(row_y, y_col, 1.0);
+  for (std::size_t s = 0; s < segments; ++s) {
+    f.AddElement(row_x, delta[s], -(pwl.xs[s + 1] - pwl.xs[s]));
+    f.AddElement(row_y, delta[s], -(pwl.ys[s + 1] - pwl.ys[s]));
+  }
+  for (std::size_t s = 0; s + 1 < segments; ++s) {
+    const int next_le_z = f.AddRow(-kInf, 0.0);  // d_{s+1} - z_s <= 0
+    f.AddElement(next_le_z, delta[s + 1], 1.0);
+    f.AddElement(next_le_z, z[s], -1.0);
+    const int z_le_this = f.AddRow(-kInf, 0.0);  // z_s - d_s <= 0
+    f.AddElement(z_le_this, z[s], 1.0);
+    f.AddElement(z_le_this, delta[s], -1.0);
+  }
+}
+
 // Relative tolerance of FindViolation, looser than the backends' own (1e-7..1e-6) so that only real
 // violations are reported, not the rounding of integer values.
 inline constexpr double kFeasibilityTolerance = 1e-6;

@@ -139,28 +139,8 @@ Formulation Formulate(const Model& model) {
     for (std::size_t k = 0; k < r.vars.size(); ++k) f.AddElement(row, r.vars[k] + 1, r.coefs[k]);
   }
   // Piecewise-linear terms: the incremental formulation (see the top of this file).
-  for (const PiecewiseLinearData& pwl : model.piecewise_linear()) {
-    const std::size_t segments = pwl.xs.size() - 1;
-    std::vector<int> delta(segments), z(segments > 0 ? segments - 1 : 0);
-    for (auto& d : delta) d = f.AddCol(0.0, 1.0, 0.0, false);
-    for (auto& b : z) b = f.AddCol(0.0, 1.0, 0.0, true);
-    const int row_x = f.AddRow(pwl.xs[0], pwl.xs[0]);
-    f.AddElement(row_x, pwl.x + 1, 1.0);
-    const int row_y = f.AddRow(pwl.ys[0], pwl.ys[0]);
-    f.AddElement(row_y, pwl.y + 1, 1.0);
-    for (std::size_t s = 0; s < segments; ++s) {
-      f.AddElement(row_x, delta[s], -(pwl.xs[s + 1] - pwl.xs[s]));
-      f.AddElement(row_y, delta[s], -(pwl.ys[s + 1] - pwl.ys[s]));
-    }
-    for (std::size_t s = 0; s + 1 < segments; ++s) {
-      const int next_le_z = f.AddRow(-kInf, 0.0);  // d_{s+1} - z_s <= 0
-      f.AddElement(next_le_z, delta[s + 1], 1.0);
-      f.AddElement(next_le_z, z[s], -1.0);
-      const int z_le_this = f.AddRow(-kInf, 0.0);  // z_s - d_s <= 0
-      f.AddElement(z_le_this, z[s], 1.0);
-      f.AddElement(z_le_this, delta[s], -1.0);
-    }
-  }
+  for (const PiecewiseLinearData& pwl : model.piecewise_linear())
+    internal::AddIncrementalPiecewiseLinear(f, pwl, pwl.x + 1, pwl.y + 1);
   return f;
 }
 
