@@ -104,6 +104,11 @@ def test_enums_are_python_enums():
         (lambda m, x: m.add_piecewise_linear(x, [0, 1, 2], [0, 1], name="g"), "3 breakpoint xs but 2 ys"),
         (lambda m, x: m.add_binary(name="speed"), "duplicate variable name 'speed'"),
         (lambda m, x: m.maximize(-math.inf * x), "objective"),
+        # GLPK aborted the interpreter on this one (glp_set_rii: invalid scale factor)
+        (lambda m, x: m.add_constraint(1e-200 * x <= 5, name="cap"), "constraint 'cap': coefficient .*1e-200"),
+        # CBC aborted on this one (an assertion in Clp)
+        (lambda m, x: m.maximize(1e25 * x), "objective: coefficient of variable 'speed'"),
+        (lambda m, x: m.add_continuous(0, 1e30, name="nodes"), "variable 'nodes': upper bound is 1e\\+30"),
     ],
 )
 def test_bad_input_raises_value_error_naming_the_culprit(build, needle):

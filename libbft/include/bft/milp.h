@@ -22,6 +22,16 @@ namespace bft::milp {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// The magnitudes a model may hold, checked when a variable, row, piecewise-linear function or
+// objective is added: every non-zero coefficient (after merging terms, including the segment
+// slopes' rises and runs of a piecewise-linear function) lies in [kMinMagnitude, kMaxMagnitude] in
+// absolute value, and every finite bound, right-hand side and breakpoint in [-kMaxMagnitude,
+// kMaxMagnitude]. Outside them the solvers fail in ways no result can report: GLPK aborts the
+// process (a coefficient of 1e-200: "glp_set_rii: invalid scale factor"), CBC aborts on an
+// objective coefficient of 1e25 (an assertion in Clp) and reads 1e30 as infinity.
+inline constexpr double kMaxMagnitude = 1e20;
+inline constexpr double kMinMagnitude = 1e-30;
+
 enum class VarType { kContinuous, kInteger, kBinary };
 enum class Sense { kMaximize, kMinimize };
 
