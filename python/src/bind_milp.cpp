@@ -86,6 +86,21 @@ std::vector<double> ToVector(const py::array_t<double, py::array::c_style | py::
   return std::vector<double>(a.data(), a.data() + a.size());
 }
 
+// Solves a snapshot of `model` with the GIL released. The copy is taken while this thread holds
+// the GIL, so no Python thread can change the model while it is copied, and a change made while the
+// solve runs (another thread may take the GIL then) touches the original, never what the backend
+// reads. The result names the original model: the snapshot has the same variable indices.
+Result SolveSnapshot(const Backend& backend, const Model& model, const SolveOptions& options) {
+  const Model snapshot(model);
+  Result result;
+  {
+    py::gil_scoped_release release;
+    result = backend.Solve(snapshot, options);
+  }
+  result.model_id = model.id();
+  return result;
+}
+
 }  // namespace
 
 void BindMilp(py::module_& m) {
@@ -317,9 +332,9 @@ void BindMilp(py::module_& m) {
 
   py::class_<Backend>(m, "Backend", "A MILP solver backend")
       .def_property_readonly("name", &Backend::name)
-      .def("solve", &Backend::Solve, py::arg("model"), py::arg("options") = SolveOptions{},
-           py::call_guard<py::gil_scoped_release>(),
-           "Solves (the GIL is released); never raises for solver failures");
+      .def("solve", &SolveSnapshot, py::arg("model"), py::arg("options") = SolveOptions{},
+           "Solves a snapshot of the model (the GIL is released; changing the model meanwhile does not "
+           "affect the solve); never raises for solver failures");
 
   m.def("registered_backends", &milp::RegisteredBackends, "Names of the backends this build has, sorted");
   m.def("make_backend", &milp::MakeBackend, py::arg("name"),
@@ -328,11 +343,11 @@ void BindMilp(py::module_& m) {
       "solve",
       [](const Model& model, const std::string& backend, const SolveOptions& options) {
         auto b = milp::MakeBackend(backend);  // may raise NotAvailable: keep the GIL for that
-        py::gil_scoped_release release;
-        return b->Solve(model, options);
+        return SolveSnapshot(*b, model, options);
       },
       py::arg("model"), py::arg("backend") = "glpk", py::arg("options") = SolveOptions{},
-      "Solves `model` with the named backend; the GIL is released while solving");
+      "Solves a snapshot of `model` with the named backend; the GIL is released while solving, and "
+      "changing the model from another thread meanwhile does not affect the solve");
 }
 
 }  // namespace bft::python

@@ -318,3 +318,42 @@ def test_concurrent_solves_from_python_threads_agree(backend):
         th.join()
     for t, values in enumerate(got):
         assert values == pytest.approx([expected[t]] * 3)
+
+
+CONCURRENT_MODIFICATION = r"""
+import sys, threading
+from bft import milp
+backend = sys.argv[1]
+m = milp.Model("grows")
+x = [m.add_integer(0, 3, name=f"x{i}") for i in range(60)]
+for r in range(8):
+    m.add_constraint(milp.quicksum(((i * 7 + r * 13) % 11 + 1) * v for i, v in enumerate(x)) <= 50 + r)
+m.maximize(milp.quicksum(((i * 5) % 9 + 1) * v for i, v in enumerate(x)))
+vars_at_start = m.num_vars
+results = []
+solver = threading.Thread(target=lambda: results.append(milp.solve(m, backend=backend, time_limit_s=2)))
+solver.start()
+while solver.is_alive():  # grow the model (reallocating its arrays) while the solve runs
+    v = m.add_continuous(0, 1)
+    m.add_constraint(v + x[0] <= 3)
+    m.maximize(milp.quicksum(x) + v)
+solver.join()
+r = results[0]
+assert r.model_id == m.id, (r.model_id, m.id)
+assert r.has_solution and len(r.values) == vars_at_start, (r.message, len(r.values), vars_at_start)
+print("ok", m.num_vars - vars_at_start)
+"""
+
+
+def test_model_changed_from_another_thread_while_solving_does_not_affect_the_solve(backend):
+    # The solve releases the GIL; before it solved a snapshot, growing the model meanwhile corrupted
+    # memory (a crash of the interpreter). Run in a child interpreter so a crash is a plain failure.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", CONCURRENT_MODIFICATION, backend], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("ok ")
+    assert int(done.stdout.split()[1]) > 0  # the model really was changed during the solve
