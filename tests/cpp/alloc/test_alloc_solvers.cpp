@@ -3,6 +3,7 @@
 
 #include "alloc_test_util.h"
 #include "bft/alloc.h"
+#include "bft/milp.h"
 
 namespace bft::alloc {
 namespace {
@@ -131,6 +132,41 @@ TEST(AllocExact, MaxMinFairnessThenThroughput) {
   const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
   EXPECT_TRUE(SatisfiesConstraints(p, fair));
   EXPECT_EQ(Counts(fair), (std::vector<int>{3, 2}));
+}
+
+// A backend that solves with GLPK but reports the max-min phase (objective: the variable "t") as
+// stopped by the time limit with its incumbent, as a slow first phase does.
+class FirstPhaseTimesOut final : public milp::Backend {
+ public:
+  std::string name() const override { return "glpk-first-phase-times-out"; }
+  milp::Result Solve(const milp::Model& model, const milp::SolveOptions& options) const override {
+    milp::Result r = milp::Solve(model, "glpk", options);
+    const milp::RowData& objective = model.objective();
+    if (objective.vars.size() == 1 && model.var(objective.vars[0]).name == "t" && r.has_solution) {
+      r.termination = milp::Termination::kTimeLimit;
+      r.message = "time limit reached with a feasible solution";
+    }
+    return r;
+  }
+};
+
+TEST(AllocMilp, MaxMinOutcomeReflectsAFirstPhaseThatHitTheTimeLimit) {
+  milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
+  for (SolverKind solver : {SolverKind::kCountMilp, SolverKind::kNodeMilp}) {
+    SolveOptions options = With(solver, Goal::kMaxMinFair);
+    options.milp_backend = "glpk";
+    const Allocation honest = Solve(p, options);
+    EXPECT_EQ(honest.termination, milp::Termination::kOptimal) << honest.message;
+    EXPECT_TRUE(honest.proven_optimal);
+    options.milp_backend = "glpk-first-phase-times-out";
+    const Allocation a = Solve(p, options);
+    EXPECT_TRUE(SatisfiesConstraints(p, a));
+    // The second phase alone was optimal; the allocation is not, since the first was cut short.
+    EXPECT_EQ(a.termination, milp::Termination::kTimeLimit) << a.message;
+    EXPECT_FALSE(a.proven_optimal);
+    EXPECT_NE(a.message.find("max-min phase"), std::string::npos) << a.message;
+  }
 }
 
 TEST(AllocExact, NoJobsAndEmptyPool) {
