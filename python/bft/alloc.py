@@ -150,6 +150,7 @@ def allocate(
     milp_backend: str = "glpk",
     time_limit_s: Optional[float] = None,
     relative_gap: float = 1e-9,
+    isolate: bool = False,
 ) -> Allocation:
     """Decide which nodes of ``pool`` each job runs on.
 
@@ -159,7 +160,10 @@ def allocate(
     ``throughput`` or ``max_min_fair``; ``weights`` (one per job) multiply each job's value and
     penalty. Returns an :class:`Allocation` whose per-job figures (``nodes_after``, ``rate``,
     ``value``, ``penalty``...) are numpy arrays in the order of ``jobs``. Bad input raises
-    ValueError naming the field; the GIL is released while solving.
+    ValueError naming the field; the GIL is released while solving, and Ctrl-C stops it
+    (``KeyboardInterrupt``). ``isolate=True`` runs MILP solves in a child process, so that a crash
+    of the solver library comes back as a failed allocation (every job keeps its nodes) instead of
+    ending this process: what a long-lived caller should use.
     """
     jobs = list(jobs)
     if weights is not None:
@@ -191,6 +195,7 @@ def allocate(
         milp_backend=milp_backend,
         time_limit_s=float("inf") if time_limit_s is None else float(time_limit_s),
         relative_gap=float(relative_gap),
+        isolate=bool(isolate),
     )
 
 

@@ -132,7 +132,9 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="with --out, skip the PNG plots")
     p.add_argument("--seed", type=int, default=1, help="seed of the built-in synthetic trace and jobs (default 1)")
     p.add_argument("--milp-backend", help="MILP backend for node_milp/count_milp (default glpk)")
-    p.add_argument("--time-limit", type=float, help="time limit per MILP solve in seconds")
+    p.add_argument("--time-limit", type=float,
+                   help=f"time limit per MILP allocation in seconds (default {sim.DEFAULT_MILP_TIME_LIMIT_S:g}; "
+                   "the summary counts the allocations that hit it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return p
 

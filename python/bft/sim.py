@@ -26,6 +26,7 @@ Trace = _sim.Trace
 JobSpec = _sim.JobSpec
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
+DEFAULT_MILP_TIME_LIMIT_S = _sim.DEFAULT_MILP_TIME_LIMIT_S
 
 PathLike = Union[str, os.PathLike]
 
@@ -177,6 +178,7 @@ def replay(
     record_assignments: bool = False,
     milp_backend: Optional[str] = None,
     time_limit_s: Optional[float] = None,
+    isolate: bool = True,
     on_progress: Optional[Callable[[float], None]] = None,
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
@@ -184,7 +186,14 @@ def replay(
     ``curves`` is "oracle" (the allocator sees the workload's curves) or "learned" (the profiling
     advisor learns them from the simulated progress). ``nodes`` restricts the replay to a subset of
     the trace's node names; ``start_s``/``end_s`` to a window on the trace's clock. ``on_progress``
-    is called with the fraction replayed. The replay runs in C++ with the GIL released.
+    is called with the fraction replayed. The replay runs in C++ with the GIL released; Ctrl-C
+    stops it (within a MILP solve too) and raises ``KeyboardInterrupt``.
+
+    MILP policies solve with ``time_limit_s`` per allocation (default
+    ``DEFAULT_MILP_TIME_LIMIT_S``; the summary counts the allocations that hit it in
+    ``allocator_time_limits``) and, with ``isolate`` (default), in a child process, so that a
+    crash of a solver library ends one allocation (counted in ``allocator_failures``; every job
+    keeps its nodes) instead of the replay.
     """
     if not isinstance(trace, Trace):
         trace = read_trace(trace)
@@ -204,6 +213,7 @@ def replay(
         record_assignments=record_assignments,
         milp_backend=milp_backend,
         time_limit_s=time_limit_s,
+        isolate=bool(isolate),
         on_progress=on_progress,
     )
     return ReplayResult(
@@ -257,6 +267,11 @@ def format_summary(summary: Dict[str, object]) -> str:
         f"  allocator             {s['allocator_calls']} calls, p50 {_seconds(s['allocator_p50_s'])}, "
         f"p99 {_seconds(s['allocator_p99_s'])}, max {_seconds(s['allocator_max_s'])}"
     )
+    if int(s.get("allocator_time_limits", 0)) or int(s.get("allocator_failures", 0)):
+        lines.append(
+            f"  MILP allocations      {s['allocator_time_limits']} stopped at the time limit, "
+            f"{s['allocator_failures']} failed (jobs kept their nodes or the incumbent)"
+        )
     lines.append(f"  replay wall time      {_seconds(s['wall_s'])}")
     return "\n".join(lines)
 

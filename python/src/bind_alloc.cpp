@@ -171,7 +171,7 @@ void BindAlloc(py::module_& m) {
       "solve",
       [](std::vector<Job> jobs, std::vector<NodeId> pool, std::vector<NodeId> current_nodes,
          std::vector<std::string> current_jobs, double tfwd_s, SolverKind solver, Goal goal,
-         std::string milp_backend, double time_limit_s, double relative_gap) {
+         std::string milp_backend, double time_limit_s, double relative_gap, bool isolate) {
         if (current_nodes.size() != current_jobs.size())
           throw InvalidArgument("current: " + std::to_string(current_nodes.size()) + " nodes but " +
                                 std::to_string(current_jobs.size()) + " job ids");
@@ -188,14 +188,24 @@ void BindAlloc(py::module_& m) {
         options.milp_backend = std::move(milp_backend);
         options.milp.time_limit_s = time_limit_s;
         options.milp.relative_gap = relative_gap;
-        py::gil_scoped_release release;
-        return alloc::Solve(problem, options);
+        options.milp.isolate = isolate;
+        // Ctrl-C stops a MILP allocation and raises KeyboardInterrupt.
+        const SigintScope sigint;
+        options.milp.interrupt = SigintScope::Poll();
+        alloc::Allocation allocation;
+        {
+          py::gil_scoped_release release;
+          allocation = alloc::Solve(problem, options);
+        }
+        ThrowIfSignalled();
+        return allocation;
       },
       py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"),
       py::arg("tfwd_s") = 10.0, py::arg("solver") = SolverKind::kExact, py::arg("goal") = Goal::kThroughput,
       py::arg("milp_backend") = "glpk", py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9,
-      "Solve one allocation problem (the GIL is released while solving). current_nodes[k] runs "
-      "current_jobs[k].");
+      py::arg("isolate") = false,
+      "Solve one allocation problem (the GIL is released while solving; Ctrl-C stops it). "
+      "current_nodes[k] runs current_jobs[k]; isolate: MILP solves in a child process.");
 }
 
 }  // namespace bft::python

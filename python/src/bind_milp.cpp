@@ -90,13 +90,18 @@ std::vector<double> ToVector(const py::array_t<double, py::array::c_style | py::
 // the GIL, so no Python thread can change the model while it is copied, and a change made while the
 // solve runs (another thread may take the GIL then) touches the original, never what the backend
 // reads. The result names the original model: the snapshot has the same variable indices.
+// Ctrl-C stops the solve (SigintScope) and raises KeyboardInterrupt once it has returned.
 Result SolveSnapshot(const Backend& backend, const Model& model, const SolveOptions& options) {
   const Model snapshot(model);
+  SolveOptions interruptible = options;
+  const SigintScope sigint;
+  if (!interruptible.interrupt) interruptible.interrupt = SigintScope::Poll();
   Result result;
   {
     py::gil_scoped_release release;
-    result = backend.Solve(snapshot, options);
+    result = backend.Solve(snapshot, interruptible);
   }
+  ThrowIfSignalled();
   result.model_id = model.id();
   return result;
 }
@@ -115,10 +120,12 @@ void BindMilp(py::module_& m) {
                          {"TIME_LIMIT", Termination::kTimeLimit},
                          {"INFEASIBLE", Termination::kInfeasible},
                          {"UNBOUNDED", Termination::kUnbounded},
-                         {"ERROR", Termination::kError}});
+                         {"ERROR", Termination::kError},
+                         {"INTERRUPTED", Termination::kInterrupted}});
   m.def(
       "termination_name", [](Termination t) { return std::string(milp::ToString(t)); },
-      "Short name of a termination: 'optimal', 'time_limit', 'infeasible', 'unbounded', 'error'");
+      "Short name of a termination: 'optimal', 'time_limit', 'infeasible', 'unbounded', 'error', "
+      "'interrupted'");
 
   py::class_<LinExpr> expr(m, "LinExpr", "A linear expression sum(coef * var) + constant");
   py::class_<Var> var(m, "Var",
@@ -277,20 +284,23 @@ void BindMilp(py::module_& m) {
       });
 
   py::class_<SolveOptions>(m, "SolveOptions", "Options of a solve")
-      .def(py::init([](double time_limit_s, double relative_gap, bool presolve, bool verbose) {
+      .def(py::init([](double time_limit_s, double relative_gap, bool presolve, bool verbose, bool isolate) {
              SolveOptions o;
              o.time_limit_s = time_limit_s;
              o.relative_gap = relative_gap;
              o.presolve = presolve;
              o.verbose = verbose;
+             o.isolate = isolate;
              return o;
            }),
            py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9, py::arg("presolve") = true,
-           py::arg("verbose") = false)
+           py::arg("verbose") = false, py::arg("isolate") = false)
       .def_readwrite("time_limit_s", &SolveOptions::time_limit_s)
       .def_readwrite("relative_gap", &SolveOptions::relative_gap)
       .def_readwrite("presolve", &SolveOptions::presolve)
       .def_readwrite("verbose", &SolveOptions::verbose)
+      .def_readwrite("isolate", &SolveOptions::isolate,
+                     "Solve in a child process: a backend crash becomes an ERROR result")
       .def("is_valid", [](const SolveOptions& o) { return o.IsValid(nullptr); })
       .def(
           "validation_error",

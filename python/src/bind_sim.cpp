@@ -51,6 +51,8 @@ py::dict SummaryToDict(const sim::Summary& s) {
   d["allocator_p50_s"] = s.allocator_p50_s;
   d["allocator_p99_s"] = s.allocator_p99_s;
   d["allocator_max_s"] = s.allocator_max_s;
+  d["allocator_time_limits"] = s.allocator_time_limits;
+  d["allocator_failures"] = s.allocator_failures;
   d["allocator_total_s"] = s.allocator_total_s;
   d["wall_s"] = s.wall_s;
   return d;
@@ -299,17 +301,19 @@ void BindSim(py::module_& m) {
       py::arg("mean_interarrival_s") = sim::SyntheticOptions{}.mean_interarrival_s,
       "The synthetic idle-node trace and job mix of `bft replay`'s default: (Trace, [JobSpec]).");
 
+  m.attr("DEFAULT_MILP_TIME_LIMIT_S") = sim::kDefaultReplayMilpTimeLimitS;
   m.def(
       "replay",
       [](const sim::Trace& trace, const std::vector<sim::JobSpec>& jobs, const std::string& policy,
          const std::string& curves, int max_jobs, double tfwd_s, std::vector<std::string> nodes,
          std::optional<double> start_s, std::optional<double> end_s, bool record_job_progress,
          bool record_assignments, std::optional<std::string> milp_backend, std::optional<double> time_limit_s,
-         py::object on_progress) {
+         bool isolate, py::object on_progress) {
         sim::ReplayOptions o;
         o.solve.solver = alloc::SolverKindFromString(policy);
         if (milp_backend) o.solve.milp_backend = *milp_backend;
         if (time_limit_s) o.solve.milp.time_limit_s = *time_limit_s;
+        o.solve.milp.isolate = isolate;
         o.curves = sim::CurveModeFromString(curves);
         o.max_jobs = max_jobs;
         o.tfwd_s = tfwd_s;
@@ -326,10 +330,17 @@ void BindSim(py::module_& m) {
             f(fraction);
           };
         }
+        // Ctrl-C stops the replay, within a MILP solve too, and raises KeyboardInterrupt.
+        const SigintScope sigint;
+        o.solve.milp.interrupt = SigintScope::Poll();
         sim::ReplayResult result;
-        {
+        try {
           py::gil_scoped_release release;
           result = sim::Replay(trace, jobs, o);
+        } catch (const Interrupted&) {
+          o.on_progress = nullptr;
+          ThrowIfSignalled();  // KeyboardInterrupt (and the pending signal is consumed)
+          throw;
         }
         o.on_progress = nullptr;  // drop the Python callback while holding the GIL
         return ResultToDict(result);
@@ -338,7 +349,7 @@ void BindSim(py::module_& m) {
       py::arg("max_jobs") = 10, py::arg("tfwd_s") = 10.0, py::arg("nodes") = std::vector<std::string>{},
       py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,
       py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
-      py::arg("time_limit_s") = py::none(), py::arg("on_progress") = py::none(),
+      py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("on_progress") = py::none(),
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

@@ -22,6 +22,8 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_FileNotFoundError, e.what());
     } catch (const bft::InvalidArgument& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const bft::Interrupted&) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
     } catch (const bft::NotAvailable& e) {
       PyErr_SetString(not_available.ptr(), e.what());
     } catch (const bft::Error& e) {

@@ -87,7 +87,14 @@ def test_enums_are_python_enums():
     import enum
 
     assert issubclass(milp.Termination, enum.Enum)
-    assert {t.name for t in milp.Termination} == {"OPTIMAL", "TIME_LIMIT", "INFEASIBLE", "UNBOUNDED", "ERROR"}
+    assert {t.name for t in milp.Termination} == {
+        "OPTIMAL",
+        "TIME_LIMIT",
+        "INFEASIBLE",
+        "UNBOUNDED",
+        "ERROR",
+        "INTERRUPTED",
+    }
     assert milp.termination_name(milp.Termination.TIME_LIMIT) == "time_limit"
 
 

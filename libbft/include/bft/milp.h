@@ -190,11 +190,12 @@ class Model {
 // Why the solver stopped. Kept separate from Result::has_solution: a time limit may or may not
 // leave a feasible solution behind.
 enum class Termination {
-  kOptimal,     // proven optimal within the relative gap asked for
-  kTimeLimit,   // stopped by SolveOptions::time_limit_s
-  kInfeasible,  // proven infeasible
-  kUnbounded,   // the objective is unbounded (or the problem is infeasible or unbounded)
-  kError,       // the backend failed; see Result::message
+  kOptimal,      // proven optimal within the relative gap asked for
+  kTimeLimit,    // stopped by SolveOptions::time_limit_s
+  kInfeasible,   // proven infeasible
+  kUnbounded,    // the objective is unbounded (or the problem is infeasible or unbounded)
+  kError,        // the backend failed (or crashed in an isolated solve); see Result::message
+  kInterrupted,  // stopped by SolveOptions::interrupt (Python: Ctrl-C)
 };
 const char* ToString(Termination termination);
 
@@ -203,9 +204,25 @@ struct SolveOptions {
   double relative_gap = 1e-9;  // stop when |bound - objective| <= gap * max(1, |objective|)
   bool presolve = true;
   bool verbose = false;  // let the backend print its log to stdout
+  // Solve in a child process (fork), so that nothing the backend does can end the caller: a crash
+  // (a signal, an abort) comes back as Termination::kError naming the signal, and a child that
+  // outlives a finite time_limit_s by more than IsolationGraceSeconds(time_limit_s) is killed
+  // (Termination::kTimeLimit, no solution). For long-lived callers (the trace replay, a manager).
+  bool isolate = false;
+  // Polled during the solve; returning true stops it with Termination::kInterrupted (an incumbent,
+  // if the backend had one in process, is kept). Called from the solving thread at most every
+  // 0.05 s: by GLPK's branch-and-bound callback in process, and, with `isolate`, by the parent
+  // while it waits. CBC has no hook to poll it from, so a CBC solve with an interrupt always runs
+  // isolated. Must be cheap and must not throw (a throw counts as true).
+  std::function<bool()> interrupt;
   // Returns true if valid; otherwise false with the reason in *error (if error is not null).
   bool IsValid(std::string* error) const;
 };
+
+// How long an isolated solve may outlive its time limit before it is killed: 5 s plus a quarter
+// of the limit (the backends stop on their own at the limit; the grace covers building the problem
+// and reporting the result).
+double IsolationGraceSeconds(double time_limit_s);
 
 struct Result {
   Termination termination = Termination::kError;

@@ -91,8 +91,22 @@ enum class CurveMode {
 const char* ToString(CurveMode mode);               // "oracle", "learned"
 CurveMode CurveModeFromString(const std::string&);  // throws InvalidArgument
 
+// The MILP options a replay uses unless told otherwise: a time limit per allocation (a MILP
+// allocation that hits it keeps its incumbent or, without one, every job's nodes; the summary counts
+// them), and isolated solves, so that a crash in a solver library ends one allocation, not the replay.
+inline constexpr double kDefaultReplayMilpTimeLimitS = 10.0;
+inline alloc::SolveOptions DefaultReplaySolveOptions() {
+  alloc::SolveOptions options;
+  options.milp.time_limit_s = kDefaultReplayMilpTimeLimitS;
+  options.milp.isolate = true;
+  return options;
+}
+
 struct ReplayOptions {
-  alloc::SolveOptions solve;  // the policy: solver kind (exact by default), goal, MILP options
+  // The policy: solver kind (exact by default), goal, MILP options (DefaultReplaySolveOptions).
+  // solve.milp.interrupt, if set, is also polled between events: true stops the replay with
+  // bft::Interrupted.
+  alloc::SolveOptions solve = DefaultReplaySolveOptions();
   CurveMode curves = CurveMode::kOracle;
   int max_jobs = 10;     // at most this many admitted (unfinished) jobs at once
   double tfwd_s = 10.0;  // the allocator's forward-looking horizon
@@ -194,6 +208,10 @@ struct Summary {
   double allocator_p99_s = 0.0;
   double allocator_max_s = 0.0;
   double allocator_total_s = 0.0;
+  // MILP allocations that stopped at the time limit (keeping their incumbent, or every job's nodes
+  // without one), and those that ended with no solution for another reason (a solver error or crash).
+  int allocator_time_limits = 0;
+  int allocator_failures = 0;
   double wall_s = 0.0;  // the whole replay
 };
 
@@ -206,8 +224,9 @@ struct ReplayResult {
 };
 
 // Replays the trace with the workload under one policy. Throws InvalidArgument if the options are
-// invalid or name unknown nodes, and whatever the allocator throws (NotAvailable for a missing
-// MILP backend). Jobs are checked with JobSpec::IsValid, the trace with Trace::IsValid.
+// invalid or name unknown nodes, Interrupted if solve.milp.interrupt asked to stop, and whatever the
+// allocator throws (NotAvailable for a missing MILP backend). Jobs are checked with JobSpec::IsValid, the
+// trace with Trace::IsValid.
 ReplayResult Replay(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayOptions& options);
 
 // The synthetic idle-node trace and job mix of the embedded default (docs/sim.md describes the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <new>
 #include <string>
 #include <vector>
@@ -32,19 +33,66 @@ inline double RelativeGap(double bound, double objective) {
   return std::abs(bound - objective) / std::max(1.0, std::abs(objective));
 }
 
+// True in the child process of an isolated solve (set right after fork). The child has one thread,
+// so a backend skips its process-wide locks there: another thread of the parent may have held one
+// at the fork, and it would never be released in the child.
+bool InIsolatedChild();
+
+// Runs `solve` (which returns the result of the non-isolated solve) in a forked child process and
+// returns what it returned, or Termination::kError if the child crashed, kTimeLimit if it had to be
+// killed past its time limit (IsolationGraceSeconds), kInterrupted if options.interrupt asked for
+// it. Never throws for anything the child does.
+Result SolveIsolated(const std::string& backend, const Model& model, const SolveOptions& options,
+                     const std::function<Result()>& solve);
+
+// Polls SolveOptions::interrupt at most every kInterruptPollSeconds; a throw counts as true.
+inline constexpr double kInterruptPollSeconds = 0.05;
+class InterruptPoller {
+ public:
+  explicit InterruptPoller(const std::function<bool()>* interrupt) : interrupt_(interrupt) {}
+  bool Requested() noexcept {
+    if (interrupt_ == nullptr || !*interrupt_) return false;
+    if (requested_) return true;
+    if (polled_ && clock_.ElapsedSeconds() - last_s_ < kInterruptPollSeconds) return false;
+    polled_ = true;
+    last_s_ = clock_.ElapsedSeconds();
+    try {
+      requested_ = (*interrupt_)();
+    } catch (...) {
+      requested_ = true;
+    }
+    return requested_;
+  }
+
+ private:
+  const std::function<bool()>* interrupt_;
+  Stopwatch clock_;
+  bool polled_ = false;
+  bool requested_ = false;
+  double last_s_ = 0.0;
+};
+
 // The frame every backend's Solve shares: validates the options (InvalidArgument naming the
-// backend), stamps the result with the backend and model, runs `body(clock, &result)`, turns
-// running out of memory into Termination::kError, and times the whole call.
+// backend), runs the solve in a child process if options.isolate, stamps the result with the
+// backend and model, runs `body(options, clock, &result)` (the options the body must use: in an
+// isolated child, without `isolate` and `interrupt`), turns running out of memory into
+// Termination::kError, and times the whole call.
 template <typename Body>
 Result SolveFrame(const std::string& backend, const Model& model, const SolveOptions& options, Body&& body) {
   std::string invalid;
   if (!options.IsValid(&invalid)) throw InvalidArgument(backend + ": " + invalid);
+  if (options.isolate && !InIsolatedChild()) {
+    SolveOptions in_child = options;
+    in_child.isolate = false;
+    in_child.interrupt = nullptr;  // the parent polls it (it may need the parent's threads, e.g. Python's)
+    return SolveIsolated(backend, model, options, [&] { return SolveFrame(backend, model, in_child, body); });
+  }
   const Stopwatch clock;
   Result result;
   result.backend = backend;
   result.model_id = model.id();
   try {
-    body(clock, &result);
+    body(options, clock, &result);
   } catch (const std::bad_alloc&) {
     result = Result{};
     result.backend = backend;

@@ -399,6 +399,8 @@ const char* ToString(Termination termination) {
       return "unbounded";
     case Termination::kError:
       return "error";
+    case Termination::kInterrupted:
+      return "interrupted";
   }
   return "unknown";
 }

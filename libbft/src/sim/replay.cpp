@@ -122,6 +122,8 @@ class Engine {
   double idle_node_s_ = 0.0;
   double used_node_s_ = 0.0;
   std::vector<double> allocator_times_;
+  int allocator_time_limits_ = 0;
+  int allocator_failures_ = 0;
   int total_rescales_ = 0;
   int total_preemptions_ = 0;
   // Allocator state reused between calls.
@@ -282,6 +284,15 @@ void Engine::Allocate(double t, int* rescales) {
   const auto t0 = std::chrono::steady_clock::now();
   const alloc::Allocation allocation = alloc::Solve(problem_, opt_.solve);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (allocation.termination == milp::Termination::kInterrupted) {
+    throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s (" + allocation.message +
+                      ")");
+  }
+  if (allocation.termination == milp::Termination::kTimeLimit) {
+    ++allocator_time_limits_;
+  } else if (allocation.termination != milp::Termination::kOptimal) {
+    ++allocator_failures_;
+  }
   allocator_times_.push_back(seconds);
   result_.steps.back().allocator_s = seconds;  // the caller pushed the step row already
 
@@ -441,6 +452,9 @@ ReplayResult Engine::Run() {
             ? std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_)
             : kInf;
     const double t_finish = NextFinish();
+    if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
+      throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
+    }
     double t = first ? start_ : std::max(now_, std::min({t_trace, t_submit, t_finish}));
     if (t >= end_ && !(first && t == end_ && span == 0.0)) break;
     first = false;
@@ -621,6 +635,8 @@ ReplayResult Engine::Run() {
   }
   s.allocator_p50_s = Percentile(allocator_times_, 0.50);
   s.allocator_p99_s = Percentile(allocator_times_, 0.99);
+  s.allocator_time_limits = allocator_time_limits_;
+  s.allocator_failures = allocator_failures_;
   s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return std::move(result_);
 }

@@ -157,9 +157,11 @@ CbcPtr Load(const Formulation& f, Sense sense, const SolveOptions& options, doub
   return model;
 }
 
-// Runs CbcMain1 (serialised); returns false if it threw.
+// Runs CbcMain1 (serialised, except in the single-threaded child of an isolated solve, where a
+// parent thread may have held the mutex at the fork); returns false if it threw.
 bool RunCbc(Cbc_Model* model, std::string* error) {
-  std::lock_guard<std::mutex> lock(CbcMutex());
+  std::unique_lock<std::mutex> lock(CbcMutex(), std::defer_lock);
+  if (!internal::InIsolatedChild()) lock.lock();
   const SigintGuard sigint;
   try {
     Cbc_solve(model);
@@ -177,11 +179,16 @@ class CbcBackend final : public Backend {
   std::string name() const override { return "cbc"; }
 
   Result Solve(const Model& model, const SolveOptions& options) const override {
-    return internal::SolveFrame(name(), model, options, [&](const Stopwatch& clock, Result* result) {
-      SolveInto(model, options, clock, result);
-      ConfirmInfeasible(model, options, clock, result);
-      RejectInfeasiblePoint(model, options, clock, result);
-    });
+    // CBC offers no hook to poll SolveOptions::interrupt from, so a solve that has one runs isolated,
+    // where the waiting parent polls it and stops the child.
+    SolveOptions effective = options;
+    if (effective.interrupt && !internal::InIsolatedChild()) effective.isolate = true;
+    return internal::SolveFrame(name(), model, effective,
+                                [&](const SolveOptions& opts, const Stopwatch& clock, Result* result) {
+                                  SolveInto(model, opts, clock, result);
+                                  ConfirmInfeasible(model, opts, clock, result);
+                                  RejectInfeasiblePoint(model, opts, clock, result);
+                                });
   }
 
  private:

@@ -172,14 +172,21 @@ ProbPtr Load(const Formulation& f, Sense sense, double objective_constant, std::
   return prob;
 }
 
-// What the branch-and-bound search callback records: the best bound of the open nodes.
+// What the branch-and-bound search callback records: the best bound of the open nodes; and the
+// interrupt it polls (SolveOptions::interrupt).
 struct SearchState {
   bool have_bound = false;
   double bound = 0.0;
+  internal::InterruptPoller* interrupt = nullptr;
+  bool interrupted = false;
 };
 
 extern "C" void RecordBestBound(glp_tree* tree, void* info) noexcept {
   auto* state = static_cast<SearchState*>(info);
+  if (!state->interrupted && state->interrupt->Requested()) {
+    state->interrupted = true;
+    glp_ios_terminate(tree);
+  }
   const int node = glp_ios_best_node(tree);
   if (node != 0) {
     state->bound = glp_ios_node_bound(tree, node);
@@ -224,9 +231,10 @@ class GlpkBackend final : public Backend {
   std::string name() const override { return "glpk"; }
 
   Result Solve(const Model& model, const SolveOptions& options) const override {
-    return internal::SolveFrame(name(), model, options, [&](const Stopwatch& clock, Result* result) {
-      SolveInto(model, options, clock, result);
-    });
+    return internal::SolveFrame(name(), model, options,
+                                [&](const SolveOptions& opts, const Stopwatch& clock, Result* result) {
+                                  SolveInto(model, opts, clock, result);
+                                });
   }
 
  private:
@@ -287,7 +295,9 @@ class GlpkBackend final : public Backend {
     iocp.msg_lev = msg_lev;
     iocp.presolve = options.presolve ? GLP_ON : GLP_OFF;
     iocp.mip_gap = options.relative_gap;
+    internal::InterruptPoller interrupt(&options.interrupt);
     SearchState state;
+    state.interrupt = &interrupt;
     iocp.cb_func = RecordBestBound;
     iocp.cb_info = &state;
     const int ms = RemainingMs(options, clock);
@@ -319,6 +329,20 @@ class GlpkBackend final : public Backend {
         result->termination = Termination::kTimeLimit;
         result->message = feasible ? "time limit reached with a feasible solution"
                                    : "time limit reached before a feasible solution was found";
+        if (feasible) {
+          result->has_solution = true;
+          result->objective = glp_mip_obj_val(prob.get());
+          result->values = ColumnValues(prob.get(), model.num_vars());
+        }
+        result->best_bound =
+            state.have_bound ? state.bound : (model.sense() == Sense::kMaximize ? kInf : -kInf);
+        result->gap = feasible ? internal::RelativeGap(result->best_bound, result->objective) : kInf;
+        return;
+      case GLP_ESTOP:
+        if (!state.interrupted) break;
+        result->termination = Termination::kInterrupted;
+        result->message =
+            feasible ? "interrupted with a feasible solution" : "interrupted before a feasible solution";
         if (feasible) {
           result->has_solution = true;
           result->objective = glp_mip_obj_val(prob.get());
