@@ -130,3 +130,23 @@ def test_time_arguments_accept_units():
     assert cli._parse_time("90m") == 5400
     assert cli._parse_time("1.5d") == 129600
     assert cli._parse_time("7200") == 7200
+
+
+def test_a_truncated_or_padded_gzip_trace_is_a_one_line_error(tmp_path, capsys):
+    # A file copied while being written used to replay half the trace with exit status 0.
+    import gzip
+
+    rows = "".join(f"{k},n{k},idle\n" for k in range(2000))
+    whole = gzip.compress(("time,node,state\n" + rows).encode())
+    (tmp_path / "j.jsonl").write_text(json.dumps(JOB) + "\n")
+    trace = tmp_path / "t.csv.gz"
+    for data, needle in [
+        (whole[: len(whole) // 2], "gzip stream is truncated"),
+        (whole[:-8], f"{trace}: the gzip stream is truncated after line 2001"),
+        (whole + b"\0\0\0\0", f"{trace}: unexpected data after the end of the gzip stream"),
+    ]:
+        trace.write_bytes(data)
+        line = one_line_error(capsys, ["replay", "--trace", str(trace), "--jobs", str(tmp_path / "j.jsonl"), "-q"])
+        assert needle in line and str(trace) in line, line
+    trace.write_bytes(whole)
+    assert len(sim.read_trace(trace)) == 2000  # the intact file reads whole
