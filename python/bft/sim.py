@@ -195,6 +195,15 @@ def replay(
     crash of a solver library ends one allocation (counted in ``allocator_failures``; every job
     keeps its nodes) instead of the replay.
     """
+    if isinstance(nodes, (str, bytes)):
+        raise ValueError(f"nodes: expected a list of node names, got the string {nodes!r} (write [{nodes!r}])")
+    if nodes is not None:
+        nodes = list(nodes)
+        if not nodes:
+            raise ValueError("nodes: the list is empty (pass None to replay every node of the trace)")
+        for k, name in enumerate(nodes):
+            if not isinstance(name, str):
+                raise ValueError(f"nodes[{k}]: expected a node name (str), got {name!r}")
     if not isinstance(trace, Trace):
         trace = read_trace(trace)
     if isinstance(jobs, (str, os.PathLike)):
@@ -206,7 +215,7 @@ def replay(
         curves=curves,
         max_jobs=max_jobs,
         tfwd_s=tfwd_s,
-        nodes=list(nodes) if nodes is not None else [],
+        nodes=nodes if nodes is not None else [],
         start_s=start_s,
         end_s=end_s,
         record_job_progress=record_job_progress,
