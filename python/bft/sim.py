@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,9 +139,14 @@ class ReplayResult:
         _write_columns(path, self.jobs, keys)
 
     def write_summary_json(self, path: PathLike) -> None:
+        """Writes the summary as JSON. A non-finite figure is an error, never ``Infinity``/``NaN``
+        (which is not JSON); the inputs are bounded so that none arises."""
+        bad = [k for k, v in self.summary.items() if isinstance(v, float) and not math.isfinite(v)]
+        if bad:
+            raise ValueError(f"summary: {', '.join(bad)} not finite; refusing to write invalid JSON to {path}")
+        text = json.dumps(self.summary, indent=2, allow_nan=False)
         with open(path, "w") as f:
-            json.dump(self.summary, f, indent=2)
-            f.write("\n")
+            f.write(text + "\n")
 
     def job_progress(self, job: int) -> "tuple[np.ndarray, np.ndarray]":
         """(times, done) of one job (index into the workload) at the events where it was admitted."""

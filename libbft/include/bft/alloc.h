@@ -53,6 +53,12 @@ struct Assignment {
   std::string job;
 };
 
+// The largest value the allocator's objective terms may reach: tfwd_s, scale_up_s and
+// scale_down_s, each times a job's weight and its largest objective value, must stay below it
+// (Problem::IsValid), so that sums over thousands of jobs stay finite and within what the MILP
+// solvers take (milp::kMaxMagnitude).
+inline constexpr double kMaxObjectiveTerm = 1e15;
+
 struct Problem {
   std::vector<Job> jobs;
   // Every node the allocator may use now, including those already running a job.

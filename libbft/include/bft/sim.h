@@ -63,6 +63,20 @@ Trace ParseTrace(const std::string& text, const std::string& source = "<trace>")
 void WriteTrace(const Trace& trace, const std::string& path);
 
 // One elastic training job of a workload (one line of a jobs JSONL file).
+// One field of a job line of the workload format (docs/formats.md). JobFields() is the one table
+// of them: the workload reader looks fields up in it and lists it in its "unknown field" message,
+// and bft.allocate checks its job dicts against it.
+struct JobField {
+  const char* name;
+  bool required;        // in a workload line
+  bool for_allocation;  // read by the allocator (bft.allocate); the others are replay-only
+};
+const std::vector<JobField>& JobFields();
+
+// The largest throughput or objective value a job may have (JobSpec::IsValid): samples/s times
+// the seconds of any trace stay finite.
+inline constexpr double kMaxSamplesPerS = 1e12;
+
 struct JobSpec {
   std::string name;
   double submit_s = 0.0;  // on the trace's clock

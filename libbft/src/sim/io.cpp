@@ -459,7 +459,29 @@ bool JobSpec::IsValid(std::string* error) const {
     return fail("throughput: " + why);
   if (!curve::ThroughputCurve::Check(objective.nodes(), objective.values(), &why))
     return fail("objective: " + why);
+  // Samples/s times a replay's seconds must stay finite (1e300 made the summary JSON "Infinity").
+  for (const auto& [field, curve] :
+       {std::pair<const char*, const curve::ThroughputCurve*>{"throughput", &throughput},
+        {"objective", &objective}}) {
+    for (const double v : curve->values()) {
+      if (v > kMaxSamplesPerS) {
+        return fail(std::string(field) + ": " + detail::JsonNumber(v) + " samples/s exceeds " +
+                    detail::JsonNumber(kMaxSamplesPerS));
+      }
+    }
+  }
   return true;
+}
+
+const std::vector<JobField>& JobFields() {
+  // The order is the order of the slots in ParseJobLines.
+  static const std::vector<JobField> fields = {
+      {"name", true, true},         {"submit", true, false}, {"min_nodes", true, true},
+      {"max_nodes", true, true},    {"work", true, false},   {"scale_up_s", true, true},
+      {"scale_down_s", true, true}, {"nodes", true, true},   {"throughput", true, true},
+      {"objective", false, true},   {"weight", false, true},
+  };
+  return fields;
 }
 
 namespace {
@@ -477,38 +499,30 @@ std::vector<JobSpec> ParseJobLines(ForEachLineFn&& for_each_line, const std::str
     } catch (const detail::JsonError& e) {
       fail(std::string("malformed JSON: ") + e.what());
     }
-    const detail::JsonField* name = nullptr;
-    const detail::JsonField* submit = nullptr;
-    const detail::JsonField* min_nodes = nullptr;
-    const detail::JsonField* max_nodes = nullptr;
-    const detail::JsonField* work = nullptr;
-    const detail::JsonField* scale_up = nullptr;
-    const detail::JsonField* scale_down = nullptr;
-    const detail::JsonField* nodes = nullptr;
-    const detail::JsonField* throughput = nullptr;
-    const detail::JsonField* objective = nullptr;
-    const detail::JsonField* weight = nullptr;
-    const std::pair<const char*, const detail::JsonField**> slots[] = {{"name", &name},
-                                                                       {"submit", &submit},
-                                                                       {"min_nodes", &min_nodes},
-                                                                       {"max_nodes", &max_nodes},
-                                                                       {"work", &work},
-                                                                       {"scale_up_s", &scale_up},
-                                                                       {"scale_down_s", &scale_down},
-                                                                       {"nodes", &nodes},
-                                                                       {"throughput", &throughput},
-                                                                       {"objective", &objective},
-                                                                       {"weight", &weight}};
+    // Slots in the order of JobFields().
+    const std::vector<JobField>& table = JobFields();
+    std::vector<const detail::JsonField*> found(table.size(), nullptr);
     for (const detail::JsonField& f : fields) {
-      const auto slot = std::find_if(std::begin(slots), std::end(slots),
-                                     [&](const auto& entry) { return f.key == entry.first; });
-      if (slot == std::end(slots)) {
+      const auto it =
+          std::find_if(table.begin(), table.end(), [&](const JobField& e) { return f.key == e.name; });
+      if (it == table.end()) {
         std::string known;
-        for (const auto& entry : slots) known += (known.empty() ? "" : ", ") + std::string(entry.first);
+        for (const JobField& e : table) known += (known.empty() ? "" : ", ") + std::string(e.name);
         fail("unknown field \"" + Shorten(f.key) + "\" (known: " + known + ")");
       }
-      *slot->second = &f;
+      found[static_cast<std::size_t>(it - table.begin())] = &f;
     }
+    const detail::JsonField* const name = found[0];
+    const detail::JsonField* const submit = found[1];
+    const detail::JsonField* const min_nodes = found[2];
+    const detail::JsonField* const max_nodes = found[3];
+    const detail::JsonField* const work = found[4];
+    const detail::JsonField* const scale_up = found[5];
+    const detail::JsonField* const scale_down = found[6];
+    const detail::JsonField* const nodes = found[7];
+    const detail::JsonField* const throughput = found[8];
+    const detail::JsonField* const objective = found[9];
+    const detail::JsonField* const weight = found[10];
     auto require = [&](const detail::JsonField* f, const char* key) {
       if (f == nullptr) fail(std::string("missing field \"") + key + "\"");
     };
