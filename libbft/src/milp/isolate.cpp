@@ -187,20 +187,24 @@ Result SolveIsolated(const std::string& backend, const Model& model, const Solve
     waited = waitpid(pid, &status, 0);
   } while (waited < 0 && errno == EINTR);
 
-  if (interrupted) return finish(Termination::kInterrupted, "interrupted; the isolated " + backend + " solve was stopped");
+  if (interrupted)
+    return finish(Termination::kInterrupted, "interrupted; the isolated " + backend + " solve was stopped");
   if (killed_late) {
     return finish(Termination::kTimeLimit, "the isolated " + backend + " solve outlived its time limit of " +
                                                FormatNumber(options.time_limit_s) + " s and was killed");
   }
   if (waited == pid && WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    return finish(Termination::kError, "the " + backend + " backend crashed in its isolated child process (signal " +
+    return finish(Termination::kError, "the " + backend +
+                                           " backend crashed in its isolated child process (signal " +
                                            std::to_string(sig) + ", " + strsignal(sig) + ")");
   }
   Result child;
   if (!Deserialize(bytes, &child)) {
-    std::string why = "the " + backend + " backend ended its isolated child process without a complete result";
-    if (waited == pid && WIFEXITED(status)) why += " (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+    std::string why =
+        "the " + backend + " backend ended its isolated child process without a complete result";
+    if (waited == pid && WIFEXITED(status))
+      why += " (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
     return finish(Termination::kError, why);
   }
   if (child.has_solution && child.values.size() != static_cast<std::size_t>(model.num_vars())) {

@@ -32,17 +32,18 @@ class MisbehavingBackend final : public Backend {
   explicit MisbehavingBackend(What what) : what_(what) {}
   std::string name() const override { return "misbehaving"; }
   Result Solve(const Model& model, const SolveOptions& options) const override {
-    return internal::SolveFrame(name(), model, options, [&](const SolveOptions&, const internal::Stopwatch&, Result*) {
-      switch (what_) {
-        case What::kSegfault:
-          std::raise(SIGSEGV);
-          break;
-        case What::kAbort:
-          std::abort();
-        case What::kHang:
-          while (true) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    });
+    return internal::SolveFrame(name(), model, options,
+                                [&](const SolveOptions&, const internal::Stopwatch&, Result*) {
+                                  switch (what_) {
+                                    case What::kSegfault:
+                                      std::raise(SIGSEGV);
+                                      break;
+                                    case What::kAbort:
+                                      std::abort();
+                                    case What::kHang:
+                                      while (true) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                                  }
+                                });
   }
 
  private:
