@@ -4,7 +4,13 @@
 #include "bft/milp.h"
 #include "bft/version.h"
 #include "bindings.h"
-#include "milp/register_built_backends.h"
+// Public headers only: the backends this module was built with (CMake defines BFT_HAVE_<BACKEND>).
+#ifdef BFT_HAVE_GLPK
+#include "bft/milp_glpk.h"
+#endif
+#ifdef BFT_HAVE_CBC
+#include "bft/milp_cbc.h"
+#endif
 
 namespace py = pybind11;
 
@@ -31,7 +37,12 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-  bft::milp::internal::RegisterBuiltBackends();
+#ifdef BFT_HAVE_GLPK
+  bft::milp::RegisterGlpkBackend();
+#endif
+#ifdef BFT_HAVE_CBC
+  bft::milp::RegisterCbcBackend();
+#endif
 
   auto milp = m.def_submodule("milp", "Solver-agnostic MILP model and backends");
   bft::python::BindMilp(milp);
