@@ -94,7 +94,7 @@ case "$cmd" in
     configure "$BUILD_DIR" -DBFT_SANITIZE=ON -DBFT_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
     build "$BUILD_DIR"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^package\.'
+      LSAN_OPTIONS=suppressions="$ROOT/cmake/lsan.supp" ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^package\.'
     ;;
   bench)
     setup; BUILD_DIR=build/bench
