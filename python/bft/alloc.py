@@ -34,7 +34,7 @@ SolverKind = _a.SolverKind
 Goal = _a.Goal
 solve = _a.solve
 
-SOLVERS = ("exact", "count_milp", "node_milp", "equal_share")
+SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
 _GOALS = {"throughput": Goal.THROUGHPUT, "max_min_fair": Goal.MAX_MIN_FAIR, "max-min": Goal.MAX_MIN_FAIR}
 
 

@@ -21,6 +21,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
+from ._core import alloc as _alloc
 from ._core import sim as _sim
 
 Trace = _sim.Trace
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 # The allocators of bft.alloc, by the names SolverKindFromString accepts.
-POLICIES = ("exact", "equal_share", "count_milp", "node_milp")
+POLICIES = tuple(_alloc.solver_names())  # the one list of policy names, from C++ (alloc::AllSolverKinds)
 
 STEP_COLUMNS = (
     "time_s",

@@ -50,6 +50,14 @@ void BindAlloc(py::module_& m) {
                  {{"THROUGHPUT", Goal::kThroughput}, {"MAX_MIN_FAIR", Goal::kMaxMinFair}});
   m.def("solver_kind_from_string", &alloc::SolverKindFromString, py::arg("name"));
   m.def(
+      "solver_names",
+      [] {
+        std::vector<std::string> names;
+        for (SolverKind kind : alloc::AllSolverKinds()) names.emplace_back(alloc::ToString(kind));
+        return names;
+      },
+      "The one list of solver (policy) names, exact first");
+  m.def(
       "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
 
   py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")

@@ -235,3 +235,15 @@ def test_values_whose_products_overflow_are_rejected_naming_the_field():
     for solver in ("exact", "equal_share"):
         with pytest.raises(ValueError, match="exceeds"):
             bft.allocate([big], [1, 2], solver=solver)
+
+
+def test_policy_and_solver_names_come_from_one_list():
+    from bft import sim
+    from bft._core import alloc as core
+
+    assert alloc.SOLVERS == sim.POLICIES == tuple(core.solver_names())
+    assert set(alloc.SOLVERS) == {core.solver_name(kind) for kind in alloc.SolverKind}
+    for name in alloc.SOLVERS:
+        assert core.solver_name(core.solver_kind_from_string(name)) == name
+    with pytest.raises(ValueError, match="expected one of exact, equal_share, count_milp, node_milp"):
+        core.solver_kind_from_string("simplex")

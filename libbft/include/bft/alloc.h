@@ -81,6 +81,9 @@ enum class SolverKind {
 const char* ToString(SolverKind kind);
 // "node_milp", "count_milp", "exact", "equal_share"; throws InvalidArgument otherwise.
 SolverKind SolverKindFromString(const std::string& name);
+// Every solver kind, in the order users are offered them (exact first): the one list of policy
+// names (bft replay --policy, bft.allocate solver=, sim.POLICIES, alloc.SOLVERS).
+const std::vector<SolverKind>& AllSolverKinds();
 
 enum class Goal {
   kThroughput,  // the weighted objective above

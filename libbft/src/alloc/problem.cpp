@@ -123,12 +123,19 @@ const char* ToString(SolverKind kind) {
   return "unknown";
 }
 
+const std::vector<SolverKind>& AllSolverKinds() {
+  static const std::vector<SolverKind> kinds = {SolverKind::kExact, SolverKind::kEqualShare,
+                                                SolverKind::kCountMilp, SolverKind::kNodeMilp};
+  return kinds;
+}
+
 SolverKind SolverKindFromString(const std::string& name) {
-  for (SolverKind kind :
-       {SolverKind::kNodeMilp, SolverKind::kCountMilp, SolverKind::kExact, SolverKind::kEqualShare})
+  std::string names;
+  for (SolverKind kind : AllSolverKinds()) {
     if (name == ToString(kind)) return kind;
-  throw InvalidArgument("solver: unknown solver '" + name +
-                        "' (expected one of node_milp, count_milp, exact, equal_share)");
+    names += (names.empty() ? "" : ", ") + std::string(ToString(kind));
+  }
+  throw InvalidArgument("solver: unknown solver '" + name + "' (expected one of " + names + ")");
 }
 
 namespace internal {
