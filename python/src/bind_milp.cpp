@@ -120,12 +120,13 @@ void BindMilp(py::module_& m) {
                          {"TIME_LIMIT", Termination::kTimeLimit},
                          {"INFEASIBLE", Termination::kInfeasible},
                          {"UNBOUNDED", Termination::kUnbounded},
+                         {"INFEASIBLE_OR_UNBOUNDED", Termination::kInfeasibleOrUnbounded},
                          {"ERROR", Termination::kError},
                          {"INTERRUPTED", Termination::kInterrupted}});
   m.def(
       "termination_name", [](Termination t) { return std::string(milp::ToString(t)); },
-      "Short name of a termination: 'optimal', 'time_limit', 'infeasible', 'unbounded', 'error', "
-      "'interrupted'");
+      "Short name of a termination: 'optimal', 'time_limit', 'infeasible', 'unbounded', "
+      "'infeasible_or_unbounded', 'error', 'interrupted'");
 
   py::class_<LinExpr> expr(m, "LinExpr", "A linear expression sum(coef * var) + constant");
   py::class_<Var> var(m, "Var",

@@ -92,6 +92,7 @@ def test_enums_are_python_enums():
         "TIME_LIMIT",
         "INFEASIBLE",
         "UNBOUNDED",
+        "INFEASIBLE_OR_UNBOUNDED",
         "ERROR",
         "INTERRUPTED",
     }

@@ -190,12 +190,14 @@ class Model {
 // Why the solver stopped. Kept separate from Result::has_solution: a time limit may or may not
 // leave a feasible solution behind.
 enum class Termination {
-  kOptimal,      // proven optimal within the relative gap asked for
-  kTimeLimit,    // stopped by SolveOptions::time_limit_s
-  kInfeasible,   // proven infeasible
-  kUnbounded,    // the objective is unbounded (or the problem is infeasible or unbounded)
-  kError,        // the backend failed (or crashed in an isolated solve); see Result::message
-  kInterrupted,  // stopped by SolveOptions::interrupt (Python: Ctrl-C)
+  kOptimal,     // proven optimal within the relative gap asked for
+  kTimeLimit,   // stopped by SolveOptions::time_limit_s
+  kInfeasible,  // proven infeasible
+  kUnbounded,   // the objective is unbounded: a feasible point exists and the relaxation is unbounded
+  kInfeasibleOrUnbounded,  // the relaxation is unbounded; whether a feasible point exists was not
+                           // decided (time limit, solver failure)
+  kError,                  // the backend failed (or crashed in an isolated solve); see Result::message
+  kInterrupted,            // stopped by SolveOptions::interrupt (Python: Ctrl-C)
 };
 const char* ToString(Termination termination);
 

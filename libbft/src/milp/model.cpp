@@ -397,6 +397,8 @@ const char* ToString(Termination termination) {
       return "infeasible";
     case Termination::kUnbounded:
       return "unbounded";
+    case Termination::kInfeasibleOrUnbounded:
+      return "infeasible_or_unbounded";
     case Termination::kError:
       return "error";
     case Termination::kInterrupted:

@@ -323,6 +323,8 @@ TEST(MilpResult, TerminationNames) {
   EXPECT_STREQ(ToString(Termination::kTimeLimit), "time_limit");
   EXPECT_STREQ(ToString(Termination::kInfeasible), "infeasible");
   EXPECT_STREQ(ToString(Termination::kUnbounded), "unbounded");
+  EXPECT_STREQ(ToString(Termination::kInfeasibleOrUnbounded), "infeasible_or_unbounded");
+  EXPECT_STREQ(ToString(Termination::kInterrupted), "interrupted");
   EXPECT_STREQ(ToString(Termination::kError), "error");
 }
 

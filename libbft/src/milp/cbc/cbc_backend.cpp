@@ -350,10 +350,12 @@ class CbcBackend final : public Backend {
     if (feasible == 0) {
       result->termination = Termination::kInfeasible;
       result->message = "infeasible (the LP relaxation is unbounded but no feasible point exists)";
-    } else {
+    } else if (feasible == 1) {
       result->termination = Termination::kUnbounded;
-      result->message = feasible == 1 ? "the objective is unbounded (a feasible solution exists)"
-                                      : "infeasible or unbounded (the LP relaxation is unbounded)";
+      result->message = "the objective is unbounded (a feasible solution exists)";
+    } else {
+      result->termination = Termination::kInfeasibleOrUnbounded;
+      result->message = "infeasible or unbounded (the LP relaxation is unbounded; feasibility not decided)";
     }
   }
 };

@@ -416,7 +416,7 @@ class GlpkBackend final : public Backend {
       result->message =
           "the objective is unbounded (a feasible solution exists and the LP relaxation is unbounded)";
     } else {
-      result->termination = Termination::kUnbounded;
+      result->termination = Termination::kInfeasibleOrUnbounded;
       result->message = "infeasible or unbounded (the LP relaxation is unbounded; feasibility not decided: " +
                         GlpkCodeName(ret) + ")";
     }
