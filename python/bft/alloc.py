@@ -32,6 +32,7 @@ JobAllocation = _a.JobAllocation
 Allocation = _a.Allocation
 SolverKind = _a.SolverKind
 Goal = _a.Goal
+AllocationStatus = _a.AllocationStatus
 solve = _a.solve
 
 SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
@@ -227,4 +228,4 @@ def allocate(
     )
 
 
-__all__ = ["Job", "JobAllocation", "Allocation", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]
+__all__ = ["Job", "JobAllocation", "Allocation", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]

@@ -41,6 +41,12 @@ py::array_t<T> PerJob(const Allocation& a, F field) {
 }  // namespace
 
 void BindAlloc(py::module_& m) {
+  BindEnum<alloc::AllocationStatus>(m, "AllocationStatus",
+                                    "What an allocation is (apart from why a MILP solver stopped)",
+                                    {{"OPTIMAL", alloc::AllocationStatus::kOptimal},
+                                     {"HEURISTIC", alloc::AllocationStatus::kHeuristic},
+                                     {"TIME_LIMIT", alloc::AllocationStatus::kTimeLimit},
+                                     {"FAILED", alloc::AllocationStatus::kFailed}});
   BindEnum<SolverKind>(m, "SolverKind", "Which allocator solves the problem",
                        {{"NODE_MILP", SolverKind::kNodeMilp},
                         {"COUNT_MILP", SolverKind::kCountMilp},
@@ -113,7 +119,9 @@ void BindAlloc(py::module_& m) {
       .def_readonly("objective", &Allocation::objective)
       .def_readonly("min_normalized_value", &Allocation::min_normalized_value)
       .def_readonly("solver", &Allocation::solver)
-      .def_readonly("termination", &Allocation::termination)
+      .def_readonly("status", &Allocation::status, "What the allocation is: AllocationStatus")
+      .def_readonly("termination", &Allocation::termination,
+                    "Why the MILP solver stopped (MILP solvers only; see status)")
       .def_readonly("proven_optimal", &Allocation::proven_optimal)
       .def_readonly("message", &Allocation::message)
       .def_readonly("wall_time_s", &Allocation::wall_time_s)

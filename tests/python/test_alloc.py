@@ -247,3 +247,11 @@ def test_policy_and_solver_names_come_from_one_list():
         assert core.solver_name(core.solver_kind_from_string(name)) == name
     with pytest.raises(ValueError, match="expected one of exact, equal_share, count_milp, node_milp"):
         core.solver_kind_from_string("simplex")
+
+
+def test_allocations_have_their_own_status_apart_from_milp_termination():
+    jobs = [job("a", 1, 4, [1, 4], [100, 400]), job("b", 1, 4, [1, 4], [1, 4])]
+    assert bft.allocate(jobs, [1, 2, 3, 4]).status == alloc.AllocationStatus.OPTIMAL
+    assert bft.allocate(jobs, [1, 2, 3, 4], solver="equal_share").status == alloc.AllocationStatus.HEURISTIC
+    assert bft.allocate(jobs, [1, 2, 3, 4], solver="count_milp").status == alloc.AllocationStatus.OPTIMAL
+    assert {s.name for s in alloc.AllocationStatus} == {"OPTIMAL", "HEURISTIC", "TIME_LIMIT", "FAILED"}

@@ -100,6 +100,18 @@ struct SolveOptions {
   bool IsValid(std::string* error) const;
 };
 
+// What an allocation is, kept apart from why a MILP solver stopped (Allocation::termination).
+enum class AllocationStatus {
+  kOptimal,    // proven optimal: the exact solver, or a MILP optimal within a relative gap <= 1e-6
+  kHeuristic,  // feasible, not proven optimal: the equal-share heuristic, or a MILP that stopped
+               // "optimal" within a larger relative gap than 1e-6
+  kTimeLimit,  // a MILP solver stopped at its time limit with an incumbent: feasible, not proven
+  kFailed,     // no solution from the MILP solver (time limit without incumbent, infeasible, error,
+               // a crash in an isolated solve, interrupted): every job keeps its nodes where its
+               // bounds allow, so the allocation is still feasible
+};
+const char* ToString(AllocationStatus status);  // "optimal", "heuristic", "time_limit", "failed"
+
 struct JobAllocation {
   std::string id;
   int nodes_before = 0;          // c_j
@@ -120,8 +132,11 @@ struct Allocation {
   // 1 when there are no jobs. What Goal::kMaxMinFair maximises first.
   double min_normalized_value = 1.0;
   SolverKind solver = SolverKind::kExact;
-  // Why the solver stopped. For the MILP solvers kOptimal means "optimal within the relative gap
-  // asked for"; the heuristic reports kOptimal only in the sense "finished". Use `proven_optimal`.
+  // What the allocation is (see AllocationStatus); the first thing to look at.
+  AllocationStatus status = AllocationStatus::kOptimal;
+  // Why the MILP solver stopped (the MILP solvers only; kOptimal for the exact and equal-share
+  // solvers, which run no MILP). For the MILP solvers kOptimal means "optimal within the relative
+  // gap asked for".
   milp::Termination termination = milp::Termination::kOptimal;
   // The optimum is proven: the exact solver always; a MILP solver when it stopped optimal with a
   // relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it).

@@ -288,9 +288,11 @@ void Engine::Allocate(double t, int* rescales) {
     throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s (" + allocation.message +
                       ")");
   }
-  if (allocation.termination == milp::Termination::kTimeLimit) {
+  if (allocation.status == alloc::AllocationStatus::kTimeLimit ||
+      (allocation.status == alloc::AllocationStatus::kFailed &&
+       allocation.termination == milp::Termination::kTimeLimit)) {
     ++allocator_time_limits_;
-  } else if (allocation.termination != milp::Termination::kOptimal) {
+  } else if (allocation.status == alloc::AllocationStatus::kFailed) {
     ++allocator_failures_;
   }
   allocator_times_.push_back(seconds);

@@ -169,6 +169,44 @@ TEST(AllocMilp, MaxMinOutcomeReflectsAFirstPhaseThatHitTheTimeLimit) {
   }
 }
 
+class AlwaysFails final : public milp::Backend {
+ public:
+  std::string name() const override { return "always-fails"; }
+  milp::Result Solve(const milp::Model& model, const milp::SolveOptions&) const override {
+    milp::Result r;
+    r.backend = name();
+    r.model_id = model.id();
+    r.termination = milp::Termination::kError;
+    r.message = "injected failure";
+    return r;
+  }
+};
+
+TEST(AllocStatus, EachSolverReportsWhatItsAllocationIs) {
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
+  EXPECT_EQ(Solve(p, With(SolverKind::kExact)).status, AllocationStatus::kOptimal);
+  // The heuristic used to report termination kOptimal; its status says what it is.
+  const Allocation equal = Solve(p, With(SolverKind::kEqualShare));
+  EXPECT_EQ(equal.status, AllocationStatus::kHeuristic);
+  EXPECT_FALSE(equal.proven_optimal);
+  SolveOptions milp = With(SolverKind::kCountMilp);
+  EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kOptimal);
+  // A first phase cut short by the time limit (see above): feasible, not proven.
+  milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
+  milp.goal = Goal::kMaxMinFair;
+  milp.milp_backend = "glpk-first-phase-times-out";
+  EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kTimeLimit);
+  // No solution at all (a backend error): every job keeps its nodes, the allocation says it failed.
+  milp::RegisterBackend("always-fails", [] { return std::make_unique<AlwaysFails>(); });
+  milp.goal = Goal::kThroughput;
+  milp.milp_backend = "always-fails";
+  const Allocation failed = Solve(p, milp);
+  EXPECT_EQ(failed.status, AllocationStatus::kFailed) << failed.message;
+  EXPECT_TRUE(SatisfiesConstraints(p, failed));
+  EXPECT_STREQ(ToString(AllocationStatus::kHeuristic), "heuristic");
+  EXPECT_STREQ(ToString(AllocationStatus::kFailed), "failed");
+}
+
 TEST(AllocExact, NoJobsAndEmptyPool) {
   Problem none = FreshPool({}, 5);
   const Allocation a = Solve(none);
