@@ -115,7 +115,10 @@ class Engine {
   std::vector<int> queue_;        // job indices by (submit, index)
   std::size_t next_queued_ = 0;   // next job to admit
   std::size_t next_arrival_ = 0;  // next job to arrive (next_arrival_ >= next_queued_)
-  std::vector<int> active_;       // admitted, unfinished, in admission order
+  // Samples done by jobs that have left active_ (finished: their `done` no longer changes), so
+  // that a step's total is this plus the active jobs', not a sum over the whole workload.
+  double retired_done_ = 0.0;
+  std::vector<int> active_;  // admitted, unfinished, in admission order
   int finished_ = 0;
   int admitted_ = 0;
   // Accounting.
@@ -213,6 +216,7 @@ void Engine::Advance(double t) {
     if (job.phase != JobState::Phase::kFinished) continue;
     any_finished = true;
     ++finished_;
+    retired_done_ += job.done;
     if (opt_.record_job_progress) result_.progress.push_back({t, j, job.done, 0});
     for (const NodeId node : job.nodes) {
       owner_[static_cast<std::size_t>(node)] = -1;
@@ -368,18 +372,20 @@ void Engine::RecordStep(double t, int transitions, int rescales, int preemptions
   s.idle_nodes = static_cast<int>(pool_.size());
   s.used_nodes = used_;
   s.active_jobs = static_cast<int>(active_.size());
-  s.queued_jobs = 0;
-  for (std::size_t q = next_queued_; q < queue_.size(); ++q) {
-    const double submit = std::max(specs_[static_cast<std::size_t>(queue_[q])].submit_s, start_);
-    if (submit > t) break;
-    ++s.queued_jobs;
-  }
+  // Jobs submitted by t and not yet admitted: queue_ is sorted by submit time, so a binary search
+  // (the work of a step must not grow with jobs that have not arrived).
+  const auto submitted_end = std::upper_bound(
+      queue_.begin() + static_cast<std::ptrdiff_t>(next_queued_), queue_.end(), t, [&](double time, int j) {
+        return time < std::max(specs_[static_cast<std::size_t>(j)].submit_s, start_);
+      });
+  s.queued_jobs =
+      static_cast<int>(submitted_end - (queue_.begin() + static_cast<std::ptrdiff_t>(next_queued_)));
   s.finished_jobs = finished_;
   s.rescales = rescales;
   s.preemptions = preemptions;
   s.allocator_s = allocator_s;
-  double done = 0.0;
-  for (std::size_t j = 0; j < jobs_.size(); ++j) done += jobs_[j].done;
+  double done = retired_done_;
+  for (const int j : active_) done += jobs_[static_cast<std::size_t>(j)].done;
   s.samples_done = done;
   for (const int j : active_) {
     const JobState& job = jobs_[static_cast<std::size_t>(j)];
@@ -547,8 +553,8 @@ ReplayResult Engine::Run() {
     step.used_nodes = used_;
     step.running_jobs = 0;
     step.rate = 0.0;
-    double done = 0.0;
-    for (const JobState& job : jobs_) done += job.done;
+    double done = retired_done_;
+    for (const int j : active_) done += jobs_[static_cast<std::size_t>(j)].done;
     step.samples_done = done;
     for (const int j : active_) {
       const JobState& job = jobs_[static_cast<std::size_t>(j)];

@@ -268,6 +268,23 @@ TEST(SimReplay, SummaryCountsMilpAllocationsStoppedByTheTimeLimitOrFailed) {
   EXPECT_EQ(failed.allocator_time_limits, 0);
 }
 
+TEST(SimReplay, JobsThatArriveAfterTheWindowChangeNothing) {
+  // The per-event totals are kept from the admitted jobs only (a step costs nothing per job that
+  // has not arrived); they must equal the totals of the same replay without those jobs.
+  std::vector<JobSpec> jobs = {MakeJob("j", 0, 3000), MakeJob("k", 50, 1e6)};
+  const ReplayResult base = Replay(TinyTrace(), jobs, Options(300));
+  for (int k = 0; k < 1000; ++k) jobs.push_back(MakeJob("late" + std::to_string(k), 1e9, 1e6));
+  const ReplayResult more = Replay(TinyTrace(), jobs, Options(300));
+  ASSERT_EQ(base.steps.size(), more.steps.size());
+  for (std::size_t i = 0; i < base.steps.size(); ++i) {
+    EXPECT_EQ(base.steps[i].samples_done, more.steps[i].samples_done) << "step " << i;
+    EXPECT_EQ(base.steps[i].queued_jobs, more.steps[i].queued_jobs) << "step " << i;
+    EXPECT_EQ(base.steps[i].finished_jobs, more.steps[i].finished_jobs) << "step " << i;
+  }
+  EXPECT_EQ(base.summary.samples_done, more.summary.samples_done);
+  EXPECT_EQ(base.summary.jobs_finished, 1);
+}
+
 TEST(SimReplay, AdmitsFirstComeFirstServedUpToMaxJobs) {
   ReplayOptions o = Options(300);
   o.max_jobs = 1;
