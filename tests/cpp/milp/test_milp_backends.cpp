@@ -509,6 +509,26 @@ TEST(MilpLpExportGlpk, ReadBackByGlpkGivesTheSameOptimum) {
   glp_term_out(GLP_ON);
   std::remove(path.c_str());
 }
+
+TEST(MilpLpExportGlpk, ModelsWithoutWrittenRowsAreReadBack) {
+  // Found by tests/fuzz/fuzz_lp_roundtrip: GLPK refused the LP text of the empty model (a
+  // constraints section without a row); a model whose only row is free wrote none either.
+  Model empty("empty");
+  Model free_row("free_row");
+  Var x = free_row.AddContinuous(-1, 1, "x");
+  free_row.AddConstraint(LinExpr(x), -kInf, kInf, "free");
+  free_row.Maximize(LinExpr(x));
+  for (const Model* m : {&empty, &free_row}) {
+    const std::string path = ::testing::TempDir() + "/bft_milp_no_rows.lp";
+    m->WriteLp(path);
+    glp_term_out(GLP_OFF);
+    glp_prob* prob = glp_create_prob();
+    EXPECT_EQ(glp_read_lp(prob, nullptr, path.c_str()), 0) << m->ToLpString();
+    glp_delete_prob(prob);
+    glp_term_out(GLP_ON);
+    std::remove(path.c_str());
+  }
+}
 #endif
 
 }  // namespace
