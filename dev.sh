@@ -5,6 +5,7 @@
 #   ./dev.sh test         every C++ (ctest/GoogleTest) and Python (pytest) test
 #   ./dev.sh build        set up and build everything (library, tests, Python module)
 #   ./dev.sh asan         the C++ suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   ./dev.sh fuzz         the libFuzzer targets (clang), each for BFT_FUZZ_SECONDS (default 30)
 #   ./dev.sh bench [args] the Google Benchmark programs in bench/ (args go to each program)
 #   ./dev.sh wheel        `pip install .` into a fresh virtual environment and solve a small MILP
 #   ./dev.sh slurm-demo   an 8-node Slurm test cluster, a main-queue workload and two training jobs
@@ -28,7 +29,8 @@ log() { printf '\033[1m[dev.sh]\033[0m %s\n' "$*" >&2; }
 
 ensure_apt() {
   local missing=()
-  for pkg in "${APT_PACKAGES[@]}"; do
+  local wanted=("${APT_PACKAGES[@]}" "$@")
+  for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return
@@ -97,7 +99,7 @@ case "$cmd" in
     configure "$BUILD_DIR" -DBFT_SANITIZE=ON -DBFT_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
     build "$BUILD_DIR"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^package\.'
+      LSAN_OPTIONS=suppressions="$ROOT/cmake/lsan.supp" ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^package\.'
     ;;
   bench)
     setup; BUILD_DIR=build/bench
@@ -117,13 +119,42 @@ case "$cmd" in
     setup; configure "$BUILD_DIR"; build "$BUILD_DIR" --target bft_python
     PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" examples/runtime/slurm_demo.py "$@"
     ;;
+  fuzz)
+    # The whole library is built with clang and instrumented (coverage, ASan, UBSan); each target
+    # runs for a bounded time on a corpus seeded from tests/fuzz/seeds and ../shared/data.
+    ensure_apt clang libclang-rt-14-dev
+    setup; BUILD_DIR=build/fuzz
+    configure "$BUILD_DIR" -DCMAKE_CXX_COMPILER=clang++ -DBFT_BUILD_FUZZERS=ON -DBFT_BUILD_PYTHON=OFF \
+      -DBFT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    build "$BUILD_DIR"
+    seconds="${BFT_FUZZ_SECONDS:-30}"
+    shared="$ROOT/../shared/data"
+    for target in fuzz_trace_reader fuzz_jobs_reader fuzz_json fuzz_lp_roundtrip; do
+      [ -x "$BUILD_DIR/tests/fuzz/$target" ] || continue
+      corpus="$BUILD_DIR/corpus/$target"
+      mkdir -p "$corpus"
+      seeds="$ROOT/tests/fuzz/seeds/${target#fuzz_}"
+      [ -d "$seeds" ] && cp -n "$seeds"/* "$corpus"/ 2>/dev/null || true
+      if [ -d "$shared" ]; then  # the first lines of the real data, as seeds
+        case "$target" in
+          fuzz_trace_reader) zcat "$shared"/summit-idle-nodes-2021-02.csv.gz 2>/dev/null | head -50 >"$corpus/summit-head" || true ;;
+          fuzz_jobs_reader) for f in "$shared"/jobs-*.jsonl; do head -3 "$f" >"$corpus/$(basename "$f")-head"; done ;;
+          fuzz_json) for f in "$shared"/jobs-*.jsonl; do head -1 "$f" >"$corpus/$(basename "$f")-line"; done ;;
+        esac
+      fi
+      log "fuzzing $target for ${seconds} s"
+      ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions="$ROOT/cmake/lsan.supp" \
+        "$BUILD_DIR/tests/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$BUILD_DIR/corpus/$target-" "$corpus"
+    done
+    ;;
   format|format-check)
     setup
     mapfile -t files < <(git ls-files '*.cpp' '*.h' | grep -v '^\.')
     if [ "$cmd" = format ]; then clang-format -i "${files[@]}"; else clang-format --dry-run --Werror "${files[@]}"; fi
     ;;
   *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] && exit 0 || exit 2
     ;;
 esac

@@ -9,10 +9,12 @@
 >>> result.nodes_after.tolist(), result.objective
 ([2, 2], 500.0)
 
-Jobs are dicts with the fields of ``jobs-*.jsonl`` (``name``, ``min_nodes``, ``max_nodes``,
-``nodes``, ``throughput``, optionally ``objective``, ``scale_up_s``, ``scale_down_s``, ``weight``;
-``id`` may stand for ``name``) or :class:`Job` objects. The formulation, the solvers and when to
-choose which are in docs/alloc.md.
+Jobs are dicts with the fields of ``jobs-*.jsonl`` (one table, ``bft.sim.job_fields()``, shared
+with the C++ reader: ``name``, ``min_nodes``, ``max_nodes``, ``scale_up_s``, ``scale_down_s``,
+``nodes``, ``throughput`` required, ``objective`` and ``weight`` optional; ``submit`` and ``work``
+are allowed and not used) or :class:`Job` objects. An unknown field, a missing one, or a value of
+the wrong type (a string for a number, a fraction for a node count) is a ValueError naming it.
+The formulation, the solvers and when to choose which are in docs/alloc.md.
 """
 
 from __future__ import annotations
@@ -23,17 +25,24 @@ import numpy as np
 
 from ._core import alloc as _a
 from ._core import curve as _c
+from ._core import sim as _s
 
 Job = _a.Job
 JobAllocation = _a.JobAllocation
 Allocation = _a.Allocation
 SolverKind = _a.SolverKind
 Goal = _a.Goal
+AllocationStatus = _a.AllocationStatus
 solve = _a.solve
 
-SOLVERS = ("exact", "count_milp", "node_milp", "equal_share")
+SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
 _GOALS = {"throughput": Goal.THROUGHPUT, "max_min_fair": Goal.MAX_MIN_FAIR, "max-min": Goal.MAX_MIN_FAIR}
 
+
+# The job fields, from the one table in C++ (bft::sim::JobFields): (name, required, for_allocation).
+_JOB_FIELDS = tuple(_s.job_fields())
+_KNOWN_FIELDS = tuple(name for name, _, _ in _JOB_FIELDS)
+_REQUIRED_FIELDS = tuple(name for name, required, for_allocation in _JOB_FIELDS if required and for_allocation)
 
 _INT32 = (-(2**31), 2**31 - 1)  # node counts (C++ int)
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)
@@ -45,14 +54,26 @@ def _in_range(what: str, value: int, limits: tuple) -> int:
     return value
 
 
-def _curve(where: str, field: str, nodes: Any, values: Any) -> "_c.ThroughputCurve":
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _numeric_array(where: str, field: str, values: Any) -> np.ndarray:
+    """A flat array of numbers; strings, booleans and nested lists are refused, not converted."""
     try:
-        n = np.asarray(nodes)
-        v = np.asarray(values, dtype=float)
+        a = np.asarray(values)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: field '{field}' is not a list of numbers ({e})") from None
-    if n.ndim != 1 or v.ndim != 1:
-        raise ValueError(f"{where}: field '{field}' and 'nodes' must be flat lists")
+    if a.ndim != 1:
+        raise ValueError(f"{where}: field '{field}' must be a flat list of numbers")
+    if a.size and a.dtype.kind not in "iuf":
+        raise ValueError(f"{where}: field '{field}' must hold numbers, got {list(values)!r}")
+    return a
+
+
+def _curve(where: str, field: str, nodes: Any, values: Any) -> "_c.ThroughputCurve":
+    n = _numeric_array(where, "nodes", nodes)
+    v = _numeric_array(where, field, values).astype(float)
     if n.size and not np.all(np.equal(np.mod(n, 1), 0)):
         raise ValueError(f"{where}: field 'nodes' must hold whole node counts")
     try:
@@ -68,15 +89,17 @@ def _number(where: str, job: Mapping[str, Any], field: str, default: Any = None,
             raise ValueError(f"{where}: missing field '{field}'")
         return default
     value = job[field]
+    expected = "an integer" if kind is int else "a number"
+    if not _is_number(value):
+        raise ValueError(f"{where}: field '{field}' must be {expected}, got {value!r}")
     try:
         if kind is int:
-            if isinstance(value, bool) or float(value) != int(value):
+            if float(value) != int(value):
                 raise ValueError
             return _in_range(f"{where}: field '{field}'", int(value), _INT32)
         return float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{where}: field '{field}' must be {'an integer' if kind is int else 'a number'}, "
-                         f"got {value!r}") from None
+        raise ValueError(f"{where}: field '{field}' must be {expected}, got {value!r}") from None
 
 
 def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[float] = None) -> Job:
@@ -88,15 +111,19 @@ def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[
         return job
     if not isinstance(job, Mapping):
         raise ValueError(f"jobs[{index}]: expected a dict or a bft.alloc.Job, got {type(job).__name__}")
-    name = job.get("name", job.get("id"))
-    if name is None:
+    for key in job:
+        if key not in _KNOWN_FIELDS:
+            raise ValueError(f"jobs[{index}]: unknown field {key!r} (known: {', '.join(_KNOWN_FIELDS)})")
+    if "name" not in job:
         raise ValueError(f"jobs[{index}]: missing field 'name'")
+    name = job["name"]
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"jobs[{index}]: field 'name' must be a non-empty string, got {name!r}")
     where = f"jobs[{index}] ('{name}')"
-    if "nodes" not in job:
-        raise ValueError(f"{where}: missing field 'nodes'")
-    if "throughput" not in job and "objective" not in job:
-        raise ValueError(f"{where}: missing field 'throughput' (or 'objective')")
-    throughput = _curve(where, "throughput", job["nodes"], job.get("throughput", job.get("objective")))
+    for key in _REQUIRED_FIELDS:
+        if key not in job:
+            raise ValueError(f"{where}: missing field '{key}'")
+    throughput = _curve(where, "throughput", job["nodes"], job["throughput"])
     objective = _curve(where, "objective", job["nodes"], job["objective"]) if "objective" in job else throughput
     return Job(
         str(name),
@@ -104,8 +131,8 @@ def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[
         _number(where, job, "max_nodes", kind=int),
         objective,
         throughput,
-        _number(where, job, "scale_up_s", 0.0),
-        _number(where, job, "scale_down_s", 0.0),
+        _number(where, job, "scale_up_s"),
+        _number(where, job, "scale_down_s"),
         float(weight) if weight is not None else _number(where, job, "weight", 1.0),
     )
 
@@ -114,9 +141,8 @@ def _node_ids(pool: Any) -> list:
     arr = np.asarray(pool)
     if arr.ndim != 1:
         raise ValueError("pool: expected a flat list or 1-d array of node ids")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not np.all(np.equal(np.mod(arr.astype(float), 1), 0)):
-            raise ValueError("pool: node ids must be integers")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise ValueError(f"pool: node ids must be integers, got an array of {arr.dtype}")
     return [_in_range("pool: node id", int(x), _INT64) for x in arr]
 
 
@@ -131,11 +157,14 @@ def _current(current: Any) -> tuple:
     for k, item in enumerate(items):
         try:
             node, job = item
-            node = int(node)
         except (TypeError, ValueError):
             raise ValueError(f"current: entry {k} ({item!r}) is not a node id -> job id pair") from None
-        nodes.append(_in_range(f"current: entry {k}: node id", node, _INT64))
-        jobs.append(str(job))
+        if not isinstance(node, (int, np.integer)) or isinstance(node, (bool, np.bool_)):
+            raise ValueError(f"current: entry {k}: node id must be an integer, got {node!r}")
+        if not isinstance(job, str):
+            raise ValueError(f"current: entry {k}: job id must be a string (a job's name), got {job!r}")
+        nodes.append(_in_range(f"current: entry {k}: node id", int(node), _INT64))
+        jobs.append(job)
     return nodes, jobs
 
 
@@ -150,6 +179,7 @@ def allocate(
     milp_backend: str = "glpk",
     time_limit_s: Optional[float] = None,
     relative_gap: float = 1e-9,
+    isolate: bool = False,
 ) -> Allocation:
     """Decide which nodes of ``pool`` each job runs on.
 
@@ -159,7 +189,10 @@ def allocate(
     ``throughput`` or ``max_min_fair``; ``weights`` (one per job) multiply each job's value and
     penalty. Returns an :class:`Allocation` whose per-job figures (``nodes_after``, ``rate``,
     ``value``, ``penalty``...) are numpy arrays in the order of ``jobs``. Bad input raises
-    ValueError naming the field; the GIL is released while solving.
+    ValueError naming the field; the GIL is released while solving, and Ctrl-C stops it
+    (``KeyboardInterrupt``). ``isolate=True`` runs MILP solves in a child process, so that a crash
+    of the solver library comes back as a failed allocation (every job keeps its nodes) instead of
+    ending this process: what a long-lived caller should use.
     """
     jobs = list(jobs)
     if weights is not None:
@@ -191,7 +224,8 @@ def allocate(
         milp_backend=milp_backend,
         time_limit_s=float("inf") if time_limit_s is None else float(time_limit_s),
         relative_gap=float(relative_gap),
+        isolate=bool(isolate),
     )
 
 
-__all__ = ["Job", "JobAllocation", "Allocation", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]
+__all__ = ["Job", "JobAllocation", "Allocation", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]

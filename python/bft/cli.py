@@ -7,6 +7,7 @@ under the exact optimiser and the equal-share heuristic and prints a side-by-sid
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 import tempfile
@@ -45,7 +46,30 @@ def _parse_policies(values: Optional[Sequence[str]]) -> List[str]:
                 raise CliError(f"unknown policy {p!r} (choose from {', '.join(sim.POLICIES)})")
             if p not in out:
                 out.append(p)
+    if not out:
+        raise CliError(f"--policy: no policy named (choose from {', '.join(sim.POLICIES)})")
     return out
+
+
+def _read_names_file(path: Path) -> List[str]:
+    """--nodes @FILE: one node name per line, UTF-8; errors name file:line."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CliError(f"--nodes: cannot read {path}: {e.strerror or e}")
+    names = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise CliError(f"--nodes: {path}:{number}: not UTF-8 text (byte 0x{raw[e.start]:02X} at column {e.start + 1})")
+        if "\0" in line:
+            raise CliError(f"--nodes: {path}:{number}: NUL byte in a node name")
+        if line:
+            names.append(line)
+    if not names:
+        raise CliError(f"--nodes: {path} names no nodes")
+    return names
 
 
 def _select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]]:
@@ -53,13 +77,8 @@ def _select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]
     if spec is None:
         return None
     if spec.startswith("@"):
-        path = Path(spec[1:])
-        try:
-            names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-        except OSError as e:
-            raise CliError(f"--nodes: cannot read {path}: {e.strerror}")
-        return names
-    if spec.isdigit():
+        return _read_names_file(Path(spec[1:]))
+    if spec.isascii() and spec.isdigit():
         n = int(spec)
         if n < 1:
             raise CliError("--nodes: the count must be >= 1")
@@ -67,7 +86,10 @@ def _select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]
         if n > len(names):
             raise CliError(f"--nodes {n}: the trace has only {len(names)} nodes")
         return names[:n]
-    return [s.strip() for s in spec.split(",") if s.strip()]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise CliError(f"--nodes {spec!r} names no nodes (a count N, a comma list of names, or @FILE)")
+    return names
 
 
 class ProgressBar:
@@ -133,7 +155,9 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="with --out, skip the PNG plots")
     p.add_argument("--seed", type=int, default=1, help="seed of the built-in synthetic trace and jobs (default 1)")
     p.add_argument("--milp-backend", help="MILP backend for node_milp/count_milp (default glpk)")
-    p.add_argument("--time-limit", type=float, help="time limit per MILP solve in seconds")
+    p.add_argument("--time-limit", type=float,
+                   help=f"time limit per MILP allocation in seconds (default {sim.DEFAULT_MILP_TIME_LIMIT_S:g}; "
+                   "the summary counts the allocations that hit it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -182,12 +206,39 @@ def _safe(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", label)
 
 
+_INT32_MAX = 2**31 - 1
+_UINT64_MAX = 2**64 - 1
+
+
+def _check_numbers(args) -> None:
+    """Ranges the C++ side would refuse with a pybind11 signature dump, or silently misuse."""
+    if not 1 <= args.max_jobs <= _INT32_MAX:
+        raise CliError(f"--max-jobs must be between 1 and {_INT32_MAX}, got {args.max_jobs}")
+    if not 0 <= args.seed <= _UINT64_MAX:
+        raise CliError(f"--seed must be between 0 and {_UINT64_MAX}, got {args.seed}")
+    if not (math.isfinite(args.tfwd) and args.tfwd > 0):
+        raise CliError(f"--tfwd must be a finite number of seconds > 0, got {args.tfwd:g}")
+    if args.time_limit is not None and not (args.time_limit >= 1e-3):  # also refuses NaN
+        raise CliError(f"--time-limit must be at least 0.001 s (per MILP allocation), got {args.time_limit:g}")
+
+
+def _check_plotting(args) -> None:
+    """--out writes PNG plots with matplotlib (an optional dependency): say so before replaying."""
+    if args.out is None or args.no_plots:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CliError("--out writes PNG plots with matplotlib, which is not installed: "
+                       "pip install matplotlib (or 'libbft[plot]'), or pass --no-plots") from None
+
+
 def replay_main(args) -> int:
     policies = _parse_policies(args.policy)
     curve_modes = ["oracle", "learned"] if args.curves == "both" else [args.curves]
-    if args.max_jobs < 1:
-        raise CliError("--max-jobs must be >= 1")
+    _check_numbers(args)
     _check_backend(args.milp_backend)
+    _check_plotting(args)
     if args.out is not None:
         _prepare_out(args.out)
     trace, jobs, what = _load_inputs(args)
@@ -217,6 +268,13 @@ def replay_main(args) -> int:
             except (ValueError, Error, OSError) as e:
                 raise CliError(f"{label}: {e}")
             results.append(r)
+            s = r.summary
+            if int(s["allocator_time_limits"]) or int(s["allocator_failures"]):
+                limit = args.time_limit if args.time_limit is not None else sim.DEFAULT_MILP_TIME_LIMIT_S
+                print(f"bft replay: warning: {label}: {s['allocator_time_limits']} of {s['allocator_calls']} "
+                      f"allocations stopped at the MILP time limit ({limit:g} s; --time-limit), "
+                      f"{s['allocator_failures']} failed; those kept their incumbent or their nodes",
+                      file=sys.stderr)
 
     print()
     for r in results:
@@ -251,19 +309,16 @@ def _write_outputs(args, results) -> List[str]:
         (out / "comparison.txt").write_text(sim.comparison_table(results) + "\n")
         written.append("comparison.txt")
     if not args.no_plots:
-        try:
-            from . import plots
-        except ImportError as e:  # pragma: no cover - matplotlib missing
-            print(f"bft replay: plots skipped ({e}); pip install matplotlib", file=sys.stderr)
-        else:
-            for r in results:
-                base = _safe(r.label)
-                plots.plot_nodes(r, out / f"nodes-{base}.png")
-                plots.plot_progress(r, out / f"progress-{base}.png")
-                written += [f"nodes-{base}.png", f"progress-{base}.png"]
-            if len(results) > 1:
-                plots.plot_comparison(results, out / "comparison.png")
-                written.append("comparison.png")
+        from . import plots  # matplotlib was checked before replaying (_check_plotting)
+
+        for r in results:
+            base = _safe(r.label)
+            plots.plot_nodes(r, out / f"nodes-{base}.png")
+            plots.plot_progress(r, out / f"progress-{base}.png")
+            written += [f"nodes-{base}.png", f"progress-{base}.png"]
+        if len(results) > 1:
+            plots.plot_comparison(results, out / "comparison.png")
+            written.append("comparison.png")
     return written
 
 

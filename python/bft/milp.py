@@ -57,14 +57,23 @@ def solve(
     relative_gap: float = 1e-9,
     presolve: bool = True,
     verbose: bool = False,
+    isolate: bool = False,
 ) -> Result:
-    """Solves ``model`` with the named backend (the GIL is released while it runs).
+    """Solves a snapshot of ``model`` with the named backend (the GIL is released while it runs).
+
+    ``isolate=True`` solves in a child process, so that a crash of the solver library comes back
+    as a result with ``Termination.ERROR`` instead of ending this process. Ctrl-C stops the solve
+    and raises ``KeyboardInterrupt``.
 
     Raises ``ValueError`` for invalid options and :class:`bft.NotAvailable` for a backend this
     build does not have; solver outcomes (infeasible, time limit, ...) come back in the result.
     """
     options = SolveOptions(
-        time_limit_s=float(time_limit_s), relative_gap=float(relative_gap), presolve=presolve, verbose=verbose
+        time_limit_s=float(time_limit_s),
+        relative_gap=float(relative_gap),
+        presolve=bool(presolve),
+        verbose=bool(verbose),
+        isolate=bool(isolate),
     )
     error = options.validation_error()
     if error:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +21,14 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
+from ._core import alloc as _alloc
 from ._core import sim as _sim
 
 Trace = _sim.Trace
 JobSpec = _sim.JobSpec
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
+DEFAULT_MILP_TIME_LIMIT_S = _sim.DEFAULT_MILP_TIME_LIMIT_S
 
 PathLike = Union[str, os.PathLike]
 
@@ -49,7 +52,7 @@ __all__ = [
 ]
 
 # The allocators of bft.alloc, by the names SolverKindFromString accepts.
-POLICIES = ("exact", "equal_share", "count_milp", "node_milp")
+POLICIES = tuple(_alloc.solver_names())  # the one list of policy names, from C++ (alloc::AllSolverKinds)
 
 STEP_COLUMNS = (
     "time_s",
@@ -137,9 +140,14 @@ class ReplayResult:
         _write_columns(path, self.jobs, keys)
 
     def write_summary_json(self, path: PathLike) -> None:
+        """Writes the summary as JSON. A non-finite figure is an error, never ``Infinity``/``NaN``
+        (which is not JSON); the inputs are bounded so that none arises."""
+        bad = [k for k, v in self.summary.items() if isinstance(v, float) and not math.isfinite(v)]
+        if bad:
+            raise ValueError(f"summary: {', '.join(bad)} not finite; refusing to write invalid JSON to {path}")
+        text = json.dumps(self.summary, indent=2, allow_nan=False)
         with open(path, "w") as f:
-            json.dump(self.summary, f, indent=2)
-            f.write("\n")
+            f.write(text + "\n")
 
     def job_progress(self, job: int) -> "tuple[np.ndarray, np.ndarray]":
         """(times, done) of one job (index into the workload) at the events where it was admitted."""
@@ -177,6 +185,7 @@ def replay(
     record_assignments: bool = False,
     milp_backend: Optional[str] = None,
     time_limit_s: Optional[float] = None,
+    isolate: bool = True,
     on_progress: Optional[Callable[[float], None]] = None,
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
@@ -184,8 +193,24 @@ def replay(
     ``curves`` is "oracle" (the allocator sees the workload's curves) or "learned" (the profiling
     advisor learns them from the simulated progress). ``nodes`` restricts the replay to a subset of
     the trace's node names; ``start_s``/``end_s`` to a window on the trace's clock. ``on_progress``
-    is called with the fraction replayed. The replay runs in C++ with the GIL released.
+    is called with the fraction replayed. The replay runs in C++ with the GIL released; Ctrl-C
+    stops it (within a MILP solve too) and raises ``KeyboardInterrupt``.
+
+    MILP policies solve with ``time_limit_s`` per allocation (default
+    ``DEFAULT_MILP_TIME_LIMIT_S``; the summary counts the allocations that hit it in
+    ``allocator_time_limits``) and, with ``isolate`` (default), in a child process, so that a
+    crash of a solver library ends one allocation (counted in ``allocator_failures``; every job
+    keeps its nodes) instead of the replay.
     """
+    if isinstance(nodes, (str, bytes)):
+        raise ValueError(f"nodes: expected a list of node names, got the string {nodes!r} (write [{nodes!r}])")
+    if nodes is not None:
+        nodes = list(nodes)
+        if not nodes:
+            raise ValueError("nodes: the list is empty (pass None to replay every node of the trace)")
+        for k, name in enumerate(nodes):
+            if not isinstance(name, str):
+                raise ValueError(f"nodes[{k}]: expected a node name (str), got {name!r}")
     if not isinstance(trace, Trace):
         trace = read_trace(trace)
     if isinstance(jobs, (str, os.PathLike)):
@@ -197,13 +222,14 @@ def replay(
         curves=curves,
         max_jobs=max_jobs,
         tfwd_s=tfwd_s,
-        nodes=list(nodes) if nodes is not None else [],
+        nodes=nodes if nodes is not None else [],
         start_s=start_s,
         end_s=end_s,
         record_job_progress=record_job_progress,
         record_assignments=record_assignments,
         milp_backend=milp_backend,
         time_limit_s=time_limit_s,
+        isolate=bool(isolate),
         on_progress=on_progress,
     )
     return ReplayResult(
@@ -257,6 +283,11 @@ def format_summary(summary: Dict[str, object]) -> str:
         f"  allocator             {s['allocator_calls']} calls, p50 {_seconds(s['allocator_p50_s'])}, "
         f"p99 {_seconds(s['allocator_p99_s'])}, max {_seconds(s['allocator_max_s'])}"
     )
+    if int(s.get("allocator_time_limits", 0)) or int(s.get("allocator_failures", 0)):
+        lines.append(
+            f"  MILP allocations      {s['allocator_time_limits']} stopped at the time limit, "
+            f"{s['allocator_failures']} failed (jobs kept their nodes or the incumbent)"
+        )
     lines.append(f"  replay wall time      {_seconds(s['wall_s'])}")
     return "\n".join(lines)
 

@@ -41,6 +41,12 @@ py::array_t<T> PerJob(const Allocation& a, F field) {
 }  // namespace
 
 void BindAlloc(py::module_& m) {
+  BindEnum<alloc::AllocationStatus>(m, "AllocationStatus",
+                                    "What an allocation is (apart from why a MILP solver stopped)",
+                                    {{"OPTIMAL", alloc::AllocationStatus::kOptimal},
+                                     {"HEURISTIC", alloc::AllocationStatus::kHeuristic},
+                                     {"TIME_LIMIT", alloc::AllocationStatus::kTimeLimit},
+                                     {"FAILED", alloc::AllocationStatus::kFailed}});
   BindEnum<SolverKind>(m, "SolverKind", "Which allocator solves the problem",
                        {{"NODE_MILP", SolverKind::kNodeMilp},
                         {"COUNT_MILP", SolverKind::kCountMilp},
@@ -49,6 +55,14 @@ void BindAlloc(py::module_& m) {
   BindEnum<Goal>(m, "Goal", "What the allocator maximises",
                  {{"THROUGHPUT", Goal::kThroughput}, {"MAX_MIN_FAIR", Goal::kMaxMinFair}});
   m.def("solver_kind_from_string", &alloc::SolverKindFromString, py::arg("name"));
+  m.def(
+      "solver_names",
+      [] {
+        std::vector<std::string> names;
+        for (SolverKind kind : alloc::AllSolverKinds()) names.emplace_back(alloc::ToString(kind));
+        return names;
+      },
+      "The one list of solver (policy) names, exact first");
   m.def(
       "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
 
@@ -105,7 +119,9 @@ void BindAlloc(py::module_& m) {
       .def_readonly("objective", &Allocation::objective)
       .def_readonly("min_normalized_value", &Allocation::min_normalized_value)
       .def_readonly("solver", &Allocation::solver)
-      .def_readonly("termination", &Allocation::termination)
+      .def_readonly("status", &Allocation::status, "What the allocation is: AllocationStatus")
+      .def_readonly("termination", &Allocation::termination,
+                    "Why the MILP solver stopped (MILP solvers only; see status)")
       .def_readonly("proven_optimal", &Allocation::proven_optimal)
       .def_readonly("message", &Allocation::message)
       .def_readonly("wall_time_s", &Allocation::wall_time_s)
@@ -171,7 +187,7 @@ void BindAlloc(py::module_& m) {
       "solve",
       [](std::vector<Job> jobs, std::vector<NodeId> pool, std::vector<NodeId> current_nodes,
          std::vector<std::string> current_jobs, double tfwd_s, SolverKind solver, Goal goal,
-         std::string milp_backend, double time_limit_s, double relative_gap) {
+         std::string milp_backend, double time_limit_s, double relative_gap, bool isolate) {
         if (current_nodes.size() != current_jobs.size())
           throw InvalidArgument("current: " + std::to_string(current_nodes.size()) + " nodes but " +
                                 std::to_string(current_jobs.size()) + " job ids");
@@ -188,14 +204,24 @@ void BindAlloc(py::module_& m) {
         options.milp_backend = std::move(milp_backend);
         options.milp.time_limit_s = time_limit_s;
         options.milp.relative_gap = relative_gap;
-        py::gil_scoped_release release;
-        return alloc::Solve(problem, options);
+        options.milp.isolate = isolate;
+        // Ctrl-C stops a MILP allocation and raises KeyboardInterrupt.
+        const SigintScope sigint;
+        options.milp.interrupt = SigintScope::Poll();
+        alloc::Allocation allocation;
+        {
+          py::gil_scoped_release release;
+          allocation = alloc::Solve(problem, options);
+        }
+        ThrowIfSignalled();
+        return allocation;
       },
       py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"),
       py::arg("tfwd_s") = 10.0, py::arg("solver") = SolverKind::kExact, py::arg("goal") = Goal::kThroughput,
       py::arg("milp_backend") = "glpk", py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9,
-      "Solve one allocation problem (the GIL is released while solving). current_nodes[k] runs "
-      "current_jobs[k].");
+      py::arg("isolate") = false,
+      "Solve one allocation problem (the GIL is released while solving; Ctrl-C stops it). "
+      "current_nodes[k] runs current_jobs[k]; isolate: MILP solves in a child process.");
 }
 
 }  // namespace bft::python

@@ -86,6 +86,26 @@ std::vector<double> ToVector(const py::array_t<double, py::array::c_style | py::
   return std::vector<double>(a.data(), a.data() + a.size());
 }
 
+// Solves a snapshot of `model` with the GIL released. The copy is taken while this thread holds
+// the GIL, so no Python thread can change the model while it is copied, and a change made while the
+// solve runs (another thread may take the GIL then) touches the original, never what the backend
+// reads. The result names the original model: the snapshot has the same variable indices.
+// Ctrl-C stops the solve (SigintScope) and raises KeyboardInterrupt once it has returned.
+Result SolveSnapshot(const Backend& backend, const Model& model, const SolveOptions& options) {
+  const Model snapshot(model);
+  SolveOptions interruptible = options;
+  const SigintScope sigint;
+  if (!interruptible.interrupt) interruptible.interrupt = SigintScope::Poll();
+  Result result;
+  {
+    py::gil_scoped_release release;
+    result = backend.Solve(snapshot, interruptible);
+  }
+  ThrowIfSignalled();
+  result.model_id = model.id();
+  return result;
+}
+
 }  // namespace
 
 void BindMilp(py::module_& m) {
@@ -100,10 +120,13 @@ void BindMilp(py::module_& m) {
                          {"TIME_LIMIT", Termination::kTimeLimit},
                          {"INFEASIBLE", Termination::kInfeasible},
                          {"UNBOUNDED", Termination::kUnbounded},
-                         {"ERROR", Termination::kError}});
+                         {"INFEASIBLE_OR_UNBOUNDED", Termination::kInfeasibleOrUnbounded},
+                         {"ERROR", Termination::kError},
+                         {"INTERRUPTED", Termination::kInterrupted}});
   m.def(
       "termination_name", [](Termination t) { return std::string(milp::ToString(t)); },
-      "Short name of a termination: 'optimal', 'time_limit', 'infeasible', 'unbounded', 'error'");
+      "Short name of a termination: 'optimal', 'time_limit', 'infeasible', 'unbounded', "
+      "'infeasible_or_unbounded', 'error', 'interrupted'");
 
   py::class_<LinExpr> expr(m, "LinExpr", "A linear expression sum(coef * var) + constant");
   py::class_<Var> var(m, "Var",
@@ -262,20 +285,23 @@ void BindMilp(py::module_& m) {
       });
 
   py::class_<SolveOptions>(m, "SolveOptions", "Options of a solve")
-      .def(py::init([](double time_limit_s, double relative_gap, bool presolve, bool verbose) {
+      .def(py::init([](double time_limit_s, double relative_gap, bool presolve, bool verbose, bool isolate) {
              SolveOptions o;
              o.time_limit_s = time_limit_s;
              o.relative_gap = relative_gap;
              o.presolve = presolve;
              o.verbose = verbose;
+             o.isolate = isolate;
              return o;
            }),
            py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9, py::arg("presolve") = true,
-           py::arg("verbose") = false)
+           py::arg("verbose") = false, py::arg("isolate") = false)
       .def_readwrite("time_limit_s", &SolveOptions::time_limit_s)
       .def_readwrite("relative_gap", &SolveOptions::relative_gap)
       .def_readwrite("presolve", &SolveOptions::presolve)
       .def_readwrite("verbose", &SolveOptions::verbose)
+      .def_readwrite("isolate", &SolveOptions::isolate,
+                     "Solve in a child process: a backend crash becomes an ERROR result")
       .def("is_valid", [](const SolveOptions& o) { return o.IsValid(nullptr); })
       .def(
           "validation_error",
@@ -317,9 +343,9 @@ void BindMilp(py::module_& m) {
 
   py::class_<Backend>(m, "Backend", "A MILP solver backend")
       .def_property_readonly("name", &Backend::name)
-      .def("solve", &Backend::Solve, py::arg("model"), py::arg("options") = SolveOptions{},
-           py::call_guard<py::gil_scoped_release>(),
-           "Solves (the GIL is released); never raises for solver failures");
+      .def("solve", &SolveSnapshot, py::arg("model"), py::arg("options") = SolveOptions{},
+           "Solves a snapshot of the model (the GIL is released; changing the model meanwhile does not "
+           "affect the solve); never raises for solver failures");
 
   m.def("registered_backends", &milp::RegisteredBackends, "Names of the backends this build has, sorted");
   m.def("make_backend", &milp::MakeBackend, py::arg("name"),
@@ -328,11 +354,11 @@ void BindMilp(py::module_& m) {
       "solve",
       [](const Model& model, const std::string& backend, const SolveOptions& options) {
         auto b = milp::MakeBackend(backend);  // may raise NotAvailable: keep the GIL for that
-        py::gil_scoped_release release;
-        return b->Solve(model, options);
+        return SolveSnapshot(*b, model, options);
       },
       py::arg("model"), py::arg("backend") = "glpk", py::arg("options") = SolveOptions{},
-      "Solves `model` with the named backend; the GIL is released while solving");
+      "Solves a snapshot of `model` with the named backend; the GIL is released while solving, and "
+      "changing the model from another thread meanwhile does not affect the solve");
 }
 
 }  // namespace bft::python

@@ -3,7 +3,10 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,8 @@ py::dict SummaryToDict(const sim::Summary& s) {
   d["allocator_p50_s"] = s.allocator_p50_s;
   d["allocator_p99_s"] = s.allocator_p99_s;
   d["allocator_max_s"] = s.allocator_max_s;
+  d["allocator_time_limits"] = s.allocator_time_limits;
+  d["allocator_failures"] = s.allocator_failures;
   d["allocator_total_s"] = s.allocator_total_s;
   d["wall_s"] = s.wall_s;
   return d;
@@ -116,6 +121,47 @@ py::dict ResultToDict(const sim::ReplayResult& r) {
 
 }  // namespace
 
+// A 1-D array of whole numbers as int64, refusing what a cast would change: fractions (1.9 is
+// not 1), NaN, values out of range, booleans, strings and objects.
+std::vector<std::int64_t> WholeNumbers(const py::object& values, const std::string& what) {
+  const py::array a = py::array::ensure(values);
+  if (!a) {
+    PyErr_Clear();
+    throw InvalidArgument(what + ": expected a 1-D array of whole numbers");
+  }
+  if (a.ndim() != 1) throw InvalidArgument(what + ": expected a 1-D array of whole numbers");
+  const char kind = a.dtype().kind();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(a.size()));
+  if (kind == 'i' || kind == 'u') {
+    const auto cast = py::array_t<std::int64_t, py::array::forcecast>::ensure(a);
+    if (!cast) throw InvalidArgument(what + ": values out of the int64 range");
+    if (kind == 'u') {
+      const auto big = py::array_t<std::uint64_t, py::array::forcecast>::ensure(a);
+      for (py::ssize_t i = 0; i < a.size(); ++i) {
+        if (big.at(i) > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+          throw InvalidArgument(what + "[" + std::to_string(i) + "]: out of the int64 range");
+      }
+    }
+    for (py::ssize_t i = 0; i < a.size(); ++i) out[static_cast<std::size_t>(i)] = cast.at(i);
+    return out;
+  }
+  if (kind == 'f') {
+    const auto values = py::array_t<double, py::array::forcecast>::ensure(a);
+    for (py::ssize_t i = 0; i < a.size(); ++i) {
+      const double v = values.at(i);
+      if (!(v == std::floor(v)) || std::fabs(v) >= 9.2e18) {
+        std::ostringstream os;
+        os << what << "[" << i << "]: expected a whole number, got " << v;
+        throw InvalidArgument(os.str());
+      }
+      out[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
+    }
+    return out;
+  }
+  throw InvalidArgument(what + ": expected whole numbers, got an array of dtype " +
+                        py::str(a.dtype()).cast<std::string>());
+}
+
 void BindSim(py::module_& m) {
   BindEnum<sim::NodeState>(m, "NodeState", "A node's state in an idle-node trace",
                            {{"BUSY", sim::NodeState::kBusy}, {"IDLE", sim::NodeState::kIdle}});
@@ -123,34 +169,30 @@ void BindSim(py::module_& m) {
                            {{"ORACLE", sim::CurveMode::kOracle}, {"LEARNED", sim::CurveMode::kLearned}});
 
   py::class_<sim::Trace>(m, "Trace", "An idle-node trace: node names and time-sorted transitions.")
-      .def(
-          py::init([](std::vector<std::string> node_names,
-                      py::array_t<std::int64_t, py::array::forcecast> times,
-                      py::array_t<std::int64_t, py::array::forcecast> nodes,
-                      py::array_t<std::int8_t, py::array::forcecast> states) {
-            if (times.ndim() != 1 || nodes.ndim() != 1 || states.ndim() != 1 ||
-                times.size() != nodes.size() || times.size() != states.size()) {
-              throw InvalidArgument("Trace: times, nodes and states must be 1-D arrays of one length");
-            }
-            sim::Trace t;
-            t.node_names = std::move(node_names);
-            auto tv = times.unchecked<1>();
-            auto nv = nodes.unchecked<1>();
-            auto sv = states.unchecked<1>();
-            t.transitions.resize(static_cast<std::size_t>(times.size()));
-            for (py::ssize_t i = 0; i < times.size(); ++i) {
-              if (sv(i) != 0 && sv(i) != 1) {
-                throw InvalidArgument("Trace: states[" + std::to_string(i) +
-                                      "] must be 0 (busy) or 1 (idle)");
-              }
-              t.transitions[static_cast<std::size_t>(i)] = {tv(i), nv(i), static_cast<sim::NodeState>(sv(i))};
-            }
-            std::string error;
-            if (!t.IsValid(&error)) throw InvalidArgument("Trace: " + error);
-            return t;
-          }),
-          py::arg("node_names"), py::arg("times"), py::arg("nodes"), py::arg("states"),
-          "Builds a trace from node names and parallel arrays (state 1 = idle, 0 = busy); validated.")
+      .def(py::init([](std::vector<std::string> node_names, const py::object& times, const py::object& nodes,
+                       const py::object& states) {
+             const std::vector<std::int64_t> tv = WholeNumbers(times, "Trace: times");
+             const std::vector<std::int64_t> nv = WholeNumbers(nodes, "Trace: nodes");
+             const std::vector<std::int64_t> sv = WholeNumbers(states, "Trace: states");
+             if (tv.size() != nv.size() || tv.size() != sv.size()) {
+               throw InvalidArgument("Trace: times, nodes and states must be 1-D arrays of one length");
+             }
+             sim::Trace t;
+             t.node_names = std::move(node_names);
+             t.transitions.resize(tv.size());
+             for (std::size_t i = 0; i < tv.size(); ++i) {
+               if (sv[i] != 0 && sv[i] != 1) {
+                 throw InvalidArgument("Trace: states[" + std::to_string(i) +
+                                       "] must be 0 (busy) or 1 (idle)");
+               }
+               t.transitions[i] = {tv[i], nv[i], static_cast<sim::NodeState>(sv[i])};
+             }
+             std::string error;
+             if (!t.IsValid(&error)) throw InvalidArgument("Trace: " + error);
+             return t;
+           }),
+           py::arg("node_names"), py::arg("times"), py::arg("nodes"), py::arg("states"),
+           "Builds a trace from node names and parallel arrays (state 1 = idle, 0 = busy); validated.")
       .def_readonly("node_names", &sim::Trace::node_names)
       .def_property_readonly("times",
                              [](const sim::Trace& t) {
@@ -299,17 +341,28 @@ void BindSim(py::module_& m) {
       py::arg("mean_interarrival_s") = sim::SyntheticOptions{}.mean_interarrival_s,
       "The synthetic idle-node trace and job mix of `bft replay`'s default: (Trace, [JobSpec]).");
 
+  m.attr("DEFAULT_MILP_TIME_LIMIT_S") = sim::kDefaultReplayMilpTimeLimitS;
+  m.def(
+      "job_fields",
+      [] {
+        py::list out;
+        for (const sim::JobField& f : sim::JobFields())
+          out.append(py::make_tuple(f.name, f.required, f.for_allocation));
+        return out;
+      },
+      "The fields of a workload job line: (name, required, read by the allocator), in file order");
   m.def(
       "replay",
       [](const sim::Trace& trace, const std::vector<sim::JobSpec>& jobs, const std::string& policy,
          const std::string& curves, int max_jobs, double tfwd_s, std::vector<std::string> nodes,
          std::optional<double> start_s, std::optional<double> end_s, bool record_job_progress,
          bool record_assignments, std::optional<std::string> milp_backend, std::optional<double> time_limit_s,
-         py::object on_progress) {
+         bool isolate, py::object on_progress) {
         sim::ReplayOptions o;
         o.solve.solver = alloc::SolverKindFromString(policy);
         if (milp_backend) o.solve.milp_backend = *milp_backend;
         if (time_limit_s) o.solve.milp.time_limit_s = *time_limit_s;
+        o.solve.milp.isolate = isolate;
         o.curves = sim::CurveModeFromString(curves);
         o.max_jobs = max_jobs;
         o.tfwd_s = tfwd_s;
@@ -326,10 +379,17 @@ void BindSim(py::module_& m) {
             f(fraction);
           };
         }
+        // Ctrl-C stops the replay, within a MILP solve too, and raises KeyboardInterrupt.
+        const SigintScope sigint;
+        o.solve.milp.interrupt = SigintScope::Poll();
         sim::ReplayResult result;
-        {
+        try {
           py::gil_scoped_release release;
           result = sim::Replay(trace, jobs, o);
+        } catch (const Interrupted&) {
+          o.on_progress = nullptr;
+          ThrowIfSignalled();  // KeyboardInterrupt (and the pending signal is consumed)
+          throw;
         }
         o.on_progress = nullptr;  // drop the Python callback while holding the GIL
         return ResultToDict(result);
@@ -338,7 +398,7 @@ void BindSim(py::module_& m) {
       py::arg("max_jobs") = 10, py::arg("tfwd_s") = 10.0, py::arg("nodes") = std::vector<std::string>{},
       py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,
       py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
-      py::arg("time_limit_s") = py::none(), py::arg("on_progress") = py::none(),
+      py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("on_progress") = py::none(),
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

@@ -6,6 +6,7 @@
 #endif
 #include <pybind11/pybind11.h>
 
+#include <functional>
 #include <initializer_list>
 #include <utility>
 
@@ -24,6 +25,28 @@ void BindEnum(pybind11::module_& m, const char* name, const char* doc,
   for (const auto& [n, v] : values) e.value(n, v);
 #endif
 }
+
+// Makes Ctrl-C stop long C++ calls. While a scope is alive on the main thread (made with the GIL
+// held), SIGINT also sets a flag that the call polls through milp::SolveOptions::interrupt (Poll())
+// and between replay events; Python's own handler still runs (chained), so the call returns early
+// and ThrowIfSignalled() then raises KeyboardInterrupt. Scopes nest; on other threads they do
+// nothing (Python handles signals on the main thread only).
+class SigintScope {
+ public:
+  SigintScope();
+  ~SigintScope();
+  SigintScope(const SigintScope&) = delete;
+  SigintScope& operator=(const SigintScope&) = delete;
+  static bool Requested();
+  static std::function<bool()> Poll();
+
+ private:
+  bool counted_ = false;
+  bool installed_ = false;
+};
+
+// With the GIL held: raises the pending Python exception (KeyboardInterrupt after Ctrl-C), if any.
+void ThrowIfSignalled();
 
 void BindMilp(pybind11::module_& m);
 void BindCurve(pybind11::module_& m);

@@ -4,7 +4,13 @@
 #include "bft/milp.h"
 #include "bft/version.h"
 #include "bindings.h"
-#include "milp/register_built_backends.h"
+// Public headers only: the backends this module was built with (CMake defines BFT_HAVE_<BACKEND>).
+#ifdef BFT_HAVE_GLPK
+#include "bft/milp_glpk.h"
+#endif
+#ifdef BFT_HAVE_CBC
+#include "bft/milp_cbc.h"
+#endif
 
 namespace py = pybind11;
 
@@ -22,6 +28,8 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_FileNotFoundError, e.what());
     } catch (const bft::InvalidArgument& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const bft::Interrupted&) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
     } catch (const bft::NotAvailable& e) {
       PyErr_SetString(not_available.ptr(), e.what());
     } catch (const bft::Error& e) {
@@ -29,7 +37,12 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-  bft::milp::internal::RegisterBuiltBackends();
+#ifdef BFT_HAVE_GLPK
+  bft::milp::RegisterGlpkBackend();
+#endif
+#ifdef BFT_HAVE_CBC
+  bft::milp::RegisterCbcBackend();
+#endif
 
   auto milp = m.def_submodule("milp", "Solver-agnostic MILP model and backends");
   bft::python::BindMilp(milp);

@@ -182,3 +182,76 @@ def test_concurrent_solves_from_threads_match_a_plain_call():
     for t in threads:
         t.join()
     assert out == [expected] * 3
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        # Each of these used to be coerced silently.
+        (dict(min_nodes="2"), "field 'min_nodes' must be an integer, got '2'"),
+        (dict(scale_up_s="5"), "field 'scale_up_s' must be a number, got '5'"),
+        (dict(max_nodes=True), "field 'max_nodes' must be an integer, got True"),
+        (dict(name=[1, 2]), "field 'name' must be a non-empty string, got \\[1, 2\\]"),
+        (dict(throughput=["10", "40"]), "field 'throughput' must hold numbers"),
+        (dict(sacle_up_s=5.0), "unknown field 'sacle_up_s' \\(known: name, submit, min_nodes"),
+        (dict(id="a"), "unknown field 'id'"),
+    ],
+)
+def test_job_dicts_are_checked_against_the_one_field_table(change, needle):
+    j = job("a", 1, 4, [1, 4], [10, 40])
+    j.update(change)
+    with pytest.raises(ValueError, match=needle):
+        bft.allocate([j], [1, 2])
+
+
+def test_missing_rescale_costs_are_an_error_as_in_the_workload_format():
+    j = job("a", 1, 4, [1, 4], [10, 40])
+    del j["scale_down_s"]
+    with pytest.raises(ValueError, match="missing field 'scale_down_s'"):
+        bft.allocate([j], [1, 2])
+    # A workload line (with the replay-only fields submit and work) is a valid job dict.
+    line = dict(job("b", 1, 4, [1, 4], [10, 40]), submit=0, work=1e6)
+    assert bft.allocate([line], [1, 2]).nodes_after.tolist() == [2]
+
+
+def test_current_and_pool_are_not_coerced():
+    j = job("a", 1, 4, [1, 4], [10, 40])
+    with pytest.raises(ValueError, match="current: entry 0: node id must be an integer, got 1.7"):
+        bft.allocate([j], [1, 2], {1.7: "a"})
+    with pytest.raises(ValueError, match="current: entry 0: job id must be a string"):
+        bft.allocate([j], [1, 2], {1: 7})
+    with pytest.raises(ValueError, match="pool: node ids must be integers"):
+        bft.allocate([j], [1.0, 2.5])
+    with pytest.raises(ValueError, match="pool: node ids must be integers"):
+        bft.allocate([j], [True, False])
+
+
+def test_values_whose_products_overflow_are_rejected_naming_the_field():
+    big = job("a", 1, 4, [1, 4], [10, 1e300])
+    with pytest.raises(ValueError, match="tfwd_s 10 x weight 1 x largest objective value 1e\\+300"):
+        bft.allocate([big], [1, 2])
+    with pytest.raises(ValueError, match="tfwd_s 1e\\+308"):
+        bft.allocate([job("a", 1, 4, [1, 4], [10, 40])], [1, 2], tfwd=1e308)
+    for solver in ("exact", "equal_share"):
+        with pytest.raises(ValueError, match="exceeds"):
+            bft.allocate([big], [1, 2], solver=solver)
+
+
+def test_policy_and_solver_names_come_from_one_list():
+    from bft import sim
+    from bft._core import alloc as core
+
+    assert alloc.SOLVERS == sim.POLICIES == tuple(core.solver_names())
+    assert set(alloc.SOLVERS) == {core.solver_name(kind) for kind in alloc.SolverKind}
+    for name in alloc.SOLVERS:
+        assert core.solver_name(core.solver_kind_from_string(name)) == name
+    with pytest.raises(ValueError, match="expected one of exact, equal_share, count_milp, node_milp"):
+        core.solver_kind_from_string("simplex")
+
+
+def test_allocations_have_their_own_status_apart_from_milp_termination():
+    jobs = [job("a", 1, 4, [1, 4], [100, 400]), job("b", 1, 4, [1, 4], [1, 4])]
+    assert bft.allocate(jobs, [1, 2, 3, 4]).status == alloc.AllocationStatus.OPTIMAL
+    assert bft.allocate(jobs, [1, 2, 3, 4], solver="equal_share").status == alloc.AllocationStatus.HEURISTIC
+    assert bft.allocate(jobs, [1, 2, 3, 4], solver="count_milp").status == alloc.AllocationStatus.OPTIMAL
+    assert {s.name for s in alloc.AllocationStatus} == {"OPTIMAL", "HEURISTIC", "TIME_LIMIT", "FAILED"}

@@ -130,3 +130,64 @@ def test_time_arguments_accept_units():
     assert cli._parse_time("90m") == 5400
     assert cli._parse_time("1.5d") == 129600
     assert cli._parse_time("7200") == 7200
+
+
+def test_a_truncated_or_padded_gzip_trace_is_a_one_line_error(tmp_path, capsys):
+    # A file copied while being written used to replay half the trace with exit status 0.
+    import gzip
+
+    rows = "".join(f"{k},n{k},idle\n" for k in range(2000))
+    whole = gzip.compress(("time,node,state\n" + rows).encode())
+    (tmp_path / "j.jsonl").write_text(json.dumps(JOB) + "\n")
+    trace = tmp_path / "t.csv.gz"
+    for data, needle in [
+        (whole[: len(whole) // 2], "gzip stream is truncated"),
+        (whole[:-8], f"{trace}: the gzip stream is truncated after line 2001"),
+        (whole + b"\0\0\0\0", f"{trace}: unexpected data after the end of the gzip stream"),
+    ]:
+        trace.write_bytes(data)
+        line = one_line_error(capsys, ["replay", "--trace", str(trace), "--jobs", str(tmp_path / "j.jsonl"), "-q"])
+        assert needle in line and str(trace) in line, line
+    trace.write_bytes(whole)
+    assert len(sim.read_trace(trace)) == 2000  # the intact file reads whole
+
+
+def test_nonsense_arguments_are_one_line_errors_not_tracebacks_or_silent_defaults(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"a\ncaf\xe9\n")
+    cases = [
+        (["--nodes", f"@{empty}"], f"--nodes: {empty} names no nodes"),
+        (["--nodes", ","], "--nodes ',' names no nodes"),
+        (["--nodes", f"@{latin1}"], f"--nodes: {latin1}:2: not UTF-8 text (byte 0xE9 at column 4)"),
+        (["--nodes", "\u00b2"], "node"),  # a superscript two is not a count; no int() traceback
+        (["--policy", ","], "--policy: no policy named"),
+        (["--max-jobs", "99999999999"], "--max-jobs must be between 1 and 2147483647"),
+        (["--max-jobs", "0"], "--max-jobs must be between 1"),
+        (["--seed", "-1"], "--seed must be between 0 and 18446744073709551615"),
+        (["--seed", "99999999999999999999999"], "--seed must be between 0"),
+        (["--tfwd", "nan"], "--tfwd must be a finite number"),
+        (["--policy", "node_milp", "--time-limit", "1e-9"], "--time-limit must be at least 0.001 s"),
+    ]
+    for extra, needle in cases:
+        msg = one_line_error(capsys, ["replay", "-q", *extra])
+        assert needle in msg, (extra, msg)
+
+
+def test_out_without_matplotlib_says_what_to_install_before_replaying(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    msg = one_line_error(capsys, ["replay", "-q", "--out", str(tmp_path / "out")])
+    assert "matplotlib, which is not installed" in msg and "--no-plots" in msg
+    assert cli.main(["replay", "-q", "--policy", "exact", "--out", str(tmp_path / "out"), "--no-plots"]) == 0
+    assert (tmp_path / "out" / "summary-exact.json").is_file()
+
+
+def test_replay_nodes_must_be_a_list_of_names():
+    trace = sim.parse_trace("time,node,state\n0,a,idle\n0,b,idle\n")
+    jobs = [sim.parse_jobs(json.dumps(JOB))[0]]
+    with pytest.raises(ValueError, match="nodes: expected a list of node names, got the string 'ab'"):
+        sim.replay(trace, jobs, nodes="ab", end_s=10)
+    with pytest.raises(ValueError, match="nodes: the list is empty"):
+        sim.replay(trace, jobs, nodes=[], end_s=10)
+    assert sim.replay(trace, jobs, nodes=["a"], end_s=10).summary["nodes"] == 1

@@ -205,3 +205,18 @@ def test_summit_slice_exact_beats_equal_share_and_learned_reaches_90_percent(sum
     assert exact["jobs_finished"] < 400
     assert exact["samples_done"] >= equal["samples_done"]
     assert learned["samples_done"] >= 0.9 * exact["samples_done"]
+
+
+def test_trace_arrays_are_not_truncated_to_integers():
+    with pytest.raises(ValueError, match=r"Trace: times\[1\]: expected a whole number, got 1.9"):
+        sim.Trace(["x"], [0, 1.9], [0, 0], [1, 0])
+    with pytest.raises(ValueError, match="Trace: states: expected whole numbers"):
+        sim.Trace(["x"], [0], [0], ["idle"])
+    assert sim.Trace(["x"], [0.0, 2.0], [0, 0], [1, 0]).last_time_s == 2
+
+
+def test_a_throughput_that_would_overflow_the_replay_is_rejected(tmp_path):
+    line = {"name": "j", "submit": 0, "min_nodes": 1, "max_nodes": 2, "work": 1e6, "scale_up_s": 1.0,
+            "scale_down_s": 1.0, "nodes": [0, 1, 2], "throughput": [0.0, 10.0, 1e300]}
+    with pytest.raises(ValueError, match=r"j.jsonl:1: job \"j\": throughput: 1e\+300 samples/s exceeds 1e\+12"):
+        sim.parse_jobs(json.dumps(line), "j.jsonl")

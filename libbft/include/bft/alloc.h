@@ -53,6 +53,12 @@ struct Assignment {
   std::string job;
 };
 
+// The largest value the allocator's objective terms may reach: tfwd_s, scale_up_s and
+// scale_down_s, each times a job's weight and its largest objective value, must stay below it
+// (Problem::IsValid), so that sums over thousands of jobs stay finite and within what the MILP
+// solvers take (milp::kMaxMagnitude).
+inline constexpr double kMaxObjectiveTerm = 1e15;
+
 struct Problem {
   std::vector<Job> jobs;
   // Every node the allocator may use now, including those already running a job.
@@ -75,6 +81,9 @@ enum class SolverKind {
 const char* ToString(SolverKind kind);
 // "node_milp", "count_milp", "exact", "equal_share"; throws InvalidArgument otherwise.
 SolverKind SolverKindFromString(const std::string& name);
+// Every solver kind, in the order users are offered them (exact first): the one list of policy
+// names (bft replay --policy, bft.allocate solver=, sim.POLICIES, alloc.SOLVERS).
+const std::vector<SolverKind>& AllSolverKinds();
 
 enum class Goal {
   kThroughput,  // the weighted objective above
@@ -90,6 +99,18 @@ struct SolveOptions {
   milp::SolveOptions milp;            // time limit and gap for the MILP solvers
   bool IsValid(std::string* error) const;
 };
+
+// What an allocation is, kept apart from why a MILP solver stopped (Allocation::termination).
+enum class AllocationStatus {
+  kOptimal,    // proven optimal: the exact solver, or a MILP optimal within a relative gap <= 1e-6
+  kHeuristic,  // feasible, not proven optimal: the equal-share heuristic, or a MILP that stopped
+               // "optimal" within a larger relative gap than 1e-6
+  kTimeLimit,  // a MILP solver stopped at its time limit with an incumbent: feasible, not proven
+  kFailed,     // no solution from the MILP solver (time limit without incumbent, infeasible, error,
+               // a crash in an isolated solve, interrupted): every job keeps its nodes where its
+               // bounds allow, so the allocation is still feasible
+};
+const char* ToString(AllocationStatus status);  // "optimal", "heuristic", "time_limit", "failed"
 
 struct JobAllocation {
   std::string id;
@@ -111,8 +132,11 @@ struct Allocation {
   // 1 when there are no jobs. What Goal::kMaxMinFair maximises first.
   double min_normalized_value = 1.0;
   SolverKind solver = SolverKind::kExact;
-  // Why the solver stopped. For the MILP solvers kOptimal means "optimal within the relative gap
-  // asked for"; the heuristic reports kOptimal only in the sense "finished". Use `proven_optimal`.
+  // What the allocation is (see AllocationStatus); the first thing to look at.
+  AllocationStatus status = AllocationStatus::kOptimal;
+  // Why the MILP solver stopped (the MILP solvers only; kOptimal for the exact and equal-share
+  // solvers, which run no MILP). For the MILP solvers kOptimal means "optimal within the relative
+  // gap asked for".
   milp::Termination termination = milp::Termination::kOptimal;
   // The optimum is proven: the exact solver always; a MILP solver when it stopped optimal with a
   // relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it).

@@ -39,6 +39,13 @@ class ParseError : public InvalidArgument {
   long line_;
 };
 
+// A long call (a replay) was stopped by its interrupt (SolveOptions::interrupt, e.g. Ctrl-C).
+// Python sees KeyboardInterrupt.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
 // Something this build cannot do, e.g. a MILP backend that was not compiled in. Python sees RuntimeError.
 class NotAvailable : public Error {
  public:

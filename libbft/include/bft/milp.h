@@ -2,8 +2,8 @@
 //
 // Build a Model (variables, linear constraints, piecewise-linear functions, an objective), then
 // hand it to a Backend (GLPK, CBC) through Solve(). The model knows nothing of any solver; each
-// backend maps it to its own library (GLPK gets a binary formulation of piecewise-linear terms,
-// CBC native SOS2). Bad input throws bft::InvalidArgument naming the variable or constraint at the
+// backend maps it to its own library (both get an exact binary formulation of piecewise-linear
+// terms). Bad input throws bft::InvalidArgument naming the variable or constraint at the
 // moment it is added, so a model that exists is always valid to hand to any backend.
 #pragma once
 
@@ -21,6 +21,16 @@
 namespace bft::milp {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The magnitudes a model may hold, checked when a variable, row, piecewise-linear function or
+// objective is added: every non-zero coefficient (after merging terms, including the segment
+// slopes' rises and runs of a piecewise-linear function) lies in [kMinMagnitude, kMaxMagnitude] in
+// absolute value, and every finite bound, right-hand side and breakpoint in [-kMaxMagnitude,
+// kMaxMagnitude]. Outside them the solvers fail in ways no result can report: GLPK aborts the
+// process (a coefficient of 1e-200: "glp_set_rii: invalid scale factor"), CBC aborts on an
+// objective coefficient of 1e25 (an assertion in Clp) and reads 1e30 as infinity.
+inline constexpr double kMaxMagnitude = 1e20;
+inline constexpr double kMinMagnitude = 1e-30;
 
 enum class VarType { kContinuous, kInteger, kBinary };
 enum class Sense { kMaximize, kMinimize };
@@ -183,8 +193,11 @@ enum class Termination {
   kOptimal,     // proven optimal within the relative gap asked for
   kTimeLimit,   // stopped by SolveOptions::time_limit_s
   kInfeasible,  // proven infeasible
-  kUnbounded,   // the objective is unbounded (or the problem is infeasible or unbounded)
-  kError,       // the backend failed; see Result::message
+  kUnbounded,   // the objective is unbounded: a feasible point exists and the relaxation is unbounded
+  kInfeasibleOrUnbounded,  // the relaxation is unbounded; whether a feasible point exists was not
+                           // decided (time limit, solver failure)
+  kError,                  // the backend failed (or crashed in an isolated solve); see Result::message
+  kInterrupted,            // stopped by SolveOptions::interrupt (Python: Ctrl-C)
 };
 const char* ToString(Termination termination);
 
@@ -193,9 +206,25 @@ struct SolveOptions {
   double relative_gap = 1e-9;  // stop when |bound - objective| <= gap * max(1, |objective|)
   bool presolve = true;
   bool verbose = false;  // let the backend print its log to stdout
+  // Solve in a child process (fork), so that nothing the backend does can end the caller: a crash
+  // (a signal, an abort) comes back as Termination::kError naming the signal, and a child that
+  // outlives a finite time_limit_s by more than IsolationGraceSeconds(time_limit_s) is killed
+  // (Termination::kTimeLimit, no solution). For long-lived callers (the trace replay, a manager).
+  bool isolate = false;
+  // Polled during the solve; returning true stops it with Termination::kInterrupted (an incumbent,
+  // if the backend had one in process, is kept). Called from the solving thread at most every
+  // 0.05 s: by GLPK's branch-and-bound callback in process, and, with `isolate`, by the parent
+  // while it waits. CBC has no hook to poll it from, so a CBC solve with an interrupt always runs
+  // isolated. Must be cheap and must not throw (a throw counts as true).
+  std::function<bool()> interrupt;
   // Returns true if valid; otherwise false with the reason in *error (if error is not null).
   bool IsValid(std::string* error) const;
 };
+
+// How long an isolated solve may outlive its time limit before it is killed: 5 s plus a quarter
+// of the limit (the backends stop on their own at the limit; the grace covers building the problem
+// and reporting the result).
+double IsolationGraceSeconds(double time_limit_s);
 
 struct Result {
   Termination termination = Termination::kError;

@@ -63,6 +63,20 @@ Trace ParseTrace(const std::string& text, const std::string& source = "<trace>")
 void WriteTrace(const Trace& trace, const std::string& path);
 
 // One elastic training job of a workload (one line of a jobs JSONL file).
+// One field of a job line of the workload format (docs/formats.md). JobFields() is the one table
+// of them: the workload reader looks fields up in it and lists it in its "unknown field" message,
+// and bft.allocate checks its job dicts against it.
+struct JobField {
+  const char* name;
+  bool required;        // in a workload line
+  bool for_allocation;  // read by the allocator (bft.allocate); the others are replay-only
+};
+const std::vector<JobField>& JobFields();
+
+// The largest throughput or objective value a job may have (JobSpec::IsValid): samples/s times
+// the seconds of any trace stay finite.
+inline constexpr double kMaxSamplesPerS = 1e12;
+
 struct JobSpec {
   std::string name;
   double submit_s = 0.0;  // on the trace's clock
@@ -91,8 +105,22 @@ enum class CurveMode {
 const char* ToString(CurveMode mode);               // "oracle", "learned"
 CurveMode CurveModeFromString(const std::string&);  // throws InvalidArgument
 
+// The MILP options a replay uses unless told otherwise: a time limit per allocation (a MILP
+// allocation that hits it keeps its incumbent or, without one, every job's nodes; the summary counts
+// them), and isolated solves, so that a crash in a solver library ends one allocation, not the replay.
+inline constexpr double kDefaultReplayMilpTimeLimitS = 10.0;
+inline alloc::SolveOptions DefaultReplaySolveOptions() {
+  alloc::SolveOptions options;
+  options.milp.time_limit_s = kDefaultReplayMilpTimeLimitS;
+  options.milp.isolate = true;
+  return options;
+}
+
 struct ReplayOptions {
-  alloc::SolveOptions solve;  // the policy: solver kind (exact by default), goal, MILP options
+  // The policy: solver kind (exact by default), goal, MILP options (DefaultReplaySolveOptions).
+  // solve.milp.interrupt, if set, is also polled between events: true stops the replay with
+  // bft::Interrupted.
+  alloc::SolveOptions solve = DefaultReplaySolveOptions();
   CurveMode curves = CurveMode::kOracle;
   int max_jobs = 10;     // at most this many admitted (unfinished) jobs at once
   double tfwd_s = 10.0;  // the allocator's forward-looking horizon
@@ -194,6 +222,10 @@ struct Summary {
   double allocator_p99_s = 0.0;
   double allocator_max_s = 0.0;
   double allocator_total_s = 0.0;
+  // MILP allocations that stopped at the time limit (keeping their incumbent, or every job's nodes
+  // without one), and those that ended with no solution for another reason (a solver error or crash).
+  int allocator_time_limits = 0;
+  int allocator_failures = 0;
   double wall_s = 0.0;  // the whole replay
 };
 
@@ -206,8 +238,9 @@ struct ReplayResult {
 };
 
 // Replays the trace with the workload under one policy. Throws InvalidArgument if the options are
-// invalid or name unknown nodes, and whatever the allocator throws (NotAvailable for a missing
-// MILP backend). Jobs are checked with JobSpec::IsValid, the trace with Trace::IsValid.
+// invalid or name unknown nodes, Interrupted if solve.milp.interrupt asked to stop, and whatever the
+// allocator throws (NotAvailable for a missing MILP backend). Jobs are checked with JobSpec::IsValid, the
+// trace with Trace::IsValid.
 ReplayResult Replay(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayOptions& options);
 
 // The synthetic idle-node trace and job mix of the embedded default (docs/sim.md describes the

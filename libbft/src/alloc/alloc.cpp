@@ -23,6 +23,20 @@ std::vector<int> KeepCounts(const internal::Prepared& prepared) {
 
 }  // namespace
 
+const char* ToString(AllocationStatus status) {
+  switch (status) {
+    case AllocationStatus::kOptimal:
+      return "optimal";
+    case AllocationStatus::kHeuristic:
+      return "heuristic";
+    case AllocationStatus::kTimeLimit:
+      return "time_limit";
+    case AllocationStatus::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
 Allocation Solve(const Problem& problem, const SolveOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   std::string error;
@@ -37,6 +51,7 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
           internal::FromCounts(problem, prepared, internal::ExactCounts(problem, prepared, options.goal));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = true;
+      allocation.status = AllocationStatus::kOptimal;
       allocation.message = "proven optimal (combinatorial)";
       break;
     }
@@ -44,6 +59,7 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
       allocation = internal::FromCounts(problem, prepared, internal::EqualShareCounts(prepared));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = false;
+      allocation.status = AllocationStatus::kHeuristic;
       allocation.message = "heuristic: equal share, leftovers first come first served";
       break;
     }
@@ -65,6 +81,15 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
       }
       allocation.termination = outcome.termination;
       allocation.proven_optimal = outcome.has_solution && outcome.proven_optimal;
+      if (!outcome.has_solution) {
+        allocation.status = AllocationStatus::kFailed;
+      } else if (allocation.proven_optimal) {
+        allocation.status = AllocationStatus::kOptimal;
+      } else if (outcome.termination == milp::Termination::kTimeLimit) {
+        allocation.status = AllocationStatus::kTimeLimit;
+      } else {
+        allocation.status = AllocationStatus::kHeuristic;
+      }
       break;
     }
   }

@@ -18,6 +18,7 @@
 // Max-min goal: first maximise t <= 1 subject to O_j(n_j) >= t O_j(max_nodes), then fix t (less
 // 1e-7) and maximise the weighted objective.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -132,6 +133,7 @@ milp::Result SolveGoal(const Problem& problem, const Prepared& prepared, const S
       }
     }
     f->model.Maximize(milp::LinExpr(t));
+    const auto start = std::chrono::steady_clock::now();
     const milp::Result first = backend->Solve(f->model, options.milp);
     if (!first.has_solution) return first;
     const double tau = first.Value(t);
@@ -139,6 +141,23 @@ milp::Result SolveGoal(const Problem& problem, const Prepared& prepared, const S
     os << "max-min phase: min normalised value " << tau << " (" << milp::ToString(first.termination) << "); ";
     *note = os.str();
     f->model.AddConstraint(milp::LinExpr(t) >= std::max(0.0, tau - kFairSlack), "t_fixed");
+    f->model.Maximize(f->objective);
+    // The time limit is for the whole allocation: the second phase gets what the first left.
+    milp::SolveOptions second_options = options.milp;
+    const double used_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!std::isinf(second_options.time_limit_s)) {
+      second_options.time_limit_s = std::max(1e-3, second_options.time_limit_s - used_s);
+    }
+    milp::Result second = backend->Solve(f->model, second_options);
+    // The outcome reflects both phases: a first phase that stopped short of optimal (a time limit
+    // with an incumbent) leaves the fair minimum unproven, whatever the second phase reports.
+    if (first.termination != milp::Termination::kOptimal &&
+        second.termination == milp::Termination::kOptimal) {
+      second.termination = first.termination;
+      second.message = "the max-min phase stopped without proving its optimum (" + first.message +
+                       "); the throughput phase: " + second.message;
+    }
+    return second;
   }
   f->model.Maximize(f->objective);
   return backend->Solve(f->model, options.milp);

@@ -53,6 +53,19 @@ bool Problem::IsValid(std::string* error) const {
     if (!std::isfinite(job.weight) || job.weight < 0.0)
       return fail("weight ", job.weight, " must be a finite number >= 0");
     if (job.objective.empty()) return fail("objective curve is empty (give at least one breakpoint)");
+    {
+      const auto& values = job.objective.values();
+      const double top = *std::max_element(values.begin(), values.end());
+      const std::pair<const char*, double> horizons[] = {
+          {"tfwd_s", tfwd_s}, {"scale_up_s", job.scale_up_s}, {"scale_down_s", job.scale_down_s}};
+      for (const auto& [field, seconds] : horizons) {
+        const double term = seconds * job.weight * top;
+        if (!(term <= kMaxObjectiveTerm)) {
+          return fail(field, " ", seconds, " x weight ", job.weight, " x largest objective value ", top,
+                      " = ", term, " exceeds ", kMaxObjectiveTerm, " (the objective would overflow)");
+        }
+      }
+    }
     // ThroughputCurve validates its breakpoints when it is built; nothing else to check here.
   }
   std::unordered_set<NodeId> in_pool;
@@ -110,12 +123,19 @@ const char* ToString(SolverKind kind) {
   return "unknown";
 }
 
+const std::vector<SolverKind>& AllSolverKinds() {
+  static const std::vector<SolverKind> kinds = {SolverKind::kExact, SolverKind::kEqualShare,
+                                                SolverKind::kCountMilp, SolverKind::kNodeMilp};
+  return kinds;
+}
+
 SolverKind SolverKindFromString(const std::string& name) {
-  for (SolverKind kind :
-       {SolverKind::kNodeMilp, SolverKind::kCountMilp, SolverKind::kExact, SolverKind::kEqualShare})
+  std::string names;
+  for (SolverKind kind : AllSolverKinds()) {
     if (name == ToString(kind)) return kind;
-  throw InvalidArgument("solver: unknown solver '" + name +
-                        "' (expected one of node_milp, count_milp, exact, equal_share)");
+    names += (names.empty() ? "" : ", ") + std::string(ToString(kind));
+  }
+  throw InvalidArgument("solver: unknown solver '" + name + "' (expected one of " + names + ")");
 }
 
 namespace internal {

@@ -135,8 +135,10 @@ std::string Model::ToLpString() const {
   line.End();
 
   out << "Subject To\n";
+  int rows_written = 0;
   auto write_row = [&](const std::string& row_name, const std::vector<int>& vars,
                        const std::vector<double>& coefs, const char* op, double rhs) {
+    ++rows_written;
     line.Start(" " + row_name + ": ");
     for (std::size_t k = 0; k < vars.size(); ++k) line.Term(coefs[k], var_names[vars[k]]);
     if (line.empty()) line.Term(0.0, any_var());
@@ -159,6 +161,16 @@ std::string Model::ToLpString() const {
     } else {
       out << " \\ constraint " << row.name << " is free (no finite bound) and omitted\n";
     }
+  }
+  rows_written += static_cast<int>(3 * pwl.size());
+  if (rows_written == 0) {
+    // GLPK's reader (glp_read_lp) refuses a constraints section without a row (found by
+    // tests/fuzz/fuzz_lp_roundtrip on the empty model): write one that always holds.
+    if (zero_var.empty()) zero_var = names.Make("bft_zero");
+    line.Start(" " + names.Make("bft_no_rows") + ": ");
+    line.Term(1.0, zero_var);
+    line.Put(" >= 0");
+    line.End();
   }
   for (std::size_t p = 0; p < pwl.size(); ++p) {
     const PiecewiseLinearData& f = pwl[p];

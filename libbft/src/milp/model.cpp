@@ -158,8 +158,28 @@ struct Model::Impl {
                               FormatNumber(coef));
       }
       if (coef == 0.0) continue;
+      CheckCoefficient(coef, what + ": coefficient of " + DescribeVar(index));
       vars_out->push_back(index);
       coefs_out->push_back(coef);
+    }
+  }
+
+  // Throws InvalidArgument naming `what` if a non-zero coefficient is outside
+  // [kMinMagnitude, kMaxMagnitude] in absolute value (see bft/milp.h).
+  static void CheckCoefficient(double coef, const std::string& what) {
+    const double magnitude = std::abs(coef);
+    if (magnitude < kMinMagnitude || magnitude > kMaxMagnitude) {
+      throw InvalidArgument(what + " is " + FormatNumber(coef) + " (non-zero coefficients must lie within " +
+                            FormatNumber(kMinMagnitude) + " and " + FormatNumber(kMaxMagnitude) +
+                            " in absolute value; rescale the model)");
+    }
+  }
+
+  // Throws InvalidArgument naming `what` if a finite bound or value exceeds kMaxMagnitude.
+  static void CheckFiniteMagnitude(double value, const std::string& what) {
+    if (std::isfinite(value) && std::abs(value) > kMaxMagnitude) {
+      throw InvalidArgument(what + " is " + FormatNumber(value) + " (finite values must lie within +-" +
+                            FormatNumber(kMaxMagnitude) + "; use kInf (Python: milp.INF) for no bound)");
     }
   }
 
@@ -215,6 +235,8 @@ Var Model::AddVar(double lower, double upper, VarType type, std::string name) {
     throw InvalidArgument(what + ": bounds [" + FormatNumber(lower) + ", " + FormatNumber(upper) +
                           "] leave no finite value");
   }
+  Impl::CheckFiniteMagnitude(lower, what + ": lower bound");
+  Impl::CheckFiniteMagnitude(upper, what + ": upper bound");
   if (type != VarType::kContinuous) {
     for (double bound : {lower, upper}) {
       if (std::isfinite(bound) && bound != std::floor(bound)) {
@@ -268,6 +290,8 @@ ConstraintRef Model::AddConstraint(const LinExpr& expr, double lower, double upp
     throw InvalidArgument(what + ": bounds [" + FormatNumber(row.lower) + ", " + FormatNumber(row.upper) +
                           "] cannot be satisfied");
   }
+  Impl::CheckFiniteMagnitude(row.lower, what + ": lower bound (constant moved to the bounds)");
+  Impl::CheckFiniteMagnitude(row.upper, what + ": upper bound (constant moved to the bounds)");
   const int index = static_cast<int>(m.rows.size());
   m.row_names.emplace(row.name, index);
   m.rows.push_back(std::move(row));
@@ -297,6 +321,15 @@ Var Model::AddPiecewiseLinear(Var x, std::vector<double> xs, std::vector<double>
       throw InvalidArgument(where + ": breakpoints must be strictly increasing, but xs[" +
                             std::to_string(k - 1) + "] = " + FormatNumber(xs[k - 1]) + " and xs[" +
                             std::to_string(k) + "] = " + FormatNumber(xs[k]));
+    }
+    const std::string point = where + ": breakpoint " + std::to_string(k);
+    Impl::CheckFiniteMagnitude(xs[k], point + " x");
+    Impl::CheckFiniteMagnitude(ys[k], point + " y");
+    if (k > 0) {  // the backends' formulations have the segment's run and rise as coefficients
+      const std::string segment = where + ": segment " + std::to_string(k - 1) + " (breakpoints " +
+                                  std::to_string(k - 1) + " to " + std::to_string(k) + ")";
+      Impl::CheckCoefficient(xs[k] - xs[k - 1], segment + " run xs[k+1] - xs[k]");
+      if (ys[k] != ys[k - 1]) Impl::CheckCoefficient(ys[k] - ys[k - 1], segment + " rise ys[k+1] - ys[k]");
     }
   }
   const auto [lo, hi] = std::minmax_element(ys.begin(), ys.end());
@@ -364,8 +397,12 @@ const char* ToString(Termination termination) {
       return "infeasible";
     case Termination::kUnbounded:
       return "unbounded";
+    case Termination::kInfeasibleOrUnbounded:
+      return "infeasible_or_unbounded";
     case Termination::kError:
       return "error";
+    case Termination::kInterrupted:
+      return "interrupted";
   }
   return "unknown";
 }

@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -20,29 +23,185 @@
 namespace bft::sim {
 namespace {
 
-// The whole content of a file, gunzipped if it is gzip-compressed (zlib reads plain files as is).
-std::string ReadFileMaybeGzip(const std::string& path) {
+// Checks one line of an input file: no NUL byte, valid UTF-8. Throws ParseError naming the line.
+void CheckText(std::string_view line, const std::string& source, long number) {
+  std::size_t k = 0;
+  while (k < line.size()) {
+    const auto c = static_cast<unsigned char>(line[k]);
+    if (c == 0) {
+      throw ParseError(source, number, "NUL byte at column " + std::to_string(k + 1) + " (a binary file?)");
+    }
+    if (c < 0x80) {
+      ++k;
+      continue;
+    }
+    // A multi-byte sequence: a lead byte and 1-3 continuation bytes; no overlong forms, no surrogates.
+    std::size_t extra = 0;
+    std::uint32_t cp = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+      cp = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      cp = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      cp = c & 0x07u;
+    }
+    bool ok = extra > 0 && k + extra < line.size();
+    for (std::size_t e = 1; ok && e <= extra; ++e) {
+      const auto cc = static_cast<unsigned char>(line[k + e]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    if (ok && extra == 2) ok = cp >= 0x800 && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (ok && extra == 3) ok = cp >= 0x10000 && cp <= 0x10FFFF;
+    if (!ok) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", c);
+      throw ParseError(source, number,
+                       std::string("not UTF-8 text: byte ") + hex + " at column " + std::to_string(k + 1));
+    }
+    k += extra + 1;
+  }
+}
+
+// Names a compressed or archive format by its first bytes; empty for anything else.
+std::string CompressedFormat(std::string_view head) {
+  auto starts = [&](std::string_view magic) { return head.substr(0, magic.size()) == magic; };
+  if (starts("BZh")) return "bzip2";
+  if (starts(std::string_view("\xFD"
+                              "7zXZ\0",
+                              6)))
+    return "xz";
+  if (starts("\x28\xB5\x2F\xFD")) return "zstd";
+  if (starts("PK\x03\x04")) return "zip";
+  if (starts("\x1F\x9D")) return "compress (.Z)";
+  return "";
+}
+
+// Hands the lines of a file to f(line, number) as it reads them (a line has no terminator; a
+// trailing '\r' is removed), so that a file is never held whole in memory (a gzip bomb is read
+// line by line, and the parser stops at the first bad one). The file is gunzipped when it starts
+// with the gzip magic; concatenated gzip members are read in turn. Errors name the file (and the
+// line where there is one): a corrupt gzip stream; one that ends before its trailer (a truncated
+// file: inside a line, that line is named); anything but another gzip member after the trailer;
+// bzip2, xz, zstd, zip files; NUL bytes and text that is not UTF-8 (CheckText).
+// A path with a NUL byte would be cut short by the C library: refuse it.
+void CheckPath(const std::string& path) {
+  if (path.find('\0') != std::string::npos) {
+    throw InvalidArgument("path \"" + path.substr(0, path.find('\0')) + "\\0...\": contains a NUL byte");
+  }
+}
+
+template <typename F>
+void StreamLines(const std::string& path, F&& f) {
+  CheckPath(path);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw FileNotFound(path + ": no such file");
   if (std::filesystem::is_directory(path, ec)) throw FileNotFound(path + ": is a directory, not a file");
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) throw FileNotFound(path + ": cannot be opened");
-  gzbuffer(f, 1 << 17);
-  std::string out;
-  std::vector<char> buf(1 << 18);
-  while (true) {
-    const int n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
-    if (n < 0) {
-      int errnum = 0;
-      const std::string msg = gzerror(f, &errnum);
-      gzclose(f);
-      throw ParseError(path, 0, "cannot be decompressed: " + msg);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) throw FileNotFound(path + ": cannot be opened");
+
+  std::string pending;  // text not yet handed out: at most one partial line between chunks
+  long number = 0;
+  auto emit = [&](std::string_view line) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    CheckText(line, path, number);
+    f(line, number);
+  };
+  auto feed = [&](const char* data, std::size_t size) {
+    pending.append(data, size);
+    std::size_t pos = 0;
+    while (true) {
+      const std::size_t end = pending.find('\n', pos);
+      if (end == std::string::npos) break;
+      emit(std::string_view(pending.data() + pos, end - pos));
+      pos = end + 1;
     }
-    if (n == 0) break;
-    out.append(buf.data(), static_cast<std::size_t>(n));
+    pending.erase(0, pos);
+  };
+
+  std::vector<char> in(1 << 17);
+  std::size_t have = std::fread(in.data(), 1, in.size(), file.get());
+  const std::string format = CompressedFormat(std::string_view(in.data(), have));
+  if (!format.empty()) {
+    throw InvalidArgument(path + ": a " + format +
+                          " file; only plain text and gzip are read (decompress it first)");
   }
-  gzclose(f);
-  return out;
+  const bool gzip =
+      have >= 2 && static_cast<unsigned char>(in[0]) == 0x1F && static_cast<unsigned char>(in[1]) == 0x8B;
+  if (!gzip) {
+    while (have > 0) {
+      feed(in.data(), have);
+      have = std::fread(in.data(), 1, in.size(), file.get());
+    }
+    if (std::ferror(file.get()) != 0) throw Error(path + ": read error");
+    if (!pending.empty()) emit(pending);
+    return;
+  }
+
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw Error(path + ": cannot start gzip decompression");
+  struct InflateEnd {
+    z_stream* zs;
+    ~InflateEnd() { inflateEnd(zs); }
+  } inflate_end{&zs};
+  std::vector<char> out(1 << 18);
+  std::uint64_t consumed = 0;  // compressed bytes consumed so far (for messages)
+  bool member_done = false;    // the last gzip member ended with a valid trailer
+  bool output_full = false;    // the last inflate filled `out`: it may hold more output
+  zs.next_in = reinterpret_cast<Bytef*>(in.data());
+  zs.avail_in = static_cast<uInt>(have);
+  while (true) {
+    if (zs.avail_in == 0 && !output_full) {
+      have = std::fread(in.data(), 1, in.size(), file.get());
+      if (have == 0) break;
+      zs.next_in = reinterpret_cast<Bytef*>(in.data());
+      zs.avail_in = static_cast<uInt>(have);
+    }
+    if (member_done) {
+      // Only another gzip member may follow a member's trailer.
+      if (zs.avail_in < 2) {  // one byte left in the buffer: move it to the front and read on
+        const std::size_t left = zs.avail_in;
+        std::memmove(in.data(), zs.next_in, left);
+        have = left + std::fread(in.data() + left, 1, in.size() - left, file.get());
+        zs.next_in = reinterpret_cast<Bytef*>(in.data());
+        zs.avail_in = static_cast<uInt>(have);
+      }
+      if (zs.avail_in < 2 || zs.next_in[0] != 0x1F || zs.next_in[1] != 0x8B) {
+        throw InvalidArgument(path + ": unexpected data after the end of the gzip stream (compressed byte " +
+                              std::to_string(consumed) + ", after line " + std::to_string(number) + ")");
+      }
+      if (inflateReset(&zs) != Z_OK) throw Error(path + ": cannot restart gzip decompression");
+      member_done = false;
+    }
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    const uInt before = zs.avail_in;
+    const int ret = inflate(&zs, Z_NO_FLUSH);
+    consumed += before - zs.avail_in;
+    if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR) {
+      throw InvalidArgument(path +
+                            ": cannot be decompressed (gzip: " + (zs.msg != nullptr ? zs.msg : "data error") +
+                            ", after line " + std::to_string(number) + ")");
+    }
+    feed(out.data(), out.size() - zs.avail_out);
+    output_full = zs.avail_out == 0;
+    if (ret == Z_STREAM_END) member_done = true;
+  }
+  if (std::ferror(file.get()) != 0) throw Error(path + ": read error");
+  if (!member_done) {
+    if (!pending.empty()) {
+      throw ParseError(path, number + 1,
+                       "the gzip stream is truncated inside this line: the file ends before the gzip trailer "
+                       "(was it copied while being written?)");
+    }
+    throw InvalidArgument(path + ": the gzip stream is truncated after line " + std::to_string(number) +
+                          ": the file ends before the gzip trailer (was it copied while being written?)");
+  }
+  if (!pending.empty()) emit(pending);
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -50,6 +209,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }
 
 void WriteFileMaybeGzip(const std::string& path, const std::string& content) {
+  CheckPath(path);
   if (EndsWith(path, ".gz")) {
     gzFile f = gzopen(path.c_str(), "wb");
     if (f == nullptr) throw FileNotFound(path + ": cannot be opened for writing");
@@ -72,8 +232,9 @@ void WriteFileMaybeGzip(const std::string& path, const std::string& content) {
 }
 
 // Splits text into lines (without the terminator; a trailing '\r' is removed), calling f(line, number).
+// Checks each line with CheckText (naming `source`).
 template <typename F>
-void ForEachLine(const std::string& text, F&& f) {
+void ForEachLine(const std::string& text, const std::string& source, F&& f) {
   std::size_t pos = 0;
   long number = 0;
   while (pos < text.size()) {
@@ -81,14 +242,18 @@ void ForEachLine(const std::string& text, F&& f) {
     if (end == std::string::npos) end = text.size();
     std::string_view line(text.data() + pos, end - pos);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    f(line, ++number);
+    CheckText(line, source, ++number);
+    f(line, number);
     pos = end + 1;
   }
 }
 
+// At most 60 bytes of s for a message, never cutting a UTF-8 character in half.
 std::string Shorten(std::string_view s) {
   if (s.size() <= 60) return std::string(s);
-  return std::string(s.substr(0, 57)) + "...";
+  std::size_t cut = 57;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(s.substr(0, cut)) + "...";
 }
 
 bool ValidNodeName(std::string_view name, std::string* why) {
@@ -161,7 +326,11 @@ bool Trace::IsValid(std::string* error) const {
   return true;
 }
 
-Trace ParseTrace(const std::string& text, const std::string& source) {
+namespace {
+
+// The trace parser over any line source: for_each_line(f) calls f(line, number) for every line.
+template <typename ForEachLineFn>
+Trace ParseTraceLines(ForEachLineFn&& for_each_line, const std::string& source) {
   Trace trace;
   std::unordered_map<std::string, NodeId> ids;
   std::vector<NodeState> state;
@@ -170,8 +339,7 @@ Trace ParseTrace(const std::string& text, const std::string& source) {
   std::int64_t prev_time = std::numeric_limits<std::int64_t>::min();
   bool header = false;
   std::string name;
-  trace.transitions.reserve(text.size() / 20);
-  ForEachLine(text, [&](std::string_view line, long number) {
+  for_each_line([&](std::string_view line, long number) {
     auto fail = [&](const std::string& what) { throw ParseError(source, number, what); };
     if (!header) {
       if (line != "time,node,state") {
@@ -238,10 +406,19 @@ Trace ParseTrace(const std::string& text, const std::string& source) {
     trace.transitions.push_back(Transition{time, id, st});
   });
   if (!header) throw ParseError(source, 1, "empty file: expected the header \"time,node,state\"");
+  if (trace.transitions.empty()) throw ParseError(source, 1, "no transitions: the file has only the header");
   return trace;
 }
 
-Trace ReadTrace(const std::string& path) { return ParseTrace(ReadFileMaybeGzip(path), path); }
+}  // namespace
+
+Trace ParseTrace(const std::string& text, const std::string& source) {
+  return ParseTraceLines([&](auto&& f) { ForEachLine(text, source, f); }, source);
+}
+
+Trace ReadTrace(const std::string& path) {
+  return ParseTraceLines([&](auto&& f) { StreamLines(path, f); }, path);
+}
 
 void WriteTrace(const Trace& trace, const std::string& path) {
   std::string error;
@@ -282,13 +459,38 @@ bool JobSpec::IsValid(std::string* error) const {
     return fail("throughput: " + why);
   if (!curve::ThroughputCurve::Check(objective.nodes(), objective.values(), &why))
     return fail("objective: " + why);
+  // Samples/s times a replay's seconds must stay finite (1e300 made the summary JSON "Infinity").
+  for (const auto& [field, curve] :
+       {std::pair<const char*, const curve::ThroughputCurve*>{"throughput", &throughput},
+        {"objective", &objective}}) {
+    for (const double v : curve->values()) {
+      if (v > kMaxSamplesPerS) {
+        return fail(std::string(field) + ": " + detail::JsonNumber(v) + " samples/s exceeds " +
+                    detail::JsonNumber(kMaxSamplesPerS));
+      }
+    }
+  }
   return true;
 }
 
-std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& source) {
+const std::vector<JobField>& JobFields() {
+  // The order is the order of the slots in ParseJobLines.
+  static const std::vector<JobField> fields = {
+      {"name", true, true},         {"submit", true, false}, {"min_nodes", true, true},
+      {"max_nodes", true, true},    {"work", true, false},   {"scale_up_s", true, true},
+      {"scale_down_s", true, true}, {"nodes", true, true},   {"throughput", true, true},
+      {"objective", false, true},   {"weight", false, true},
+  };
+  return fields;
+}
+
+namespace {
+
+template <typename ForEachLineFn>
+std::vector<JobSpec> ParseJobLines(ForEachLineFn&& for_each_line, const std::string& source) {
   std::vector<JobSpec> jobs;
   std::unordered_map<std::string, long> first_line;
-  ForEachLine(text, [&](std::string_view line, long line_number) {
+  for_each_line([&](std::string_view line, long line_number) {
     auto fail = [&](const std::string& what) { throw ParseError(source, line_number, what); };
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;  // blank line: no job
     std::vector<detail::JsonField> fields;
@@ -297,38 +499,30 @@ std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& sourc
     } catch (const detail::JsonError& e) {
       fail(std::string("malformed JSON: ") + e.what());
     }
-    const detail::JsonField* name = nullptr;
-    const detail::JsonField* submit = nullptr;
-    const detail::JsonField* min_nodes = nullptr;
-    const detail::JsonField* max_nodes = nullptr;
-    const detail::JsonField* work = nullptr;
-    const detail::JsonField* scale_up = nullptr;
-    const detail::JsonField* scale_down = nullptr;
-    const detail::JsonField* nodes = nullptr;
-    const detail::JsonField* throughput = nullptr;
-    const detail::JsonField* objective = nullptr;
-    const detail::JsonField* weight = nullptr;
-    const std::pair<const char*, const detail::JsonField**> slots[] = {{"name", &name},
-                                                                       {"submit", &submit},
-                                                                       {"min_nodes", &min_nodes},
-                                                                       {"max_nodes", &max_nodes},
-                                                                       {"work", &work},
-                                                                       {"scale_up_s", &scale_up},
-                                                                       {"scale_down_s", &scale_down},
-                                                                       {"nodes", &nodes},
-                                                                       {"throughput", &throughput},
-                                                                       {"objective", &objective},
-                                                                       {"weight", &weight}};
+    // Slots in the order of JobFields().
+    const std::vector<JobField>& table = JobFields();
+    std::vector<const detail::JsonField*> found(table.size(), nullptr);
     for (const detail::JsonField& f : fields) {
-      const auto slot = std::find_if(std::begin(slots), std::end(slots),
-                                     [&](const auto& entry) { return f.key == entry.first; });
-      if (slot == std::end(slots)) {
+      const auto it =
+          std::find_if(table.begin(), table.end(), [&](const JobField& e) { return f.key == e.name; });
+      if (it == table.end()) {
         std::string known;
-        for (const auto& entry : slots) known += (known.empty() ? "" : ", ") + std::string(entry.first);
+        for (const JobField& e : table) known += (known.empty() ? "" : ", ") + std::string(e.name);
         fail("unknown field \"" + Shorten(f.key) + "\" (known: " + known + ")");
       }
-      *slot->second = &f;
+      found[static_cast<std::size_t>(it - table.begin())] = &f;
     }
+    const detail::JsonField* const name = found[0];
+    const detail::JsonField* const submit = found[1];
+    const detail::JsonField* const min_nodes = found[2];
+    const detail::JsonField* const max_nodes = found[3];
+    const detail::JsonField* const work = found[4];
+    const detail::JsonField* const scale_up = found[5];
+    const detail::JsonField* const scale_down = found[6];
+    const detail::JsonField* const nodes = found[7];
+    const detail::JsonField* const throughput = found[8];
+    const detail::JsonField* const objective = found[9];
+    const detail::JsonField* const weight = found[10];
     auto require = [&](const detail::JsonField* f, const char* key) {
       if (f == nullptr) fail(std::string("missing field \"") + key + "\"");
     };
@@ -385,10 +579,19 @@ std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& sourc
     if (!inserted) fail(job + "duplicate job name (first on line " + std::to_string(it->second) + ")");
     jobs.push_back(std::move(spec));
   });
+  if (jobs.empty()) throw ParseError(source, 1, "no jobs: the workload is empty (one JSON object per line)");
   return jobs;
 }
 
-std::vector<JobSpec> ReadJobs(const std::string& path) { return ParseJobs(ReadFileMaybeGzip(path), path); }
+}  // namespace
+
+std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& source) {
+  return ParseJobLines([&](auto&& f) { ForEachLine(text, source, f); }, source);
+}
+
+std::vector<JobSpec> ReadJobs(const std::string& path) {
+  return ParseJobLines([&](auto&& f) { StreamLines(path, f); }, path);
+}
 
 void WriteJobs(const std::vector<JobSpec>& jobs, const std::string& path) {
   std::string out;

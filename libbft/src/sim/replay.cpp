@@ -115,13 +115,18 @@ class Engine {
   std::vector<int> queue_;        // job indices by (submit, index)
   std::size_t next_queued_ = 0;   // next job to admit
   std::size_t next_arrival_ = 0;  // next job to arrive (next_arrival_ >= next_queued_)
-  std::vector<int> active_;       // admitted, unfinished, in admission order
+  // Samples done by jobs that have left active_ (finished: their `done` no longer changes), so
+  // that a step's total is this plus the active jobs', not a sum over the whole workload.
+  double retired_done_ = 0.0;
+  std::vector<int> active_;  // admitted, unfinished, in admission order
   int finished_ = 0;
   int admitted_ = 0;
   // Accounting.
   double idle_node_s_ = 0.0;
   double used_node_s_ = 0.0;
   std::vector<double> allocator_times_;
+  int allocator_time_limits_ = 0;
+  int allocator_failures_ = 0;
   int total_rescales_ = 0;
   int total_preemptions_ = 0;
   // Allocator state reused between calls.
@@ -211,6 +216,7 @@ void Engine::Advance(double t) {
     if (job.phase != JobState::Phase::kFinished) continue;
     any_finished = true;
     ++finished_;
+    retired_done_ += job.done;
     if (opt_.record_job_progress) result_.progress.push_back({t, j, job.done, 0});
     for (const NodeId node : job.nodes) {
       owner_[static_cast<std::size_t>(node)] = -1;
@@ -272,6 +278,17 @@ void Engine::Allocate(double t, int* rescales) {
   const auto t0 = std::chrono::steady_clock::now();
   const alloc::Allocation allocation = alloc::Solve(problem_, opt_.solve);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (allocation.termination == milp::Termination::kInterrupted) {
+    throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s (" + allocation.message +
+                      ")");
+  }
+  if (allocation.status == alloc::AllocationStatus::kTimeLimit ||
+      (allocation.status == alloc::AllocationStatus::kFailed &&
+       allocation.termination == milp::Termination::kTimeLimit)) {
+    ++allocator_time_limits_;
+  } else if (allocation.status == alloc::AllocationStatus::kFailed) {
+    ++allocator_failures_;
+  }
   allocator_times_.push_back(seconds);
   result_.steps.back().allocator_s = seconds;  // the caller pushed the step row already
 
@@ -345,18 +362,20 @@ void Engine::RecordStep(double t, int transitions, int rescales, int preemptions
   s.idle_nodes = static_cast<int>(pool_.size());
   s.used_nodes = used_;
   s.active_jobs = static_cast<int>(active_.size());
-  s.queued_jobs = 0;
-  for (std::size_t q = next_queued_; q < queue_.size(); ++q) {
-    const double submit = std::max(specs_[static_cast<std::size_t>(queue_[q])].submit_s, start_);
-    if (submit > t) break;
-    ++s.queued_jobs;
-  }
+  // Jobs submitted by t and not yet admitted: queue_ is sorted by submit time, so a binary search
+  // (the work of a step must not grow with jobs that have not arrived).
+  const auto submitted_end = std::upper_bound(
+      queue_.begin() + static_cast<std::ptrdiff_t>(next_queued_), queue_.end(), t, [&](double time, int j) {
+        return time < std::max(specs_[static_cast<std::size_t>(j)].submit_s, start_);
+      });
+  s.queued_jobs =
+      static_cast<int>(submitted_end - (queue_.begin() + static_cast<std::ptrdiff_t>(next_queued_)));
   s.finished_jobs = finished_;
   s.rescales = rescales;
   s.preemptions = preemptions;
   s.allocator_s = allocator_s;
-  double done = 0.0;
-  for (std::size_t j = 0; j < jobs_.size(); ++j) done += jobs_[j].done;
+  double done = retired_done_;
+  for (const int j : active_) done += jobs_[static_cast<std::size_t>(j)].done;
   s.samples_done = done;
   for (const int j : active_) {
     const JobState& job = jobs_[static_cast<std::size_t>(j)];
@@ -431,6 +450,9 @@ ReplayResult Engine::Run() {
             ? std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_)
             : kInf;
     const double t_finish = NextFinish();
+    if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
+      throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
+    }
     double t = first ? start_ : std::max(now_, std::min({t_trace, t_submit, t_finish}));
     if (t >= end_ && !(first && t == end_ && span == 0.0)) break;
     first = false;
@@ -521,8 +543,8 @@ ReplayResult Engine::Run() {
     step.used_nodes = used_;
     step.running_jobs = 0;
     step.rate = 0.0;
-    double done = 0.0;
-    for (const JobState& job : jobs_) done += job.done;
+    double done = retired_done_;
+    for (const int j : active_) done += jobs_[static_cast<std::size_t>(j)].done;
     step.samples_done = done;
     for (const int j : active_) {
       const JobState& job = jobs_[static_cast<std::size_t>(j)];
@@ -611,6 +633,8 @@ ReplayResult Engine::Run() {
   }
   s.allocator_p50_s = Percentile(allocator_times_, 0.50);
   s.allocator_p99_s = Percentile(allocator_times_, 0.99);
+  s.allocator_time_limits = allocator_time_limits_;
+  s.allocator_failures = allocator_failures_;
   s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return std::move(result_);
 }

@@ -74,6 +74,20 @@ TEST(AllocProblem, RejectsNegativeOrNanCosts) {
   ExpectInvalid(p, {"'b'", "weight"});
 }
 
+TEST(AllocProblem, RejectsValuesWhoseProductsOverflowTheObjective) {
+  // tfwd 1e308 used to give a non-optimal allocation flagged proven optimal; scale costs times a
+  // huge value overflow the penalties the same way.
+  Problem p = ValidProblem();
+  p.tfwd_s = 1e308;
+  ExpectInvalid(p, {"'a'", "tfwd_s 1e+308", "exceeds 1e+15"});
+  p = ValidProblem();
+  p.jobs[1].scale_down_s = 1e200;
+  ExpectInvalid(p, {"'b'", "scale_down_s 1e+200"});
+  p = ValidProblem();
+  p.jobs[0].weight = 1e300;
+  ExpectInvalid(p, {"'a'", "weight 1e+300"});
+}
+
 TEST(AllocProblem, RejectsEmptyAndDuplicateJobIds) {
   Problem p = ValidProblem();
   p.jobs[1].id = "";

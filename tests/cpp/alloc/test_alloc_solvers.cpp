@@ -3,6 +3,7 @@
 
 #include "alloc_test_util.h"
 #include "bft/alloc.h"
+#include "bft/milp.h"
 
 namespace bft::alloc {
 namespace {
@@ -131,6 +132,79 @@ TEST(AllocExact, MaxMinFairnessThenThroughput) {
   const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
   EXPECT_TRUE(SatisfiesConstraints(p, fair));
   EXPECT_EQ(Counts(fair), (std::vector<int>{3, 2}));
+}
+
+// A backend that solves with GLPK but reports the max-min phase (objective: the variable "t") as
+// stopped by the time limit with its incumbent, as a slow first phase does.
+class FirstPhaseTimesOut final : public milp::Backend {
+ public:
+  std::string name() const override { return "glpk-first-phase-times-out"; }
+  milp::Result Solve(const milp::Model& model, const milp::SolveOptions& options) const override {
+    milp::Result r = milp::Solve(model, "glpk", options);
+    const milp::RowData& objective = model.objective();
+    if (objective.vars.size() == 1 && model.var(objective.vars[0]).name == "t" && r.has_solution) {
+      r.termination = milp::Termination::kTimeLimit;
+      r.message = "time limit reached with a feasible solution";
+    }
+    return r;
+  }
+};
+
+TEST(AllocMilp, MaxMinOutcomeReflectsAFirstPhaseThatHitTheTimeLimit) {
+  milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
+  for (SolverKind solver : {SolverKind::kCountMilp, SolverKind::kNodeMilp}) {
+    SolveOptions options = With(solver, Goal::kMaxMinFair);
+    options.milp_backend = "glpk";
+    const Allocation honest = Solve(p, options);
+    EXPECT_EQ(honest.termination, milp::Termination::kOptimal) << honest.message;
+    EXPECT_TRUE(honest.proven_optimal);
+    options.milp_backend = "glpk-first-phase-times-out";
+    const Allocation a = Solve(p, options);
+    EXPECT_TRUE(SatisfiesConstraints(p, a));
+    // The second phase alone was optimal; the allocation is not, since the first was cut short.
+    EXPECT_EQ(a.termination, milp::Termination::kTimeLimit) << a.message;
+    EXPECT_FALSE(a.proven_optimal);
+    EXPECT_NE(a.message.find("max-min phase"), std::string::npos) << a.message;
+  }
+}
+
+class AlwaysFails final : public milp::Backend {
+ public:
+  std::string name() const override { return "always-fails"; }
+  milp::Result Solve(const milp::Model& model, const milp::SolveOptions&) const override {
+    milp::Result r;
+    r.backend = name();
+    r.model_id = model.id();
+    r.termination = milp::Termination::kError;
+    r.message = "injected failure";
+    return r;
+  }
+};
+
+TEST(AllocStatus, EachSolverReportsWhatItsAllocationIs) {
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
+  EXPECT_EQ(Solve(p, With(SolverKind::kExact)).status, AllocationStatus::kOptimal);
+  // The heuristic used to report termination kOptimal; its status says what it is.
+  const Allocation equal = Solve(p, With(SolverKind::kEqualShare));
+  EXPECT_EQ(equal.status, AllocationStatus::kHeuristic);
+  EXPECT_FALSE(equal.proven_optimal);
+  SolveOptions milp = With(SolverKind::kCountMilp);
+  EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kOptimal);
+  // A first phase cut short by the time limit (see above): feasible, not proven.
+  milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
+  milp.goal = Goal::kMaxMinFair;
+  milp.milp_backend = "glpk-first-phase-times-out";
+  EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kTimeLimit);
+  // No solution at all (a backend error): every job keeps its nodes, the allocation says it failed.
+  milp::RegisterBackend("always-fails", [] { return std::make_unique<AlwaysFails>(); });
+  milp.goal = Goal::kThroughput;
+  milp.milp_backend = "always-fails";
+  const Allocation failed = Solve(p, milp);
+  EXPECT_EQ(failed.status, AllocationStatus::kFailed) << failed.message;
+  EXPECT_TRUE(SatisfiesConstraints(p, failed));
+  EXPECT_STREQ(ToString(AllocationStatus::kHeuristic), "heuristic");
+  EXPECT_STREQ(ToString(AllocationStatus::kFailed), "failed");
 }
 
 TEST(AllocExact, NoJobsAndEmptyPool) {

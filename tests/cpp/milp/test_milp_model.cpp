@@ -15,6 +15,7 @@
 namespace bft::milp {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -117,6 +118,49 @@ TEST(MilpBadInput, InfiniteCoefficientNamesConstraint) {
   EXPECT_THAT(InvalidArgumentMessage([&] { m.AddConstraint(kInf * x >= 0, "row7"); }),
               HasSubstr("constraint 'row7'"));
   EXPECT_THAT(InvalidArgumentMessage([&] { m.Maximize(-kInf * x); }), HasSubstr("objective"));
+}
+
+// GLPK aborts the process on a coefficient of 1e-200 and CBC on an objective coefficient of 1e25:
+// magnitudes outside [kMinMagnitude, kMaxMagnitude] are refused when added, naming the culprit.
+TEST(MilpBadInput, CoefficientMagnitudesOutsideTheSolversRangeNameTheConstraint) {
+  Model m("mag");
+  Var x = m.AddInteger(0, 10, "x");
+  Var y = m.AddContinuous(0, 10, "y");
+  EXPECT_THAT(InvalidArgumentMessage([&] { m.AddConstraint(1e-200 * x + y <= 5, "cap"); }),
+              AllOf(HasSubstr("constraint 'cap'"), HasSubstr("variable 'x'"), HasSubstr("1e-200")));
+  EXPECT_THAT(InvalidArgumentMessage([&] { m.AddConstraint(1e30 * y <= 5, "huge"); }),
+              AllOf(HasSubstr("constraint 'huge'"), HasSubstr("variable 'y'"), HasSubstr("1e+30")));
+  EXPECT_THAT(InvalidArgumentMessage([&] { m.Maximize(1e25 * x); }),
+              AllOf(HasSubstr("objective"), HasSubstr("variable 'x'")));
+  // Terms that merge to a tiny non-zero coefficient are checked after merging.
+  EXPECT_THAT(
+      InvalidArgumentMessage([&] { m.AddConstraint(1e-20 * x - 0.99999999999e-20 * x <= 1, "merged"); }),
+      HasSubstr("constraint 'merged'"));
+  EXPECT_EQ(m.num_constraints(), 0);
+  // The limits themselves are accepted, and exact zeros are dropped as before.
+  m.AddConstraint(kMinMagnitude * x + kMaxMagnitude * y + 0.0 * x <= kMaxMagnitude, "edge");
+  EXPECT_EQ(m.constraint(0).vars.size(), 2u);
+}
+
+TEST(MilpBadInput, BoundsAndBreakpointsBeyondTheSolversRangeAreRefused) {
+  Model m("mag");
+  EXPECT_THAT(InvalidArgumentMessage([&] { m.AddContinuous(0, 1e30, "speed"); }),
+              AllOf(HasSubstr("variable 'speed'"), HasSubstr("upper bound"), HasSubstr("1e+30")));
+  Var x = m.AddContinuous(0, 10, "x");
+  EXPECT_THAT(InvalidArgumentMessage([&] { m.AddConstraint(LinExpr(x) <= 1e25, "cap"); }),
+              AllOf(HasSubstr("constraint 'cap'"), HasSubstr("upper bound")));
+  EXPECT_THAT(InvalidArgumentMessage([&] {
+                m.AddPiecewiseLinear(x, {0, 10}, {0, 1e21}, "f");
+              }),
+              AllOf(HasSubstr("piecewise-linear 'f'"), HasSubstr("breakpoint 1 y")));
+  // A segment's rise becomes a coefficient of the backends' formulations.
+  EXPECT_THAT(InvalidArgumentMessage([&] {
+                m.AddPiecewiseLinear(x, {0, 10, 20}, {0, 1e-250, 1}, "g");
+              }),
+              AllOf(HasSubstr("piecewise-linear 'g'"), HasSubstr("segment 0"), HasSubstr("rise")));
+  EXPECT_TRUE(m.piecewise_linear().empty());
+  m.AddPiecewiseLinear(x, {0, 10}, {1, 1}, "flat");  // a rise of exactly 0 has no coefficient
+  EXPECT_EQ(m.piecewise_linear().size(), 1u);
 }
 
 TEST(MilpBadInput, NaNConstraintBoundAndConstant) {
@@ -279,6 +323,8 @@ TEST(MilpResult, TerminationNames) {
   EXPECT_STREQ(ToString(Termination::kTimeLimit), "time_limit");
   EXPECT_STREQ(ToString(Termination::kInfeasible), "infeasible");
   EXPECT_STREQ(ToString(Termination::kUnbounded), "unbounded");
+  EXPECT_STREQ(ToString(Termination::kInfeasibleOrUnbounded), "infeasible_or_unbounded");
+  EXPECT_STREQ(ToString(Termination::kInterrupted), "interrupted");
   EXPECT_STREQ(ToString(Termination::kError), "error");
 }
 

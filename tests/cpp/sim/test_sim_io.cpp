@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "../shared_data.h"
 #include "bft/sim.h"
@@ -132,6 +134,100 @@ TEST(SimTraceReader, ErrorsInAFileNameThePath) {
   }
   EXPECT_EQ(ErrorOf([&] { ReadTrace(path); }), path + ":3: node a is already idle (since line 2)");
   std::filesystem::remove(path);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void Spit(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+// The message of any bft::Error `f` raises, or "" if it does not throw.
+template <typename F>
+std::string AnyErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A gzip trace of `rows` transitions (two lines per node: idle, then busy).
+std::string GzipTrace(const std::string& name, int rows) {
+  Trace t;
+  for (int k = 0; k < rows / 2; ++k) {
+    t.node_names.push_back("n" + std::to_string(k));
+    t.transitions.push_back({k, k, NodeState::kIdle});
+  }
+  for (int k = 0; k < rows / 2; ++k) t.transitions.push_back({rows + k, k, NodeState::kBusy});
+  const std::string path = TempPath(name);
+  WriteTrace(t, path);
+  return path;
+}
+
+TEST(SimTraceReader, ATruncatedGzipTraceIsAnErrorNamingTheFileOrTheLine) {
+  const std::string path = GzipTrace("trunc.csv.gz", 4000);
+  ASSERT_EQ(ReadTrace(path).transitions.size(), 4000u);
+  const std::string whole = Slurp(path);
+  // Cut in the middle of the compressed data (a file copied while being written): the last
+  // decompressed line is incomplete, and it is the one named.
+  Spit(path, whole.substr(0, whole.size() / 2));
+  const std::string half = AnyErrorOf([&] { ReadTrace(path); });
+  EXPECT_NE(half.find(path + ":"), std::string::npos) << half;
+  EXPECT_NE(half.find("gzip stream is truncated"), std::string::npos) << half;
+  // Only the 8-byte trailer missing: every line is complete, the file is named.
+  Spit(path, whole.substr(0, whole.size() - 8));
+  const std::string trailer = AnyErrorOf([&] { ReadTrace(path); });
+  EXPECT_NE(trailer.find(path + ": the gzip stream is truncated after line 4001"), std::string::npos)
+      << trailer;
+  std::filesystem::remove(path);
+}
+
+TEST(SimTraceReader, DataAfterTheGzipStreamIsAnErrorButAnotherMemberIsRead) {
+  const std::string path = GzipTrace("garbage.csv.gz", 10);
+  const std::string whole = Slurp(path);
+  Spit(path, whole + "garbage");
+  EXPECT_NE(
+      AnyErrorOf([&] { ReadTrace(path); }).find(path + ": unexpected data after the end of the gzip stream"),
+      std::string::npos);
+  // Two gzip members (as `cat a.gz b.gz` makes) are one stream: the second member's header line
+  // is then an ordinary (bad) row, reported with its line number.
+  Spit(path, whole + whole);
+  EXPECT_EQ(AnyErrorOf([&] { ReadTrace(path); }),
+            path + ":12: time: expected a non-negative whole number of seconds, found \"time\"");
+  std::filesystem::remove(path);
+}
+
+TEST(SimTraceReader, CompressedFormatsOtherThanGzipAndBinaryOrNonUtf8TextAreRefused) {
+  const std::string path = TempPath("odd.csv");
+  Spit(path, std::string("BZh91AY&SY\x01\x02\x03", 13));
+  EXPECT_EQ(AnyErrorOf([&] { ReadTrace(path); }),
+            path + ": a bzip2 file; only plain text and gzip are read (decompress it first)");
+  Spit(path, std::string("\xFD"
+                         "7zXZ\0\0\x04",
+                         8));
+  EXPECT_NE(AnyErrorOf([&] { ReadTrace(path); }).find("a xz file"), std::string::npos);
+  Spit(path, std::string("time,node,state\n1,a\0b,idle\n", 27));
+  EXPECT_EQ(AnyErrorOf([&] { ReadTrace(path); }), path + ":2: NUL byte at column 4 (a binary file?)");
+  Spit(path, "time,node,state\n1,caf\xE9,idle\n");  // Latin-1, not UTF-8
+  EXPECT_EQ(AnyErrorOf([&] { ReadTrace(path); }), path + ":2: not UTF-8 text: byte 0xE9 at column 6");
+  Spit(path, "time,node,state\n1,caf\xC3\xA9,idle\n");  // the same name in UTF-8 is fine
+  EXPECT_EQ(ReadTrace(path).node_names, std::vector<std::string>{"caf\xC3\xA9"});
+  EXPECT_NE(AnyErrorOf([&] { ReadTrace(std::string("odd\0.csv", 8)); }).find("contains a NUL byte"),
+            std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST(SimTraceReader, AHeaderOnlyTraceAndAnEmptyWorkloadAreErrors) {
+  EXPECT_EQ(ErrorOf([] { ParseTrace("time,node,state\n", "t.csv"); }),
+            "t.csv:1: no transitions: the file has only the header");
+  EXPECT_EQ(ErrorOf([] { ParseJobs("\n  \n", "j.jsonl"); }),
+            "j.jsonl:1: no jobs: the workload is empty (one JSON object per line)");
 }
 
 TEST(SimTraceValidity, RejectsInMemoryTracesThatBreakTheRules) {

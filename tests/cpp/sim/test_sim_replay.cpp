@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 
+#include "bft/milp.h"
 #include "bft/sim.h"
 
 namespace bft::sim {
@@ -203,6 +205,84 @@ TEST(SimReplayLearned, AHugeMaxNodesOnlyAsksTheAdvisorForTheReplaysNodes) {
   EXPECT_EQ(r.summary.allocator_calls, 3);
   EXPECT_GT(r.summary.samples_done, 0);
   EXPECT_EQ(r.summary.preemptions, 1);
+}
+
+TEST(SimReplay, MilpSolvesAreTimeLimitedAndIsolatedByDefault) {
+  const ReplayOptions o;
+  EXPECT_EQ(o.solve.milp.time_limit_s, kDefaultReplayMilpTimeLimitS);
+  EXPECT_TRUE(std::isfinite(o.solve.milp.time_limit_s));
+  EXPECT_TRUE(o.solve.milp.isolate);
+}
+
+TEST(SimReplay, InterruptStopsTheReplayBetweenEventsAndWithinSolves) {
+  for (alloc::SolverKind solver : {alloc::SolverKind::kExact, alloc::SolverKind::kNodeMilp}) {
+    int polls = 0;
+    ReplayOptions o = Options(300);
+    o.solve.solver = solver;
+    o.solve.milp.interrupt = [&polls] { return ++polls >= 2; };
+    EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o), Interrupted);
+    EXPECT_GE(polls, 2);
+  }
+}
+
+// Wraps GLPK and reports every solve with the termination `as` (keeping the solution only for a
+// time limit), as a solver that hits its limit or fails would.
+class Relabelled final : public milp::Backend {
+ public:
+  explicit Relabelled(milp::Termination as) : as_(as) {}
+  std::string name() const override { return "relabelled"; }
+  milp::Result Solve(const milp::Model& model, const milp::SolveOptions& options) const override {
+    milp::Result r = milp::Solve(model, "glpk", options);
+    r.termination = as_;
+    if (as_ != milp::Termination::kTimeLimit) {
+      r.has_solution = false;
+      r.values.clear();
+    }
+    return r;
+  }
+
+ private:
+  milp::Termination as_;
+};
+
+TEST(SimReplay, SummaryCountsMilpAllocationsStoppedByTheTimeLimitOrFailed) {
+  ReplayOptions o = Options(300);
+  o.solve.solver = alloc::SolverKind::kNodeMilp;
+  o.solve.milp_backend = "glpk";
+  const Summary clean = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o).summary;
+  EXPECT_EQ(clean.allocator_time_limits, 0);
+  EXPECT_EQ(clean.allocator_failures, 0);
+  ASSERT_GT(clean.allocator_calls, 0);
+
+  milp::RegisterBackend("relabelled-time-limit",
+                        [] { return std::make_unique<Relabelled>(milp::Termination::kTimeLimit); });
+  milp::RegisterBackend("relabelled-error",
+                        [] { return std::make_unique<Relabelled>(milp::Termination::kError); });
+  o.solve.milp_backend = "relabelled-time-limit";
+  const Summary limited = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o).summary;
+  EXPECT_EQ(limited.allocator_time_limits, limited.allocator_calls);
+  EXPECT_EQ(limited.allocator_failures, 0);
+  o.solve.milp_backend = "relabelled-error";
+  const Summary failed = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o).summary;
+  EXPECT_EQ(failed.allocator_failures, failed.allocator_calls);
+  EXPECT_EQ(failed.allocator_time_limits, 0);
+}
+
+TEST(SimReplay, JobsThatArriveAfterTheWindowChangeNothing) {
+  // The per-event totals are kept from the admitted jobs only (a step costs nothing per job that
+  // has not arrived); they must equal the totals of the same replay without those jobs.
+  std::vector<JobSpec> jobs = {MakeJob("j", 0, 3000), MakeJob("k", 50, 1e6)};
+  const ReplayResult base = Replay(TinyTrace(), jobs, Options(300));
+  for (int k = 0; k < 1000; ++k) jobs.push_back(MakeJob("late" + std::to_string(k), 1e9, 1e6));
+  const ReplayResult more = Replay(TinyTrace(), jobs, Options(300));
+  ASSERT_EQ(base.steps.size(), more.steps.size());
+  for (std::size_t i = 0; i < base.steps.size(); ++i) {
+    EXPECT_EQ(base.steps[i].samples_done, more.steps[i].samples_done) << "step " << i;
+    EXPECT_EQ(base.steps[i].queued_jobs, more.steps[i].queued_jobs) << "step " << i;
+    EXPECT_EQ(base.steps[i].finished_jobs, more.steps[i].finished_jobs) << "step " << i;
+  }
+  EXPECT_EQ(base.summary.samples_done, more.summary.samples_done);
+  EXPECT_EQ(base.summary.jobs_finished, 1);
 }
 
 TEST(SimReplay, AdmitsFirstComeFirstServedUpToMaxJobs) {

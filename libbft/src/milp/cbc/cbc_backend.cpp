@@ -1,10 +1,14 @@
 // The CBC backend of bft::milp, through CBC's C interface (coin/Cbc_C_Interface.h, CBC 2.10).
 //
-// Piecewise-linear terms use CBC's native SOS2: weights w_k >= 0 with sum w_k = 1,
-// x = sum X_k w_k, y = sum Y_k w_k, and {w_k} an SOS2 set (weights X_k), which is exact for any f.
+// Piecewise-linear terms use the same incremental (binary) formulation as the GLPK backend
+// (internal::AddIncrementalPiecewiseLinear), not CBC's native SOS2: CBC 2.10's branch and bound
+// crashes on SOS2 sets (a segmentation fault in CbcBranchDynamicDecision::betterBranch on small
+// valid knapsack models with piecewise terms, reproduced by the random differential test in
+// tests/cpp/milp), and its preprocessing
+// returns points that break the model's rows when SOS sets are present (coin-or/Cbc#283, #449).
 //
 // CBC 2.10 specifics handled here:
-// - Cbc_solve() solves a model without integer columns as a plain LP and would ignore SOS sets;
+// - Cbc_solve() solves a model without integer columns as a plain LP and ignores the time limit;
 //   such a model gets one extra integer column fixed at 0, so CbcMain1 (branch and bound) runs.
 // - CbcMain1 keeps process-wide state (static parameters, a SIGINT handler), so solves are
 //   serialised by a mutex and the previous SIGINT handler is put back after each solve.
@@ -61,8 +65,6 @@ struct Formulation {
   std::vector<char> integer;
   std::vector<double> row_lower, row_upper;
   std::vector<std::vector<std::pair<int, double>>> columns;  // per column: (row, value)
-  std::vector<int> sos_starts{0}, sos_columns;               // SOS2 sets, row-ordered
-  std::vector<double> sos_weights;
 
   int AddCol(double lower, double upper, double obj, bool is_integer) {
     col_lower.push_back(CbcBound(lower));
@@ -103,28 +105,17 @@ Formulation Formulate(const Model& model, bool zero_objective) {
     for (std::size_t k = 0; k < r.vars.size(); ++k) f.AddElement(row, r.vars[k], r.coefs[k]);
   }
   for (const PiecewiseLinearData& pwl : model.piecewise_linear()) {
-    const int sum_row = f.AddRow(1.0, 1.0);
-    const int x_row = f.AddRow(0.0, 0.0);
-    const int y_row = f.AddRow(0.0, 0.0);
-    f.AddElement(x_row, pwl.x, 1.0);
-    f.AddElement(y_row, pwl.y, 1.0);
-    for (std::size_t k = 0; k < pwl.xs.size(); ++k) {
-      const int w = f.AddCol(0.0, 1.0, 0.0, false);
-      f.AddElement(sum_row, w, 1.0);
-      f.AddElement(x_row, w, -pwl.xs[k]);
-      f.AddElement(y_row, w, -pwl.ys[k]);
-      f.sos_columns.push_back(w);
-      f.sos_weights.push_back(pwl.xs[k]);
-    }
-    f.sos_starts.push_back(static_cast<int>(f.sos_columns.size()));
+    internal::AddIncrementalPiecewiseLinear(f, pwl, pwl.x, pwl.y);
+    any_integer = any_integer || pwl.xs.size() > 2;
   }
-  // Cbc_solve treats a model without integer columns as an LP (ignoring SOS sets and the time
-  // limit): give it one integer column fixed at 0 so branch and bound always runs.
+  // Cbc_solve treats a model without integer columns as an LP (ignoring the time limit): give it one integer
+  // column fixed at 0 so branch and bound always runs.
   if (!any_integer) f.AddCol(0.0, 0.0, 0.0, true);
   return f;
 }
 
-CbcPtr Load(const Formulation& f, Sense sense, const SolveOptions& options, double seconds) {
+CbcPtr Load(const Formulation& f, Sense sense, const SolveOptions& options, double seconds,
+            bool has_piecewise) {
   std::vector<int> starts{0}, index;
   std::vector<double> value;
   for (const auto& column : f.columns) {
@@ -142,10 +133,6 @@ CbcPtr Load(const Formulation& f, Sense sense, const SolveOptions& options, doub
     if (f.integer[j] != 0) Cbc_setInteger(model.get(), static_cast<int>(j));
   }
   Cbc_setObjSense(model.get(), sense == Sense::kMaximize ? -1.0 : 1.0);
-  if (f.sos_starts.size() > 1) {
-    Cbc_addSOS(model.get(), static_cast<int>(f.sos_starts.size()) - 1, f.sos_starts.data(),
-               f.sos_columns.data(), f.sos_weights.data(), 2);
-  }
   const std::string log = options.verbose ? "1" : "0";
   Cbc_setParameter(model.get(), "log", log.c_str());
   Cbc_setParameter(model.get(), "slog", log.c_str());
@@ -157,11 +144,12 @@ CbcPtr Load(const Formulation& f, Sense sense, const SolveOptions& options, doub
   Cbc_setParameter(model.get(), "ratioGap", internal::FormatNumber(options.relative_gap).c_str());
   Cbc_setParameter(model.get(), "allowableGap", "0");
   if (options.presolve) {
-    // CBC 2.10's preprocessing returns points that break the model's own rows when SOS sets are
-    // present, in its default mode "sos" (coin-or/Cbc#283, #449) and, more rarely, in mode "on":
-    // 75 of 2,000 allocation MILPs in tests/cpp/alloc. Without it (LP presolve kept) none did, and
-    // the solves were faster; models without SOS sets keep preprocessing.
-    Cbc_setParameter(model.get(), "preprocess", f.sos_starts.size() > 1 ? "off" : "on");
+    // CBC 2.10's Cgl preprocessing is wrong on piecewise-linear formulations: with SOS2 sets it
+    // returned points that break the model's rows (coin-or/Cbc#283, #449; 75 of 2,000 allocation
+    // MILPs in tests/cpp/alloc), and with the incremental formulation it "proves" infeasible a
+    // feasible model (y = f(x) of a zigzag f with x fixed at a breakpoint, minimising y). Models with
+    // piecewise-linear terms therefore keep only LP presolve; the others use mode "on".
+    Cbc_setParameter(model.get(), "preprocess", has_piecewise ? "off" : "on");
   } else {
     Cbc_setParameter(model.get(), "presolve", "off");
     Cbc_setParameter(model.get(), "preprocess", "off");
@@ -169,9 +157,11 @@ CbcPtr Load(const Formulation& f, Sense sense, const SolveOptions& options, doub
   return model;
 }
 
-// Runs CbcMain1 (serialised); returns false if it threw.
+// Runs CbcMain1 (serialised, except in the single-threaded child of an isolated solve, where a
+// parent thread may have held the mutex at the fork); returns false if it threw.
 bool RunCbc(Cbc_Model* model, std::string* error) {
-  std::lock_guard<std::mutex> lock(CbcMutex());
+  std::unique_lock<std::mutex> lock(CbcMutex(), std::defer_lock);
+  if (!internal::InIsolatedChild()) lock.lock();
   const SigintGuard sigint;
   try {
     Cbc_solve(model);
@@ -189,10 +179,16 @@ class CbcBackend final : public Backend {
   std::string name() const override { return "cbc"; }
 
   Result Solve(const Model& model, const SolveOptions& options) const override {
-    return internal::SolveFrame(name(), model, options, [&](const Stopwatch& clock, Result* result) {
-      SolveInto(model, options, clock, result);
-      RejectInfeasiblePoint(model, options, clock, result);
-    });
+    // CBC offers no hook to poll SolveOptions::interrupt from, so a solve that has one runs isolated,
+    // where the waiting parent polls it and stops the child.
+    SolveOptions effective = options;
+    if (effective.interrupt && !internal::InIsolatedChild()) effective.isolate = true;
+    return internal::SolveFrame(name(), model, effective,
+                                [&](const SolveOptions& opts, const Stopwatch& clock, Result* result) {
+                                  SolveInto(model, opts, clock, result);
+                                  ConfirmInfeasible(model, opts, clock, result);
+                                  RejectInfeasiblePoint(model, opts, clock, result);
+                                });
   }
 
  private:
@@ -212,7 +208,7 @@ class CbcBackend final : public Backend {
       result->gap = kInf;
       return;
     }
-    CbcPtr cbc = Load(formulation, model.sense(), options, seconds);
+    CbcPtr cbc = Load(formulation, model.sense(), options, seconds, !model.piecewise_linear().empty());
     std::string error;
     if (!RunCbc(cbc.get(), &error)) {
       result->termination = Termination::kError;
@@ -275,6 +271,22 @@ class CbcBackend final : public Backend {
         (status == 2 ? "CBC abandoned the search (numerical difficulties)" : "CBC stopped") + codes;
   }
 
+  // CBC's preprocessing has been seen to "prove" a feasible model infeasible (see Load). An
+  // infeasibility found with preprocessing is confirmed by a solve without it.
+  static void ConfirmInfeasible(const Model& model, const SolveOptions& options, const Stopwatch& clock,
+                                Result* result) {
+    if (result->termination != Termination::kInfeasible || !options.presolve) return;
+    SolveOptions plain = options;
+    plain.presolve = false;
+    Result retry;
+    retry.backend = result->backend;
+    retry.model_id = result->model_id;
+    SolveInto(model, plain, clock, &retry);
+    if (retry.termination == Termination::kInfeasible) return;
+    retry.message += " (solved again without preprocessing, which had reported the model infeasible)";
+    *result = std::move(retry);
+  }
+
   // CBC has been seen to call a point optimal that breaks the model (see Load). Never pass such a
   // point on: solve once more without preprocessing, and if that point is wrong too, report an error.
   static void RejectInfeasiblePoint(const Model& model, const SolveOptions& options, const Stopwatch& clock,
@@ -325,7 +337,7 @@ class CbcBackend final : public Backend {
     int feasible = -1;  // unknown
     if (seconds > 0) {
       const Formulation formulation = Formulate(model, true);
-      CbcPtr cbc = Load(formulation, Sense::kMinimize, options, seconds);
+      CbcPtr cbc = Load(formulation, Sense::kMinimize, options, seconds, !model.piecewise_linear().empty());
       std::string error;
       if (RunCbc(cbc.get(), &error)) {
         if (Cbc_bestSolution(cbc.get()) != nullptr) {
@@ -338,10 +350,12 @@ class CbcBackend final : public Backend {
     if (feasible == 0) {
       result->termination = Termination::kInfeasible;
       result->message = "infeasible (the LP relaxation is unbounded but no feasible point exists)";
-    } else {
+    } else if (feasible == 1) {
       result->termination = Termination::kUnbounded;
-      result->message = feasible == 1 ? "the objective is unbounded (a feasible solution exists)"
-                                      : "infeasible or unbounded (the LP relaxation is unbounded)";
+      result->message = "the objective is unbounded (a feasible solution exists)";
+    } else {
+      result->termination = Termination::kInfeasibleOrUnbounded;
+      result->message = "infeasible or unbounded (the LP relaxation is unbounded; feasibility not decided)";
     }
   }
 };

@@ -139,28 +139,8 @@ Formulation Formulate(const Model& model) {
     for (std::size_t k = 0; k < r.vars.size(); ++k) f.AddElement(row, r.vars[k] + 1, r.coefs[k]);
   }
   // Piecewise-linear terms: the incremental formulation (see the top of this file).
-  for (const PiecewiseLinearData& pwl : model.piecewise_linear()) {
-    const std::size_t segments = pwl.xs.size() - 1;
-    std::vector<int> delta(segments), z(segments > 0 ? segments - 1 : 0);
-    for (auto& d : delta) d = f.AddCol(0.0, 1.0, 0.0, false);
-    for (auto& b : z) b = f.AddCol(0.0, 1.0, 0.0, true);
-    const int row_x = f.AddRow(pwl.xs[0], pwl.xs[0]);
-    f.AddElement(row_x, pwl.x + 1, 1.0);
-    const int row_y = f.AddRow(pwl.ys[0], pwl.ys[0]);
-    f.AddElement(row_y, pwl.y + 1, 1.0);
-    for (std::size_t s = 0; s < segments; ++s) {
-      f.AddElement(row_x, delta[s], -(pwl.xs[s + 1] - pwl.xs[s]));
-      f.AddElement(row_y, delta[s], -(pwl.ys[s + 1] - pwl.ys[s]));
-    }
-    for (std::size_t s = 0; s + 1 < segments; ++s) {
-      const int next_le_z = f.AddRow(-kInf, 0.0);  // d_{s+1} - z_s <= 0
-      f.AddElement(next_le_z, delta[s + 1], 1.0);
-      f.AddElement(next_le_z, z[s], -1.0);
-      const int z_le_this = f.AddRow(-kInf, 0.0);  // z_s - d_s <= 0
-      f.AddElement(z_le_this, z[s], 1.0);
-      f.AddElement(z_le_this, delta[s], -1.0);
-    }
-  }
+  for (const PiecewiseLinearData& pwl : model.piecewise_linear())
+    internal::AddIncrementalPiecewiseLinear(f, pwl, pwl.x + 1, pwl.y + 1);
   return f;
 }
 
@@ -192,14 +172,21 @@ ProbPtr Load(const Formulation& f, Sense sense, double objective_constant, std::
   return prob;
 }
 
-// What the branch-and-bound search callback records: the best bound of the open nodes.
+// What the branch-and-bound search callback records: the best bound of the open nodes; and the
+// interrupt it polls (SolveOptions::interrupt).
 struct SearchState {
   bool have_bound = false;
   double bound = 0.0;
+  internal::InterruptPoller* interrupt = nullptr;
+  bool interrupted = false;
 };
 
 extern "C" void RecordBestBound(glp_tree* tree, void* info) noexcept {
   auto* state = static_cast<SearchState*>(info);
+  if (!state->interrupted && state->interrupt->Requested()) {
+    state->interrupted = true;
+    glp_ios_terminate(tree);
+  }
   const int node = glp_ios_best_node(tree);
   if (node != 0) {
     state->bound = glp_ios_node_bound(tree, node);
@@ -244,9 +231,10 @@ class GlpkBackend final : public Backend {
   std::string name() const override { return "glpk"; }
 
   Result Solve(const Model& model, const SolveOptions& options) const override {
-    return internal::SolveFrame(name(), model, options, [&](const Stopwatch& clock, Result* result) {
-      SolveInto(model, options, clock, result);
-    });
+    return internal::SolveFrame(name(), model, options,
+                                [&](const SolveOptions& opts, const Stopwatch& clock, Result* result) {
+                                  SolveInto(model, opts, clock, result);
+                                });
   }
 
  private:
@@ -307,7 +295,9 @@ class GlpkBackend final : public Backend {
     iocp.msg_lev = msg_lev;
     iocp.presolve = options.presolve ? GLP_ON : GLP_OFF;
     iocp.mip_gap = options.relative_gap;
+    internal::InterruptPoller interrupt(&options.interrupt);
     SearchState state;
+    state.interrupt = &interrupt;
     iocp.cb_func = RecordBestBound;
     iocp.cb_info = &state;
     const int ms = RemainingMs(options, clock);
@@ -339,6 +329,20 @@ class GlpkBackend final : public Backend {
         result->termination = Termination::kTimeLimit;
         result->message = feasible ? "time limit reached with a feasible solution"
                                    : "time limit reached before a feasible solution was found";
+        if (feasible) {
+          result->has_solution = true;
+          result->objective = glp_mip_obj_val(prob.get());
+          result->values = ColumnValues(prob.get(), model.num_vars());
+        }
+        result->best_bound =
+            state.have_bound ? state.bound : (model.sense() == Sense::kMaximize ? kInf : -kInf);
+        result->gap = feasible ? internal::RelativeGap(result->best_bound, result->objective) : kInf;
+        return;
+      case GLP_ESTOP:
+        if (!state.interrupted) break;
+        result->termination = Termination::kInterrupted;
+        result->message =
+            feasible ? "interrupted with a feasible solution" : "interrupted before a feasible solution";
         if (feasible) {
           result->has_solution = true;
           result->objective = glp_mip_obj_val(prob.get());
@@ -412,7 +416,7 @@ class GlpkBackend final : public Backend {
       result->message =
           "the objective is unbounded (a feasible solution exists and the LP relaxation is unbounded)";
     } else {
-      result->termination = Termination::kUnbounded;
+      result->termination = Termination::kInfeasibleOrUnbounded;
       result->message = "infeasible or unbounded (the LP relaxation is unbounded; feasibility not decided: " +
                         GlpkCodeName(ret) + ")";
     }
