@@ -281,7 +281,6 @@ class Manager:
                 continue
             # Vacate within the grace time: the job checkpoints and goes on without the node.
             self.store.log_event("preempted", job=run.row.id, node=ev.node)
-            self._resize_begins(run)
             if self.options.resize == "membership":
                 self._stop_agent(agent)
             else:
