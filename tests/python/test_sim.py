@@ -220,3 +220,10 @@ def test_a_throughput_that_would_overflow_the_replay_is_rejected(tmp_path):
             "scale_down_s": 1.0, "nodes": [0, 1, 2], "throughput": [0.0, 10.0, 1e300]}
     with pytest.raises(ValueError, match=r"j.jsonl:1: job \"j\": throughput: 1e\+300 samples/s exceeds 1e\+12"):
         sim.parse_jobs(json.dumps(line), "j.jsonl")
+
+
+def test_a_workload_too_large_for_progress_reports_is_rejected():
+    line = {"name": "j", "submit": 0, "min_nodes": 1, "max_nodes": 2, "work": 1e300, "scale_up_s": 1.0,
+            "scale_down_s": 1.0, "nodes": [0, 1, 2], "throughput": [0.0, 10.0, 18.0]}
+    with pytest.raises(ValueError, match=r"j.jsonl:1: job \"j\": work 1e\+300 exceeds 1e\+18 samples"):
+        sim.parse_jobs(json.dumps(line), "j.jsonl")

@@ -105,6 +105,12 @@ struct AdvisorCurves {
 // runtime manager both use this rule.
 void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s);
 
+// The largest values a progress report may carry (Report): rates and curves derived from them
+// stay finite and within what the allocator accepts (a report of 1e308 samples was accepted and
+// made the allocation fail later).
+inline constexpr double kMaxReportedSamples = 1e18;
+inline constexpr double kMaxReportTimeS = 1e12;
+
 class ProfilingAdvisor {
  public:
   // Throws bft::InvalidArgument if the options are invalid.
@@ -118,8 +124,9 @@ class ProfilingAdvisor {
   const AdvisorOptions& options() const;
 
   // A progress report (see the protocol above). Throws bft::InvalidArgument, naming the job, for
-  // an empty job id, a non-finite time, negative nodes, non-finite or negative samples, time going
-  // backwards or cumulative samples decreasing. A new job id starts a new job.
+  // an empty job id, a non-finite time, negative nodes, non-finite or negative samples, a time
+  // beyond +-kMaxReportTimeS or samples above kMaxReportedSamples, time going backwards or
+  // cumulative samples decreasing. A new job id starts a new job.
   void Report(const std::string& job_id, double time_s, int nodes, double cumulative_samples);
   // Per-job prior for a job with little data: linear scaling at samples_per_node_s (> 0).
   void SetPrior(const std::string& job_id, double samples_per_node_s);

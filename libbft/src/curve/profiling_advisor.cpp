@@ -292,6 +292,11 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
   if (!std::isfinite(cumulative_samples) || cumulative_samples < 0.0)
     throw InvalidArgument(where + ": cumulative_samples " + Num(cumulative_samples) +
                           " is not a finite non-negative number");
+  if (cumulative_samples > kMaxReportedSamples)
+    throw InvalidArgument(where + ": cumulative_samples " + Num(cumulative_samples) + " exceeds " +
+                          Num(kMaxReportedSamples));
+  if (std::abs(time_s) > kMaxReportTimeS)
+    throw InvalidArgument(where + ": time_s " + Num(time_s) + " is beyond +-" + Num(kMaxReportTimeS) + " s");
   const auto found = impl_->jobs.find(job_id);
   if (found != impl_->jobs.end() && found->second.has_report) {
     const JobState& j = found->second;

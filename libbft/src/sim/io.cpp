@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "bft/profiling.h"
 #include "bft/sim.h"
 #include "sim/json.h"
 
@@ -449,6 +450,11 @@ bool JobSpec::IsValid(std::string* error) const {
   if (min_nodes < 1) return fail("min_nodes must be >= 1");
   if (max_nodes < min_nodes) return fail("max_nodes must be >= min_nodes");
   if (!std::isfinite(work) || work <= 0) return fail("work must be finite and > 0");
+  if (work > curve::kMaxReportedSamples) {
+    return fail("work " + detail::JsonNumber(work) + " exceeds " +
+                detail::JsonNumber(curve::kMaxReportedSamples) +
+                " samples (the progress reports of a learned-curves replay could not carry it)");
+  }
   if (!std::isfinite(scale_up_s) || scale_up_s < 0) return fail("scale_up_s must be finite and >= 0");
   if (!std::isfinite(scale_down_s) || scale_down_s < 0) return fail("scale_down_s must be finite and >= 0");
   if (!std::isfinite(weight) || weight <= 0) return fail("weight must be finite and > 0");

@@ -249,6 +249,12 @@ TEST(CurveAdvisor, BadReportsThrowNamingTheJob) {
   EXPECT_NE(message([&] { adv.Report("j", 20.0, -1, 200.0); }).find("node count -1"), std::string::npos);
   EXPECT_NE(message([&] { adv.Report("j", std::nan(""), 2, 200.0); }).find("not finite"), std::string::npos);
   EXPECT_NE(message([&] { adv.Report("", 20.0, 2, 200.0); }).find("empty job id"), std::string::npos);
+  // Huge but finite values used to be accepted and made the allocation fail later.
+  EXPECT_NE(
+      message([&] { adv.Report("j", 20.0, 2, 1e308); }).find("job 'j': cumulative_samples 1e+308 exceeds"),
+      std::string::npos);
+  EXPECT_NE(message([&] { adv.Report("j", 1e300, 2, 200.0); }).find("job 'j': time_s 1e+300 is beyond"),
+            std::string::npos);
   EXPECT_NE(message([&] { adv.Profile("nope"); }).find("unknown job 'nope'"), std::string::npos);
   EXPECT_THROW(adv.ThroughputEstimate("j", 0), InvalidArgument);
   EXPECT_THROW(adv.SetPrior("j", -1.0), InvalidArgument);
