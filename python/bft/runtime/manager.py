@@ -38,6 +38,8 @@ LOG_TAIL_LINES = 20
 # An agent that dies on its own may have been killed by the batch scheduler taking its node, and
 # the source's word of that can come a moment later: a failure is judged after this long.
 FAILURE_SETTLE_S = 5.0
+MILP_POLICIES = ("count_milp", "node_milp")
+MILP_TIME_LIMIT_S = 10.0  # per decision, as the replay's default
 
 
 @dataclass
@@ -449,7 +451,14 @@ class Manager:
             curves[run.row.id] = list(throughput.values)
         pool = [self.node_ids[n] for n in self.pool]
         current = {self.node_ids[n]: run.row.id for run in runs for n in run.target if n in self.pool}
-        result = alloc.allocate(jobs, pool, current, tfwd=self.options.tfwd_s, solver=self.options.policy)
+        # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
+        # costs one decision, never the manager.
+        milp = self.options.policy in MILP_POLICIES
+        result = alloc.allocate(jobs, pool, current, tfwd=self.options.tfwd_s, solver=self.options.policy,
+                                isolate=milp, time_limit_s=MILP_TIME_LIMIT_S if milp else None)
+        if result.status == alloc.AllocationStatus.FAILED:
+            self.store.log_event("allocation_failed", policy=self.options.policy, message=result.message)
+            return  # the current map stays; the next event decides again
         names = {i: n for n, i in self.node_ids.items()}
         new_targets: Dict[str, List[str]] = {run.row.id: [] for run in runs}
         for node_id, job in result.map.items():
