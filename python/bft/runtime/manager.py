@@ -416,8 +416,8 @@ class Manager:
         self._update_priors()
         top = max(1, len(self.pool))
         for run in self.runs.values():
-            if run.decided_curve is None or now - run.last_curve_check_s < 1.0:
-                continue
+            if run.decided_curve is None or run.resize_pending or now - run.last_curve_check_s < 1.0:
+                continue  # (a job in the middle of a resize has no steady rate to compare yet)
             run.last_curve_check_s = now
             values = list(self._curves(run, min(run.row.max_nodes, top))[0].values)
             if len(values) != len(run.decided_curve) or any(
