@@ -24,6 +24,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=128, help="samples per worker per step")
     p.add_argument("--hidden", type=int, default=512, help="width of the hidden layers")
     p.add_argument("--checkpoint-every-s", type=float, default=5.0, help="periodic checkpoint interval")
+    p.add_argument("--step-s", type=float, default=0.0,
+                   help="seconds a step takes at least: emulates a heavier model at a known pace (default 0)")
     args = p.parse_args()
 
     if "RANK" in os.environ:  # under torchrun (and so under the manager)
@@ -53,12 +55,14 @@ def main() -> None:
     last_save = time.monotonic()
     loss = torch.tensor(0.0)
     while samples < args.samples:
+        step_start = time.monotonic()
         x = torch.randn(args.batch, 64, generator=gen)
         y = (x @ w_true).argmax(dim=1)
         loss = F.cross_entropy(ddp(x), y)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        time.sleep(max(0.0, args.step_s - (time.monotonic() - step_start)))
         samples += args.batch * world
         bt.report(samples)
         if bt.should_stop():
@@ -71,6 +75,8 @@ def main() -> None:
     if rank == 0:
         print(f"done: {samples} samples on {world} workers, final loss {loss.item():.3f}", flush=True)
     if dist.is_initialized():
+        # Every rank arrives before any tears down (docs/runtime.md: rare SIGABRTs at exit without it).
+        dist.barrier()
         dist.destroy_process_group()
 
 

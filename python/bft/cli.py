@@ -327,7 +327,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _replay_parser(sub)
     runtime_cli.add_parsers(sub)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `bft submit ... -- ARGS`: whatever follows the first "--" goes to the training script, also
+    # after options (argparse alone takes it only right after the script's path).
+    script_args: List[str] = []
+    if argv[:1] == ["submit"] and "--" in argv:
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if script_args:
+        args.script_args = [*args.script_args, *script_args]
     if args.command is None:
         parser.print_help()
         return 2

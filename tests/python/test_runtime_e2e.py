@@ -79,9 +79,11 @@ def test_node_reclaimed_mid_step_job_goes_on(harness):
     other nodes and completes."""
     trace = write_trace(harness.root / "trace.csv", [
         (0, "n0", "idle"), (0, "n1", "idle"), (0, "n2", "idle"), (25, "n2", "busy")])
-    work = 150_000
+    # Paced steps (at most 7,680 samples/s on 3 workers) keep the job running past t=25 s on any
+    # machine, so the reclaim always finds it on n2.
+    work = 300_000
     proc = harness.start("--local-trace", str(trace), "--local-nodes", "3", "--local-grace-s", "0")
-    harness.submit("solo", "--min", "1", "--max", "3", "--samples", str(work))
+    harness.submit("solo", "--min", "1", "--max", "3", "--samples", str(work), "--", "--step-s", "0.05")
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 180, "the job to finish")
     assert harness.events("preempted", job="solo"), "n2 was not running the job when it was reclaimed"
     assert harness.job("solo")["samples"] >= work

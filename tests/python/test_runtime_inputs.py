@@ -43,6 +43,12 @@ def test_submit_errors_are_one_line(harness, tmp_path):
     r = bft("submit", str(script), "--state-dir", state, "--name", "dup")
     assert r.returncode == 0, r.stderr
     _one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "dup"), "exists already")
+    # The script's own arguments follow "--", also after options.
+    r = bft("submit", str(script), "first", "--state-dir", state, "--name", "args", "--", "--lr", "0.1", "--")
+    assert r.returncode == 0, r.stderr
+    store = harness.store()
+    assert [j.args for j in store.jobs() if j.id == "args"] == [["first", "--lr", "0.1", "--"]]
+    store.close()
     _one_line_error(bft("cancel", "nosuchjob", "--state-dir", state), "no job named")
     _one_line_error(bft("logs", "nosuchjob", "--state-dir", state), "no log")
     _one_line_error(bft("status", "--state-dir", str(tmp_path / "nowhere")), "no manager is running")
