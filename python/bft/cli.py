@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from . import Error, milp, sim
+from . import Error, curve, milp, sim
 from .runtime import cli as runtime_cli
 
 DEFAULT_POLICIES = ("exact", "equal_share")
@@ -158,8 +158,34 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float,
                    help=f"time limit per MILP allocation in seconds (default {sim.DEFAULT_MILP_TIME_LIMIT_S:g}; "
                    "the summary counts the allocations that hit it)")
+    p.add_argument("--advisor", action="append", default=[], metavar="KEY=VALUE",
+                   help="with learned curves, an option of the profiling advisor (repeatable), e.g. warmup_s=10; "
+                   f"keys: {', '.join(ADVISOR_KEYS)} (docs/curve.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return p
+
+
+# The profiling advisor's options the replay command line sets: its numeric fields.
+ADVISOR_KEYS = tuple(k for k in dir(curve.AdvisorOptions()) if not k.startswith("_")
+                     and type(getattr(curve.AdvisorOptions(), k)) in (int, float))
+
+
+def _advisor_options(items: Sequence[str]) -> "curve.AdvisorOptions":
+    """--advisor KEY=VALUE ... as AdvisorOptions, checked as the C++ checks them."""
+    options = curve.AdvisorOptions()
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in ADVISOR_KEYS:
+            raise CliError(f"--advisor {item!r}: expected KEY=VALUE with KEY one of {', '.join(ADVISOR_KEYS)}")
+        kind = type(getattr(options, key))
+        try:
+            setattr(options, key, kind(value))
+        except (TypeError, ValueError, OverflowError):
+            raise CliError(f"--advisor {key}: {value!r} is not {'an integer' if kind is int else 'a number'}") from None
+    ok, why = options.is_valid()
+    if not ok:
+        raise CliError(f"--advisor {why.removeprefix('advisor options: ')}")
+    return options
 
 
 def _load_inputs(args) -> "tuple":
@@ -238,6 +264,9 @@ def replay_main(args) -> int:
     curve_modes = ["oracle", "learned"] if args.curves == "both" else [args.curves]
     _check_numbers(args)
     _check_backend(args.milp_backend)
+    advisor = _advisor_options(args.advisor)
+    if args.advisor and "learned" not in curve_modes:
+        raise CliError("--advisor sets the profiling advisor of learned curves: add --curves learned (or both)")
     _check_plotting(args)
     if args.out is not None:
         _prepare_out(args.out)
@@ -263,7 +292,7 @@ def replay_main(args) -> int:
                 r = sim.replay(
                     trace, jobs, policy=policy, curves=curves, max_jobs=args.max_jobs, tfwd_s=args.tfwd,
                     nodes=nodes, start_s=args.start, end_s=args.end, milp_backend=args.milp_backend,
-                    time_limit_s=args.time_limit, on_progress=bar,
+                    time_limit_s=args.time_limit, advisor=advisor, on_progress=bar,
                 )
             except (ValueError, Error, OSError) as e:
                 raise CliError(f"{label}: {e}")

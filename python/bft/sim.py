@@ -22,6 +22,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 import numpy as np
 
 from ._core import alloc as _alloc
+from ._core import curve as _curve
 from ._core import sim as _sim
 
 Trace = _sim.Trace
@@ -186,6 +187,7 @@ def replay(
     milp_backend: Optional[str] = None,
     time_limit_s: Optional[float] = None,
     isolate: bool = True,
+    advisor: Optional["_curve.AdvisorOptions"] = None,
     on_progress: Optional[Callable[[float], None]] = None,
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
@@ -201,6 +203,9 @@ def replay(
     ``allocator_time_limits``) and, with ``isolate`` (default), in a child process, so that a
     crash of a solver library ends one allocation (counted in ``allocator_failures``; every job
     keeps its nodes) instead of the replay.
+
+    ``advisor`` (a ``curve.AdvisorOptions``) configures the profiling advisor of learned mode
+    (default: its defaults, docs/curve.md).
     """
     if isinstance(nodes, (str, bytes)):
         raise ValueError(f"nodes: expected a list of node names, got the string {nodes!r} (write [{nodes!r}])")
@@ -230,6 +235,7 @@ def replay(
         milp_backend=milp_backend,
         time_limit_s=time_limit_s,
         isolate=bool(isolate),
+        advisor=advisor,
         on_progress=on_progress,
     )
     return ReplayResult(

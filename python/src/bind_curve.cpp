@@ -229,7 +229,8 @@ void BindCurve(py::module_& m) {
       .def_readonly("time_s", &curve::RescaleOverhead::time_s)
       .def_readonly("from_nodes", &curve::RescaleOverhead::from_nodes)
       .def_readonly("to_nodes", &curve::RescaleOverhead::to_nodes)
-      .def_readonly("overhead_s", &curve::RescaleOverhead::overhead_s);
+      .def_readonly("overhead_s", &curve::RescaleOverhead::overhead_s)
+      .def_readonly("lost_samples", &curve::RescaleOverhead::lost_samples);
   py::class_<curve::ProbeSuggestion>(m, "ProbeSuggestion")
       .def_readonly("nodes", &curve::ProbeSuggestion::nodes)
       .def_readonly("predicted_samples_per_s", &curve::ProbeSuggestion::predicted_samples_per_s)

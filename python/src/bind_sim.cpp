@@ -357,8 +357,9 @@ void BindSim(py::module_& m) {
          const std::string& curves, int max_jobs, double tfwd_s, std::vector<std::string> nodes,
          std::optional<double> start_s, std::optional<double> end_s, bool record_job_progress,
          bool record_assignments, std::optional<std::string> milp_backend, std::optional<double> time_limit_s,
-         bool isolate, py::object on_progress) {
+         bool isolate, std::optional<curve::AdvisorOptions> advisor, py::object on_progress) {
         sim::ReplayOptions o;
+        if (advisor) o.advisor = *advisor;
         o.solve.solver = alloc::SolverKindFromString(policy);
         if (milp_backend) o.solve.milp_backend = *milp_backend;
         if (time_limit_s) o.solve.milp.time_limit_s = *time_limit_s;
@@ -398,7 +399,8 @@ void BindSim(py::module_& m) {
       py::arg("max_jobs") = 10, py::arg("tfwd_s") = 10.0, py::arg("nodes") = std::vector<std::string>{},
       py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,
       py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
-      py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("on_progress") = py::none(),
+      py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("advisor") = py::none(),
+      py::arg("on_progress") = py::none(),
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

@@ -169,10 +169,31 @@ def test_nonsense_arguments_are_one_line_errors_not_tracebacks_or_silent_default
         (["--seed", "99999999999999999999999"], "--seed must be between 0"),
         (["--tfwd", "nan"], "--tfwd must be a finite number"),
         (["--policy", "node_milp", "--time-limit", "1e-9"], "--time-limit must be at least 0.001 s"),
+        (["--curves", "learned", "--advisor", "warmup"], "--advisor 'warmup': expected KEY=VALUE with KEY one of"),
+        (["--curves", "learned", "--advisor", "fit=3"], "expected KEY=VALUE"),
+        (["--curves", "learned", "--advisor", "warmup_intervals=1.5"],
+         "--advisor warmup_intervals: '1.5' is not an integer"),
+        (["--curves", "learned", "--advisor", "warmup_s=abc"], "--advisor warmup_s: 'abc' is not a number"),
+        (["--curves", "learned", "--advisor", "warmup_s=-2"], "--advisor warmup_s -2 must be finite and >= 0"),
+        (["--curves", "learned", "--advisor", "drift_intervals=99999999999"], "--advisor drift_intervals"),
+        (["--advisor", "warmup_s=2"], "add --curves learned"),
     ]
     for extra, needle in cases:
         msg = one_line_error(capsys, ["replay", "-q", *extra])
         assert needle in msg, (extra, msg)
+
+
+def test_advisor_options_reach_a_learned_replay(tmp_path):
+    def samples_done(out, *extra):
+        argv = ["replay", "-q", "--policy", "exact", "--curves", "learned", "--out", str(out), "--no-plots"]
+        assert cli.main([*argv, *extra]) == 0
+        [summary] = out.glob("summary-*.json")
+        return json.loads(summary.read_text())["samples_done"]
+
+    default = samples_done(tmp_path / "default")
+    assert samples_done(tmp_path / "same", "--advisor", "warmup_s=30") == default  # the default value
+    assert samples_done(tmp_path / "other", "--advisor", "prior_samples_per_node_s=1",
+                        "--advisor", "exploration_bonus=0") != default
 
 
 def test_out_without_matplotlib_says_what_to_install_before_replaying(tmp_path, capsys, monkeypatch):

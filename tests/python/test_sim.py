@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from bft import sim
+from bft import curve, sim
 
 TINY_TRACE = "time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"
 JOB = {
@@ -145,6 +145,24 @@ def test_missing_files_raise_file_not_found(tmp_path):
         sim.read_trace(tmp_path / "nope.csv")
     with pytest.raises(FileNotFoundError):
         sim.read_jobs(tmp_path / "nope.jsonl")
+
+
+def test_learned_replay_uses_the_advisor_options_it_is_given():
+    trace, jobs = sim.generate_synthetic(seed=3, nodes=64, mean_idle_nodes=20, duration_s=43200, jobs=10)
+
+    def outcome(**kwargs):
+        s = sim.replay(trace, jobs, "exact", "learned", **kwargs).summary
+        return s["samples_done"], s["loss_samples"], s["rescales"]
+
+    default = outcome()
+    options = curve.AdvisorOptions()
+    assert outcome(advisor=options) == default
+    options.prior_samples_per_node_s = 1.0  # a pessimistic prior: new jobs look barely worth nodes
+    options.exploration_bonus = 0.0
+    assert outcome(advisor=options) != default
+    options.warmup_s = -1.0
+    with pytest.raises(ValueError, match="advisor options: warmup_s -1 must be finite and >= 0"):
+        sim.replay(trace, jobs, "exact", "learned", advisor=options)
 
 
 def test_bad_options_raise_value_error():

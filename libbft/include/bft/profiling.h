@@ -68,7 +68,8 @@ struct RescaleOverhead {
   double time_s = 0.0;  // when it happened
   int from_nodes = 0;
   int to_nodes = 0;
-  double overhead_s = 0.0;  // seconds lost against the steady rate at to_nodes (>= 0)
+  double overhead_s = 0.0;    // seconds lost against the steady rate at to_nodes (>= 0)
+  double lost_samples = 0.0;  // the same loss in samples: overhead_s x that rate
 };
 
 struct ProbeSuggestion {
@@ -85,8 +86,11 @@ struct JobProfile {
   double cumulative_samples = 0.0;
   std::vector<SizeEstimate> sizes;        // by increasing node count
   std::vector<RescaleOverhead> rescales;  // measured overheads, oldest first (at most 64 kept)
-  double mean_scale_up_s = 0.0;           // mean measured overhead of growing (0 if none)
-  double mean_scale_down_s = 0.0;         // ... of shrinking
+  // Mean measured cost of growing (shrinking), 0 if none, in the allocator's units: it charges a
+  // rescale scale_*_s x the throughput at the old node count, so each rescale counts as
+  // lost_samples / the current estimate at from_nodes (not overhead_s, which is at the new rate).
+  double mean_scale_up_s = 0.0;
+  double mean_scale_down_s = 0.0;
   FitResult fit;                          // the curve fitted from `sizes` (status says if usable)
   bool has_prior = false;                 // SetPrior was called
   double prior_samples_per_node_s = 0.0;  // the prior in force
@@ -99,10 +103,10 @@ struct AdvisorCurves {
   ThroughputCurve objective;
 };
 
-// The rescale costs an allocator should charge a job: the profile's measured mean overheads of
-// growing and of shrinking, each only once at least one such rescale was measured (a start from 0
-// nodes is not a rescale); until then the values passed in stay. The replay's learned mode and the
-// runtime manager both use this rule.
+// The rescale costs an allocator should charge a job: the profile's measured mean costs of
+// growing and of shrinking (mean_scale_up_s, mean_scale_down_s), each only once at least one such rescale was
+// measured (a start from 0 nodes is not a rescale); until then the values passed in stay. The replay's
+// learned mode and the runtime manager both use this rule.
 void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s);
 
 // The largest values a progress report may carry (Report): rates and curves derived from them

@@ -25,6 +25,7 @@
 #include "bft/alloc.h"
 #include "bft/curve.h"
 #include "bft/error.h"
+#include "bft/profiling.h"
 
 namespace bft::sim {
 
@@ -122,8 +123,9 @@ struct ReplayOptions {
   // bft::Interrupted.
   alloc::SolveOptions solve = DefaultReplaySolveOptions();
   CurveMode curves = CurveMode::kOracle;
-  int max_jobs = 10;     // at most this many admitted (unfinished) jobs at once
-  double tfwd_s = 10.0;  // the allocator's forward-looking horizon
+  curve::AdvisorOptions advisor;  // the profiling advisor of learned mode (docs/curve.md)
+  int max_jobs = 10;              // at most this many admitted (unfinished) jobs at once
+  double tfwd_s = 10.0;           // the allocator's forward-looking horizon
   // Only these nodes (names from the trace) are offered to the jobs; empty: every node.
   std::vector<std::string> nodes;
   // The replayed window, on the trace's clock. Transitions before start_s set the state at

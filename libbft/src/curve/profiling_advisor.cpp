@@ -333,7 +333,8 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
           const SizeEstimate e = impl_->EstimateOf(job, job.nodes, sd, sd.intervals.size());
           if (e.samples_per_s > 0.0) {
             const double lost = (job.last_t - job.seg_t) - (job.last_cum - job.seg_cum) / e.samples_per_s;
-            job.rescales.push_back({job.seg_t, job.seg_from, job.nodes, std::max(0.0, lost)});
+            job.rescales.push_back({job.seg_t, job.seg_from, job.nodes, std::max(0.0, lost),
+                                    std::max(0.0, lost) * e.samples_per_s});
             if (static_cast<int>(job.rescales.size()) > kMaxRescalesKept)
               job.rescales.erase(job.rescales.begin());
           }
@@ -465,11 +466,14 @@ JobProfile ProfilingAdvisor::Profile(const std::string& job_id) const {
   int nup = 0, ndown = 0;
   for (const RescaleOverhead& r : job->rescales) {
     if (r.from_nodes <= 0) continue;  // a start, not a rescale
+    const double from_rate = impl_->Estimate(job, r.from_nodes);
+    if (!(from_rate > 0.0)) continue;
+    const double charged_s = r.lost_samples / from_rate;  // what the allocator charges is at the old rate
     if (r.to_nodes > r.from_nodes) {
-      up += r.overhead_s;
+      up += charged_s;
       ++nup;
     } else if (r.to_nodes < r.from_nodes) {
-      down += r.overhead_s;
+      down += charged_s;
       ++ndown;
     }
   }
@@ -515,7 +519,8 @@ std::string Encode(const std::string& s) {
   return out;
 }
 
-constexpr const char* kHeader = "bft-profiling-advisor 1";
+constexpr const char* kHeader = "bft-profiling-advisor 2";  // 2: rescales carry lost samples
+constexpr const char* kHeaderVersion1 = "bft-profiling-advisor 1";
 const char* const kWhere = "advisor state";
 
 std::string Decode(const std::string& s, long line) {
@@ -559,7 +564,7 @@ std::string ProfilingAdvisor::Save() const {
     }
     for (const RescaleOverhead& r : j.rescales)
       os << "rescale " << D(r.time_s) << ' ' << r.from_nodes << ' ' << r.to_nodes << ' ' << D(r.overhead_s)
-         << "\n";
+         << ' ' << D(r.lost_samples) << "\n";
   }
   os << "end\n";
   return os.str();
@@ -609,9 +614,10 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
     if (!std::isfinite(v)) throw ParseError(kWhere, line, std::string(what) + " is not finite");
     return v;
   };
-  if (!next(false) || text != kHeader)
+  if (!next(false) || (text != kHeader && text != kHeaderVersion1))
     throw ParseError(kWhere, std::max(line, 1L),
                      std::string("not an advisor state (expected '") + kHeader + "')");
+  const bool version1 = text == kHeaderVersion1;
   next(true);
   auto f = fields("options", 11);
   AdvisorOptions o;
@@ -694,14 +700,21 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       --size_left;
     } else if (tag == "rescale") {
       if (job == nullptr) throw ParseError(kWhere, line, "'rescale' before any 'job'");
-      f = fields("rescale", 4);
-      job->rescales.push_back(
-          {finite(num(f[1]), "time"), integer(f[2]), integer(f[3]), finite(num(f[4]), "overhead")});
+      f = fields("rescale", version1 ? 4 : 5);
+      // Version 1 kept no lost samples: they are estimated below from the rate at to_nodes.
+      job->rescales.push_back({finite(num(f[1]), "time"), integer(f[2]), integer(f[3]),
+                               finite(num(f[4]), "overhead"),
+                               version1 ? 0.0 : finite(num(f[5]), "lost samples")});
     } else {
       throw ParseError(kWhere, line, "unknown line '" + text + "'");
     }
   }
-  for (auto& [id, j] : adv.impl_->jobs) adv.impl_->Refresh(&j);
+  for (auto& [id, j] : adv.impl_->jobs) {
+    adv.impl_->Refresh(&j);
+    if (version1)
+      for (RescaleOverhead& r : j.rescales)
+        r.lost_samples = r.overhead_s * adv.impl_->Estimate(&j, r.to_nodes);
+  }
   return adv;
 }
 

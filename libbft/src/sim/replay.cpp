@@ -410,7 +410,7 @@ ReplayResult Engine::Run() {
     jobs_[j].allocator_scale_down_s = specs_[j].scale_down_s;
   }
   if (opt_.curves == CurveMode::kLearned) {
-    advisor_ = std::make_unique<curve::ProfilingAdvisor>();
+    advisor_ = std::make_unique<curve::ProfilingAdvisor>(opt_.advisor);
   } else {
     oracle_jobs_.reserve(specs_.size());
     for (const JobSpec& spec : specs_) {
@@ -653,6 +653,7 @@ bool ReplayOptions::IsValid(std::string* error) const {
   if (start_s && end_s && *end_s < *start_s) return fail("end_s must not be before start_s");
   std::string why;
   if (!solve.IsValid(&why)) return fail("solve: " + why);
+  if (!advisor.IsValid(&why)) return fail(why);  // "advisor options: <field> ..."
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <sstream>
 
 #include "bft/profiling.h"
 
@@ -129,11 +130,39 @@ TEST(CurveAdvisor, WarmupIsDiscardedAndRescaleOverheadMeasured) {
   ASSERT_EQ(p.sizes.size(), 3u);
   for (const SizeEstimate& s : p.sizes) EXPECT_NEAR(s.samples_per_s, 100.0 * s.nodes, 1e-6) << s.nodes;
   ASSERT_EQ(p.rescales.size(), 3u);  // the start and two rescales
-  for (const RescaleOverhead& r : p.rescales) EXPECT_NEAR(r.overhead_s, 15.0, 1e-6);
-  EXPECT_NEAR(p.mean_scale_up_s, 15.0, 1e-6);
-  EXPECT_NEAR(p.mean_scale_down_s, 15.0, 1e-6);
+  for (const RescaleOverhead& r : p.rescales) {
+    EXPECT_NEAR(r.overhead_s, 15.0, 1e-6);
+    EXPECT_NEAR(r.lost_samples, 15.0 * 100.0 * r.to_nodes, 1e-6);
+  }
   EXPECT_EQ(p.rescales[1].from_nodes, 4);
   EXPECT_EQ(p.rescales[1].to_nodes, 8);
+  // In the allocator's units (seconds at the rate before the rescale, which is what it charges):
+  // 4 -> 8 lost 15 s x 800/s = 12,000 samples = 30 s at 400/s; 8 -> 2 lost 15 s x 200/s = 3,000
+  // samples = 3.75 s at 800/s. (Before, both were 15 s: shrinking overstated, growing understated.)
+  EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6);
+  EXPECT_NEAR(p.mean_scale_down_s, 3.75, 1e-6);
+  double up = 5.0, down = 5.0;
+  MeasuredRescaleCosts(p, &up, &down);
+  EXPECT_NEAR(up, 30.0, 1e-6);
+  EXPECT_NEAR(down, 3.75, 1e-6);
+}
+
+TEST(CurveAdvisor, MeasuredCostTimesOldRateIsTheLossInSamples) {
+  // Whatever the sizes, what the allocator would charge for the measured rescale (scale_*_s x the
+  // rate at the old size) is the samples the job really lost.
+  for (const auto& [from, to] : std::vector<std::pair<int, int>>{{1, 16}, {16, 1}, {3, 5}, {12, 2}}) {
+    ProfilingAdvisor adv;
+    SimJob job;
+    job.truth = Amdahlish;
+    job.noise = 0.0;
+    job.stall_s = 20.0;
+    job.Run(adv, from, 400.0);
+    job.Run(adv, to, 400.0);
+    const JobProfile p = adv.Profile("job");
+    const double charged = (to > from ? p.mean_scale_up_s : p.mean_scale_down_s) *
+                           adv.ThroughputEstimate("job", 16).Evaluate(from);
+    EXPECT_NEAR(charged, 20.0 * Amdahlish(to), 1e-6 * Amdahlish(to)) << from << " -> " << to;
+  }
 }
 
 TEST(CurveAdvisor, DriftAgesOutTheOldRate) {
@@ -211,6 +240,26 @@ TEST(CurveAdvisor, SaveLoadRoundTrips) {
   a.Run(adv, 8, 100.0);
   a2.Run(cont, 8, 100.0);
   EXPECT_EQ(cont.Save(), adv.Save());
+}
+
+TEST(CurveAdvisor, LoadsVersion1StatesEstimatingTheirLostSamples) {
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = [](double n) { return 100.0 * n; };
+  job.noise = 0.0;
+  job.Run(adv, 4, 300.0);
+  job.Run(adv, 8, 300.0);
+  std::string state = adv.Save();
+  // A version-1 file: the old header, rescale lines without the lost samples.
+  state.replace(0, state.find('\n'), "bft-profiling-advisor 1");
+  std::string v1;
+  std::istringstream in(state);
+  for (std::string line; std::getline(in, line);)
+    v1 += (line.rfind("rescale ", 0) == 0 ? line.substr(0, line.rfind(' ')) : line) + "\n";
+  const JobProfile p = ProfilingAdvisor::Load(v1).Profile("job");
+  ASSERT_EQ(p.rescales.size(), 2u);
+  EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 800.0, 1e-6);
+  EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6);
 }
 
 TEST(CurveAdvisor, MalformedStateIsAParseErrorWithALine) {

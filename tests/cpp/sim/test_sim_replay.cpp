@@ -173,8 +173,12 @@ TEST(SimReplayLearned, TheAllocatorGetsTheMeasuredRescaleCostsOnceMeasured) {
   // Learned curves. At 100 b is reclaimed: the job shrinks 2 -> 1 and loses 3 s x 18/s = 54
   // samples, i.e. 5.4 s at its new steady rate of 10/s. The arrivals at 150 and 190 (never
   // admitted: max_jobs 1) are reports: [100,150) is warm-up, [150,190) a steady interval at 10/s,
-  // so the advisor measures a shrink overhead of 50 - 446/10 = 5.4 s. The allocation at 220 gets
-  // it instead of the spec's 3 s; no grow was measured, so scale_up_s stays the spec's 5 s.
+  // so the advisor measures a shrink overhead of 50 - 446/10 = 5.4 s, 54 samples. The allocator
+  // charges scale_down_s x the rate at the old size, where the advisor's estimate is 20/s (linear
+  // through its one measured size; [0,100) was warm-up), so it gets 54 / 20 = 2.7 s: charged at
+  // the 20/s it sees, exactly the 54 samples lost. (The old figure, 5.4 s, was in the wrong unit.)
+  // The allocation at 220 gets it instead of the spec's 3 s; no grow was measured, so scale_up_s
+  // stays the spec's 5 s.
   const Trace trace = ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n220,b,idle\n");
   ReplayOptions o = Options(250);
   o.curves = CurveMode::kLearned;
@@ -182,7 +186,7 @@ TEST(SimReplayLearned, TheAllocatorGetsTheMeasuredRescaleCostsOnceMeasured) {
   const ReplayResult r =
       Replay(trace, {MakeJob("j", 0, 1e9), MakeJob("q1", 150, 1), MakeJob("q2", 190, 1)}, o);
   EXPECT_EQ(r.jobs[0].preemptions, 1);
-  EXPECT_NEAR(r.jobs[0].allocator_scale_down_s, 5.4, 1e-9);
+  EXPECT_NEAR(r.jobs[0].allocator_scale_down_s, 2.7, 1e-9);
   EXPECT_EQ(r.jobs[0].allocator_scale_up_s, 5.0);
   EXPECT_EQ(r.jobs[1].admit_s, -1);
   // Before 220 (no measurement yet at the allocations of 0 and 100) the spec's values were used:
