@@ -466,9 +466,9 @@ JobProfile ProfilingAdvisor::Profile(const std::string& job_id) const {
   int nup = 0, ndown = 0;
   for (const RescaleOverhead& r : job->rescales) {
     if (r.from_nodes <= 0) continue;  // a start, not a rescale
+    // The allocator charges at the old size's rate; where that rate is 0 any value charges nothing.
     const double from_rate = impl_->Estimate(job, r.from_nodes);
-    if (!(from_rate > 0.0)) continue;
-    const double charged_s = r.lost_samples / from_rate;  // what the allocator charges is at the old rate
+    const double charged_s = from_rate > 0.0 ? r.lost_samples / from_rate : r.overhead_s;
     if (r.to_nodes > r.from_nodes) {
       up += charged_s;
       ++nup;
