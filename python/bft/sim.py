@@ -187,7 +187,7 @@ def replay(
     milp_backend: Optional[str] = None,
     time_limit_s: Optional[float] = None,
     isolate: bool = True,
-    advisor: Optional["_curve.AdvisorOptions"] = None,
+    advisor: Optional[_curve.AdvisorOptions] = None,
     on_progress: Optional[Callable[[float], None]] = None,
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
@@ -216,6 +216,8 @@ def replay(
         for k, name in enumerate(nodes):
             if not isinstance(name, str):
                 raise ValueError(f"nodes[{k}]: expected a node name (str), got {name!r}")
+    if advisor is not None and not isinstance(advisor, _curve.AdvisorOptions):
+        raise ValueError(f"advisor: expected a bft.curve.AdvisorOptions, got {type(advisor).__name__}")
     if not isinstance(trace, Trace):
         trace = read_trace(trace)
     if isinstance(jobs, (str, os.PathLike)):

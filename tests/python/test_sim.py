@@ -163,6 +163,8 @@ def test_learned_replay_uses_the_advisor_options_it_is_given():
     options.warmup_s = -1.0
     with pytest.raises(ValueError, match="advisor options: warmup_s -1 must be finite and >= 0"):
         sim.replay(trace, jobs, "exact", "learned", advisor=options)
+    with pytest.raises(ValueError, match="advisor: expected a bft.curve.AdvisorOptions, got dict"):
+        sim.replay(trace, jobs, "exact", "learned", advisor={"warmup_s": 3})
 
 
 def test_bad_options_raise_value_error():
