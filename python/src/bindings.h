@@ -30,7 +30,7 @@ void BindEnum(pybind11::module_& m, const char* name, const char* doc,
 // held), SIGINT also sets a flag that the call polls through milp::SolveOptions::interrupt (Poll())
 // and between replay events; Python's own handler still runs (chained), so the call returns early
 // and ThrowIfSignalled() then raises KeyboardInterrupt. Scopes nest; on other threads they do
-// nothing (Python handles signals on the main thread only).
+// nothing (Python handles signals on the main thread only), nor where SIGINT is ignored (nohup).
 class SigintScope {
  public:
   SigintScope();

@@ -40,6 +40,12 @@ SigintScope::SigintScope() {
   counted_ = true;
   if (depth++ > 0) return;  // an outer scope has installed the handler
   sigint_seen.store(false);
+  // A process that ignores SIGINT (started with nohup, or in the background of a script) asked
+  // not to be stopped by it: leave it so, rather than stop its solves on a signal it ignores.
+  struct sigaction current {};
+  if (sigaction(SIGINT, nullptr, &current) != 0 ||
+      ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_IGN))
+    return;
   struct sigaction action {};
   action.sa_sigaction = OnSigint;
   action.sa_flags = SA_SIGINFO | SA_ONSTACK;

@@ -58,9 +58,16 @@ print("finished", flush=True)
 """
 
 
+def _sigint_default():
+    """A child starts with SIGINT at its default, as an interactive session does, whatever this
+    process inherited (a background job of a script has it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_child(code, *args):
     child = subprocess.Popen(
-        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_default,
     )
     try:
         assert child.stdout.readline().strip() == "solving"
@@ -80,6 +87,16 @@ def test_ctrl_c_stops_a_long_milp_solve(backend, mode):
     rc, out, err = interrupt_child(HARD_SOLVE, backend, mode)
     assert rc == 0, err[-2000:]
     assert out.strip() == "KeyboardInterrupt", (out, err[-2000:])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_process_that_ignores_sigint_is_not_stopped_by_it(backend):
+    # nohup and background jobs of scripts run with SIGINT ignored: a solve there runs to its limit.
+    limited = HARD_SOLVE.replace("isolate=isolate)", "isolate=isolate, time_limit_s=3)")
+    code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n" + limited
+    rc, out, err = interrupt_child(code, backend, "in_process")
+    assert rc == 0, err[-2000:]
+    assert out.strip() == "finished Termination.TIME_LIMIT", (out, err[-2000:])
 
 
 def test_ctrl_c_stops_a_node_milp_replay_without_a_progress_callback():
