@@ -62,7 +62,8 @@ def main() -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        time.sleep(max(0.0, args.step_s - (time.monotonic() - step_start)))
+        if args.step_s > 0:
+            time.sleep(max(0.0, step_start + args.step_s - time.monotonic()))
         samples += args.batch * world
         bt.report(samples)
         if bt.should_stop():

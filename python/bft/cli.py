@@ -166,8 +166,9 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
 
 
 # The profiling advisor's options the replay command line sets: its numeric fields.
-ADVISOR_KEYS = tuple(k for k in dir(curve.AdvisorOptions()) if not k.startswith("_")
-                     and type(getattr(curve.AdvisorOptions(), k)) in (int, float))
+_ADVISOR_DEFAULTS = curve.AdvisorOptions()
+ADVISOR_KEYS = tuple(k for k in dir(_ADVISOR_DEFAULTS)
+                     if not k.startswith("_") and type(getattr(_ADVISOR_DEFAULTS, k)) in (int, float))
 
 
 def _advisor_options(items: Sequence[str]) -> "curve.AdvisorOptions":
