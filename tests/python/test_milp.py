@@ -266,6 +266,24 @@ def test_infeasible_and_unbounded_are_detected(backend):
     assert milp.solve(u, backend=backend).termination == milp.Termination.UNBOUNDED
 
 
+@pytest.mark.parametrize("cap", [1e12, 1e15])
+def test_a_large_bound_is_solved_or_refused_never_called_unbounded(backend, cap):
+    # CBC called `max x s.t. x <= 1e15` unbounded (Clp reads 1e15 as infinity) and lost the optimum
+    # 1e12 without presolve; it now solves what it can and names what it cannot.
+    m = milp.Model()
+    x = m.add_continuous(0, milp.INF, name="x")
+    m.add_constraint(x <= cap, name="cap")
+    m.maximize(x)
+    for presolve in (True, False):
+        r = milp.solve(m, backend=backend, presolve=presolve)
+        if backend == "cbc" and cap >= 1e15:
+            assert r.termination == milp.Termination.ERROR, r.message
+            assert "constraint 'cap': upper bound is 1e+15" in r.message and "glpk" in r.message
+        else:
+            assert r.termination == milp.Termination.OPTIMAL, r.message
+            assert r.objective == cap
+
+
 def market_split(rows, cols, seed):
     rng = np.random.default_rng(seed)
     a = rng.integers(0, 100, (rows, cols))

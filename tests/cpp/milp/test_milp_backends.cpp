@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bft/milp.h"
+#include "bft/milp_cbc.h"
 
 #ifdef BFT_HAVE_GLPK
 #include <glpk.h>
@@ -348,6 +349,45 @@ TEST_P(MilpBackendTest, UnboundedIsDetected) {
       const Result r = Run(m, options);
       EXPECT_EQ(r.termination, Termination::kUnbounded)
           << "integer=" << integer << " presolve=" << presolve << ": " << r.message;
+    }
+  }
+}
+
+// Optima far from the origin: an unbounded variable whose optimum lies beyond Clp's dual bound (1e10)
+// made CBC without presolve report "unbounded"; a row bound of 1e15, Clp's "large value", made it
+// report `max x s.t. x <= 1e15` unbounded and, with bounded variables, a wrong point as optimal.
+// Every backend gets the optimum or, for CBC beyond its range, an error naming the value.
+TEST_P(MilpBackendTest, LargeOptimaAreFoundOrRefusedNeverMisreported) {
+  for (double cap : {1e11, 1e13, 9e14, 1e15, 2e15, 1e17}) {
+    for (double upper : {kInf, 2 * cap}) {
+      for (bool integer : {false, true}) {
+        for (bool presolve : {true, false}) {
+          Model m;
+          const VarType type = integer ? VarType::kInteger : VarType::kContinuous;
+          Var x = m.AddVar(0, upper, type, "x");
+          Var y = m.AddVar(0, upper, type, "y");
+          m.AddConstraint(x + y <= cap, "cap");
+          m.Maximize(x + 2 * y);
+          SolveOptions options;
+          options.presolve = presolve;
+          const Result r = Run(m, options);
+          const std::string where = "cap=" + std::to_string(cap) + " upper=" + std::to_string(upper) +
+                                    " integer=" + std::to_string(integer) +
+                                    " presolve=" + std::to_string(presolve) + ": " + r.message;
+          const bool beyond_cbc =
+              cap >= kCbcLargestMagnitude || (std::isfinite(upper) && upper >= kCbcLargestMagnitude);
+          if (GetParam() == "cbc" && beyond_cbc) {
+            EXPECT_EQ(r.termination, Termination::kError) << where;
+            EXPECT_THAT(r.message, HasSubstr("upper bound is")) << where;
+            EXPECT_THAT(r.message, HasSubstr("(Clp) treats finite values from 1e+15")) << where;
+            continue;
+          }
+          // The documented gap: an optimum beyond kCbcArtificialBound without presolve.
+          if (GetParam() == "cbc" && cap > kCbcArtificialBound && std::isinf(upper) && !presolve) continue;
+          ASSERT_EQ(r.termination, Termination::kOptimal) << where;
+          EXPECT_DOUBLE_EQ(r.objective, 2 * cap) << where;
+        }
+      }
     }
   }
 }

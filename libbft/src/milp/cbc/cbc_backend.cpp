@@ -13,6 +13,8 @@
 // - CbcMain1 keeps process-wide state (static parameters, a SIGINT handler), so solves are
 //   serialised by a mutex and the previous SIGINT handler is put back after each solve.
 // - Its time limit is CPU time unless `-timeMode elapsed`; we ask for wall-clock time.
+// - Clp reads finite values from 1e15 as infinite and can lose optima where unbounded variables
+//   grow large (kCbcLargestMagnitude, kCbcArtificialBound in bft/milp_cbc.h).
 #include <coin/Cbc_C_Interface.h>
 
 #include <cfloat>
@@ -20,6 +22,7 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -84,7 +87,54 @@ struct Formulation {
   }
 };
 
-Formulation Formulate(const Model& model, bool zero_objective) {
+// Empty if every finite bound, right-hand side and breakpoint of `model` is below
+// kCbcLargestMagnitude in magnitude; otherwise a message naming the first that is not.
+std::string FindValueBeyondCbcRange(const Model& model) {
+  std::ostringstream why;
+  const auto too_large = [](double value) {
+    return std::isfinite(value) && std::abs(value) >= kCbcLargestMagnitude;
+  };
+  const auto report = [&](const std::string& what, double value) {
+    why << what << " is " << value << ": CBC's LP solver (Clp) treats finite values from "
+        << kCbcLargestMagnitude << " in magnitude as infinite and returns wrong answers for them; "
+        << "rescale the model or use the glpk backend";
+    return why.str();
+  };
+  for (int j = 0; j < model.num_vars(); ++j) {
+    const VarData& v = model.var(j);
+    if (too_large(v.lower)) return report("variable '" + v.name + "': lower bound", v.lower);
+    if (too_large(v.upper)) return report("variable '" + v.name + "': upper bound", v.upper);
+  }
+  for (int i = 0; i < model.num_constraints(); ++i) {
+    const RowData& r = model.constraint(i);
+    if (too_large(r.lower)) return report("constraint '" + r.name + "': lower bound", r.lower);
+    if (too_large(r.upper)) return report("constraint '" + r.name + "': upper bound", r.upper);
+  }
+  for (const PiecewiseLinearData& f : model.piecewise_linear()) {
+    for (std::size_t k = 0; k < f.xs.size(); ++k) {
+      const std::string point = "piecewise-linear '" + f.name + "': point " + std::to_string(k);
+      if (too_large(f.xs[k])) return report(point + " x", f.xs[k]);
+      if (too_large(f.ys[k])) return report(point + " y", f.ys[k]);
+    }
+  }
+  return {};
+}
+
+static_assert(kCbcArtificialBound == 1e14, "the messages below name the bound");
+
+// True if a variable of `model` with an infinite bound sits at the artificial bound that replaced it.
+bool AtArtificialBound(const Model& model, const std::vector<double>& values) {
+  const double at = kCbcArtificialBound * (1.0 - 1e-9);
+  for (int j = 0; j < model.num_vars(); ++j) {
+    const VarData& v = model.var(j);
+    const double x = values[static_cast<std::size_t>(j)];
+    if ((std::isinf(v.lower) && x <= -at) || (std::isinf(v.upper) && x >= at)) return true;
+  }
+  return false;
+}
+
+// The model's variables for CBC; infinite bounds become +-artificial_bound when that is finite.
+Formulation Formulate(const Model& model, bool zero_objective, double artificial_bound) {
   Formulation f;
   std::vector<double> objective(static_cast<std::size_t>(model.num_vars()), 0.0);
   if (!zero_objective) {
@@ -97,7 +147,8 @@ Formulation Formulate(const Model& model, bool zero_objective) {
     const VarData& v = model.var(j);
     const bool is_integer = v.type != VarType::kContinuous;
     any_integer = any_integer || is_integer;
-    f.AddCol(v.lower, v.upper, objective[static_cast<std::size_t>(j)], is_integer);
+    f.AddCol(std::max(v.lower, -artificial_bound), std::min(v.upper, artificial_bound),
+             objective[static_cast<std::size_t>(j)], is_integer);
   }
   for (int i = 0; i < model.num_constraints(); ++i) {
     const RowData& r = model.constraint(i);
@@ -185,7 +236,13 @@ class CbcBackend final : public Backend {
     if (effective.interrupt && !internal::InIsolatedChild()) effective.isolate = true;
     return internal::SolveFrame(name(), model, effective,
                                 [&](const SolveOptions& opts, const Stopwatch& clock, Result* result) {
-                                  SolveInto(model, opts, clock, result);
+                                  const std::string beyond = FindValueBeyondCbcRange(model);
+                                  if (!beyond.empty()) {
+                                    result->termination = Termination::kError;
+                                    result->message = beyond;
+                                    return;
+                                  }
+                                  SolveInto(model, opts, clock, result, kInf);
                                   ConfirmInfeasible(model, opts, clock, result);
                                   RejectInfeasiblePoint(model, opts, clock, result);
                                 });
@@ -196,10 +253,11 @@ class CbcBackend final : public Backend {
     return std::isinf(options.time_limit_s) ? kInf : options.time_limit_s - clock.ElapsedSeconds();
   }
 
+  // `artificial_bound` (kInf or kCbcArtificialBound) replaces the variables' infinite bounds.
   static void SolveInto(const Model& model, const SolveOptions& options, const Stopwatch& clock,
-                        Result* result) {
+                        Result* result, double artificial_bound) {
     const double unbounded_bound = model.sense() == Sense::kMaximize ? kInf : -kInf;
-    const Formulation formulation = Formulate(model, false);
+    const Formulation formulation = Formulate(model, false, artificial_bound);
     const double seconds = Remaining(options, clock);
     if (seconds <= 0) {
       result->termination = Termination::kTimeLimit;
@@ -244,7 +302,7 @@ class CbcBackend final : public Backend {
     result->gap = result->has_solution ? internal::RelativeGap(result->best_bound, result->objective) : kInf;
 
     if (Cbc_isContinuousUnbounded(cbc.get()) != 0 || secondary == 7) {
-      return ClassifyUnbounded(model, options, clock, result);
+      return ClassifyUnbounded(model, options, clock, result, artificial_bound);
     }
     if (Cbc_isProvenInfeasible(cbc.get()) != 0 || secondary == 1) {
       result->termination = Termination::kInfeasible;
@@ -281,7 +339,7 @@ class CbcBackend final : public Backend {
     Result retry;
     retry.backend = result->backend;
     retry.model_id = result->model_id;
-    SolveInto(model, plain, clock, &retry);
+    SolveInto(model, plain, clock, &retry, kInf);
     if (retry.termination == Termination::kInfeasible) return;
     retry.message += " (solved again without preprocessing, which had reported the model infeasible)";
     *result = std::move(retry);
@@ -300,7 +358,7 @@ class CbcBackend final : public Backend {
       Result retry;
       retry.backend = result->backend;
       retry.model_id = result->model_id;
-      SolveInto(model, plain, clock, &retry);
+      SolveInto(model, plain, clock, &retry, kInf);
       const std::string retry_violation =
           retry.has_solution ? internal::FindViolation(model, retry.values) : std::string();
       if (retry_violation.empty()) {
@@ -325,19 +383,26 @@ class CbcBackend final : public Backend {
     return total;
   }
 
-  // The LP relaxation is unbounded: the problem is unbounded if it has a feasible solution, else
-  // infeasible. Find out by solving it again with a zero objective.
+  // CBC found the LP relaxation unbounded: the problem is unbounded if it has a feasible solution,
+  // else infeasible. Find out by solving it again with a zero objective. A feasible model is solved
+  // once more with its infinite bounds replaced by kCbcArtificialBound, as Clp may have lost an optimum
+  // (bft/milp_cbc.h): if no variable sits at an artificial bound, that optimum is the answer. Both
+  // solves run with presolve: without it, CBC's search on a zero objective over unbounded integer
+  // variables ran past its time limit.
   static void ClassifyUnbounded(const Model& model, const SolveOptions& options, const Stopwatch& clock,
-                                Result* result) {
+                                Result* result, double artificial_bound) {
     result->has_solution = false;
     result->values.clear();
     result->best_bound = model.sense() == Sense::kMaximize ? kInf : -kInf;
     result->gap = kInf;
+    SolveOptions with_presolve = options;
+    with_presolve.presolve = true;
     const double seconds = Remaining(options, clock);
     int feasible = -1;  // unknown
     if (seconds > 0) {
-      const Formulation formulation = Formulate(model, true);
-      CbcPtr cbc = Load(formulation, Sense::kMinimize, options, seconds, !model.piecewise_linear().empty());
+      const Formulation formulation = Formulate(model, true, artificial_bound);
+      CbcPtr cbc =
+          Load(formulation, Sense::kMinimize, with_presolve, seconds, !model.piecewise_linear().empty());
       std::string error;
       if (RunCbc(cbc.get(), &error)) {
         if (Cbc_bestSolution(cbc.get()) != nullptr) {
@@ -351,8 +416,23 @@ class CbcBackend final : public Backend {
       result->termination = Termination::kInfeasible;
       result->message = "infeasible (the LP relaxation is unbounded but no feasible point exists)";
     } else if (feasible == 1) {
+      if (std::isinf(artificial_bound)) {
+        Result boxed;
+        boxed.backend = result->backend;
+        boxed.model_id = result->model_id;
+        SolveInto(model, with_presolve, clock, &boxed, kCbcArtificialBound);
+        if (boxed.termination == Termination::kOptimal && !AtArtificialBound(model, boxed.values)) {
+          boxed.message +=
+              " (CBC had reported the objective unbounded; solved again with the infinite variable "
+              "bounds replaced by +-1e14 (kCbcArtificialBound), none of which is reached)";
+          *result = std::move(boxed);
+          return;
+        }
+      }
       result->termination = Termination::kUnbounded;
-      result->message = "the objective is unbounded (a feasible solution exists)";
+      result->message =
+          "the objective is unbounded (a feasible solution exists; no optimum has the unbounded "
+          "variables within +-1e14, kCbcArtificialBound)";
     } else {
       result->termination = Termination::kInfeasibleOrUnbounded;
       result->message = "infeasible or unbounded (the LP relaxation is unbounded; feasibility not decided)";
