@@ -20,12 +20,12 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bft/alloc.h"
 #include "bft/milp.h"
+#include "bft/sim.h"
 #include "milp/register_built_backends.h"
 
 namespace {
@@ -36,40 +36,17 @@ using bft::alloc::Problem;
 using bft::alloc::SolveOptions;
 using bft::alloc::SolverKind;
 
-std::vector<double> NumberArray(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  std::vector<double> out;
-  if (at == std::string::npos) return out;
-  const auto open = line.find('[', at);
-  const auto close = line.find(']', open);
-  std::stringstream ss(line.substr(open + 1, close - open - 1));
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stod(item));
-  return out;
-}
-
-double Number(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  return std::stod(line.substr(at + key.size() + 3));
-}
-
-// Up to `count` jobs from the real workload, or synthetic ones of the same shape.
+// Up to `count` jobs from the real workload (read by the library's one reader of the format), or
+// synthetic ones of the same shape.
 std::vector<Job> Jobs(int count) {
   std::vector<Job> jobs;
-  std::ifstream in(std::string(BFT_SHARED_DATA_DIR) + "/jobs-imagenet-throughput-1001.jsonl");
-  std::string line;
-  while (static_cast<int>(jobs.size()) < count && std::getline(in, line)) {
-    Job job;
-    job.id = "job" + std::to_string(jobs.size());
-    job.min_nodes = static_cast<int>(Number(line, "min_nodes"));
-    job.max_nodes = static_cast<int>(Number(line, "max_nodes"));
-    job.scale_up_s = Number(line, "scale_up_s");
-    job.scale_down_s = Number(line, "scale_down_s");
-    std::vector<int> nodes;
-    for (double n : NumberArray(line, "nodes")) nodes.push_back(static_cast<int>(n));
-    job.objective = bft::curve::ThroughputCurve(nodes, NumberArray(line, "objective"));
-    job.throughput = bft::curve::ThroughputCurve(nodes, NumberArray(line, "throughput"));
-    jobs.push_back(job);
+  const std::string path = std::string(BFT_SHARED_DATA_DIR) + "/jobs-imagenet-throughput-1001.jsonl";
+  if (std::ifstream(path).good()) {
+    for (const bft::sim::JobSpec& spec : bft::sim::ReadJobs(path)) {
+      if (static_cast<int>(jobs.size()) == count) break;
+      jobs.push_back(spec.ToAllocationJob());
+      jobs.back().id = "job" + std::to_string(jobs.size() - 1);
+    }
   }
   std::mt19937_64 rng(7);
   while (static_cast<int>(jobs.size()) < count) {

@@ -33,6 +33,7 @@ Allocation = _a.Allocation
 SolverKind = _a.SolverKind
 Goal = _a.Goal
 AllocationStatus = _a.AllocationStatus
+NodeNames = _a.NodeNames
 solve = _a.solve
 
 SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
@@ -137,16 +138,35 @@ def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[
     )
 
 
-def _node_ids(pool: Any) -> list:
+def _node_name(where: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: node names and integer ids cannot be mixed, got {value!r}")
+    return value
+
+
+def _pool(pool: Any) -> tuple:
+    """(node ids, NodeNames or None): integer ids as they are, or names interned in pool order."""
     arr = np.asarray(pool)
     if arr.ndim != 1:
-        raise ValueError("pool: expected a flat list or 1-d array of node ids")
+        raise ValueError("pool: expected a flat list or 1-d array of node ids or node names")
+    if arr.size and (arr.dtype.kind == "U" or any(isinstance(x, str) for x in pool)):
+        names = _a.NodeNames()
+        ids = []
+        for k, x in enumerate(pool):
+            name = _node_name(f"pool: entry {k}", x)
+            if names.find(name) >= 0:
+                raise ValueError(f"pool: node {name!r} appears twice")
+            try:
+                ids.append(names.intern(name))
+            except ValueError as e:
+                raise ValueError(f"pool: entry {k}: {e}") from None
+        return ids, names
     if arr.size and arr.dtype.kind not in "iu":
-        raise ValueError(f"pool: node ids must be integers, got an array of {arr.dtype}")
-    return [_in_range("pool: node id", int(x), _INT64) for x in arr]
+        raise ValueError(f"pool: node ids must be integers or node names (strings), got an array of {arr.dtype}")
+    return [_in_range("pool: node id", int(x), _INT64) for x in arr], None
 
 
-def _current(current: Any) -> tuple:
+def _current(current: Any, names: Optional["_a.NodeNames"]) -> tuple:
     if current is None:
         return [], []
     if isinstance(current, Mapping):
@@ -158,20 +178,72 @@ def _current(current: Any) -> tuple:
         try:
             node, job = item
         except (TypeError, ValueError):
-            raise ValueError(f"current: entry {k} ({item!r}) is not a node id -> job id pair") from None
-        if not isinstance(node, (int, np.integer)) or isinstance(node, (bool, np.bool_)):
-            raise ValueError(f"current: entry {k}: node id must be an integer, got {node!r}")
+            raise ValueError(f"current: entry {k} ({item!r}) is not a node -> job id pair") from None
         if not isinstance(job, str):
             raise ValueError(f"current: entry {k}: job id must be a string (a job's name), got {job!r}")
-        nodes.append(_in_range(f"current: entry {k}: node id", int(node), _INT64))
+        if names is not None:
+            if not isinstance(node, str):
+                raise ValueError(f"current: entry {k}: the pool names its nodes, so must this, got {node!r}")
+            node_id = names.find(node)
+            if node_id < 0:
+                raise ValueError(f"current: entry {k}: node {node!r} is not in the pool")
+            nodes.append(node_id)
+        else:
+            if not isinstance(node, (int, np.integer)) or isinstance(node, (bool, np.bool_)):
+                raise ValueError(f"current: entry {k}: node id must be an integer, got {node!r}")
+            nodes.append(_in_range(f"current: entry {k}: node id", int(node), _INT64))
         jobs.append(job)
     return nodes, jobs
 
 
+class NamedJobAllocation:
+    """A :class:`JobAllocation` whose ``kept``, ``added`` and ``released`` are node names."""
+
+    def __init__(self, job: JobAllocation, names: "_a.NodeNames"):
+        self._job, self._names = job, names
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._job, attribute)
+
+    kept = property(lambda self: self._names.names(self._job.kept))
+    added = property(lambda self: self._names.names(self._job.added))
+    released = property(lambda self: self._names.names(self._job.released))
+
+    def __repr__(self) -> str:
+        return f"NamedJobAllocation({self._job.id!r}, {self._job.nodes_before} -> {self._job.nodes_after} nodes)"
+
+
+class NamedAllocation:
+    """An :class:`Allocation` of named nodes (what :func:`allocate` returns for a pool of names):
+    ``map`` maps node names to job ids, ``map_nodes`` and each job's ``kept``, ``added`` and
+    ``released`` hold names; everything else is the allocation's own."""
+
+    def __init__(self, allocation: Allocation, names: "_a.NodeNames"):
+        self._allocation, self._names = allocation, names
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._allocation, attribute)
+
+    @property
+    def map(self) -> dict:
+        return dict(zip(self.map_nodes, self._allocation.map.values()))
+
+    @property
+    def map_nodes(self) -> list:
+        return self._names.names(self._allocation.map_nodes)
+
+    @property
+    def jobs(self) -> list:
+        return [NamedJobAllocation(j, self._names) for j in self._allocation.jobs]
+
+    def __repr__(self) -> str:
+        return "Named" + repr(self._allocation)
+
+
 def allocate(
     jobs: Iterable[Union[Job, Mapping[str, Any]]],
-    pool: Union[Sequence[int], np.ndarray],
-    current: Optional[Union[Mapping[int, str], Iterable[tuple]]] = None,
+    pool: Union[Sequence[int], Sequence[str], np.ndarray],
+    current: Optional[Union[Mapping[Any, str], Iterable[tuple]]] = None,
     tfwd: float = 10.0,
     solver: Union[str, "SolverKind"] = "exact",
     goal: Union[str, "Goal"] = "throughput",
@@ -180,10 +252,13 @@ def allocate(
     time_limit_s: Optional[float] = None,
     relative_gap: float = 1e-9,
     isolate: bool = False,
-) -> Allocation:
+) -> Union[Allocation, NamedAllocation]:
     """Decide which nodes of ``pool`` each job runs on.
 
-    ``current`` maps node id -> job id (the nodes jobs run on now; every node must be in the pool).
+    ``pool`` holds integer node ids, or node names as schedulers give them (``"c05n06"``), which
+    are interned in pool order (the order free nodes go out in) and give a :class:`NamedAllocation`
+    whose nodes are names. ``current`` maps node -> job id (the nodes jobs run on now, named as in
+    the pool; every node must be in the pool).
     ``solver`` is one of ``exact`` (default, proven optimum), ``count_milp``, ``node_milp``
     (MILP on ``milp_backend``) or ``equal_share`` (the baseline heuristic); ``goal`` is
     ``throughput`` or ``max_min_fair``; ``weights`` (one per job) multiply each job's value and
@@ -212,10 +287,11 @@ def allocate(
         tfwd = float(tfwd)
     except (TypeError, ValueError):
         raise ValueError(f"tfwd: expected a number of seconds, got {tfwd!r}") from None
-    nodes, owners = _current(current)
-    return solve(
+    pool_ids, names = _pool(pool)
+    nodes, owners = _current(current, names)
+    allocation = solve(
         built,
-        _node_ids(pool),
+        pool_ids,
         nodes,
         owners,
         tfwd_s=tfwd,
@@ -226,6 +302,7 @@ def allocate(
         relative_gap=float(relative_gap),
         isolate=bool(isolate),
     )
+    return allocation if names is None else NamedAllocation(allocation, names)
 
 
-__all__ = ["Job", "JobAllocation", "Allocation", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]
+__all__ = ["Job", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]

@@ -97,6 +97,24 @@ void BindAlloc(py::module_& m) {
         return os.str();
       });
 
+  py::class_<alloc::NodeNames>(
+      m, "NodeNames", "Node names (\"c05n06\") <-> the allocator's node ids, in order of first intern")
+      .def(py::init<>())
+      .def("intern", &alloc::NodeNames::Intern, py::arg("name"),
+           "The name's id, adding the name if it is new")
+      .def("find", &alloc::NodeNames::Find, py::arg("name"), "The name's id, or -1")
+      .def("name", &alloc::NodeNames::Name, py::arg("id"), "The name of an interned id")
+      .def(
+          "names",
+          [](const alloc::NodeNames& names, const std::vector<NodeId>& ids) {
+            std::vector<std::string> out;
+            out.reserve(ids.size());
+            for (NodeId id : ids) out.push_back(names.Name(id));
+            return out;
+          },
+          py::arg("ids"), "The names of interned ids, in order")
+      .def("__len__", &alloc::NodeNames::size);
+
   py::class_<JobAllocation>(m, "JobAllocation", "One job's part of an allocation")
       .def_readonly("id", &JobAllocation::id)
       .def_readonly("nodes_before", &JobAllocation::nodes_before)

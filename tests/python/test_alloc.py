@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 import threading
 
 import numpy as np
@@ -220,10 +221,49 @@ def test_current_and_pool_are_not_coerced():
         bft.allocate([j], [1, 2], {1.7: "a"})
     with pytest.raises(ValueError, match="current: entry 0: job id must be a string"):
         bft.allocate([j], [1, 2], {1: 7})
-    with pytest.raises(ValueError, match="pool: node ids must be integers"):
+    with pytest.raises(ValueError, match="pool: node ids must be integers or node names"):
         bft.allocate([j], [1.0, 2.5])
-    with pytest.raises(ValueError, match="pool: node ids must be integers"):
+    with pytest.raises(ValueError, match="pool: node ids must be integers or node names"):
         bft.allocate([j], [True, False])
+
+
+def test_named_nodes_give_the_allocation_of_their_ids():
+    # A scheduler names its nodes ("c05n06"). Names interned in pool order get ids 0, 1, ...; with the
+    # pool in ascending id order, the named allocation is the integer one with every id named.
+    rng = random.Random(11)
+    for _ in range(40):
+        jobs = random_jobs(rng, rng.randint(1, 4))
+        pool = sorted(rng.sample(range(50), rng.randint(1, 8)))
+        current = {n: rng.choice(jobs)["name"] for n in pool if rng.random() < 0.5}
+        name = {n: f"c{n:02d}n{n % 7:02d}" for n in pool}
+        for solver in ("exact", "equal_share"):
+            by_id = bft.allocate(jobs, pool, current, solver=solver)
+            named = bft.allocate(jobs, [name[n] for n in pool], {name[n]: j for n, j in current.items()}, solver=solver)
+            assert isinstance(named, bft.alloc.NamedAllocation)
+            assert named.map == {name[n]: j for n, j in by_id.map.items()}
+            assert named.map_nodes == [name[n] for n in by_id.map_nodes]
+            assert named.objective == by_id.objective and named.status == by_id.status
+            assert named.nodes_after.tolist() == by_id.nodes_after.tolist()
+            for a, b in zip(named.jobs, by_id.jobs):
+                assert a.id == b.id
+                for part in ("kept", "added", "released"):
+                    assert getattr(a, part) == [name[n] for n in getattr(b, part)]
+
+
+def test_bad_node_names_are_value_errors_naming_the_entry():
+    j = job("a", 1, 4, [1, 4], [10, 40])
+    cases = [
+        (dict(pool=["h1", "h1"]), "pool: node 'h1' appears twice"),
+        (dict(pool=["h1", 2]), "pool: entry 1: node names and integer ids cannot be mixed"),
+        (dict(pool=["h1", ""]), "pool: entry 1: node name: must not be empty"),
+        (dict(pool=["a\x00b"]), "pool: entry 0: node name: must not hold a NUL byte"),
+        (dict(pool=["h1"], current={"h9": "a"}), "current: entry 0: node 'h9' is not in the pool"),
+        (dict(pool=["h1"], current={1: "a"}), "current: entry 0: the pool names its nodes"),
+        (dict(pool=[1], current={"h1": "a"}), "current: entry 0: node id must be an integer"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            bft.allocate([j], **kwargs)
 
 
 def test_values_whose_products_overflow_are_rejected_naming_the_field():

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,26 @@
 namespace bft::alloc {
 
 using NodeId = std::int64_t;
+
+// Node names as schedulers give them ("c05n06"), mapped to the NodeIds a Problem holds: 0, 1, 2, ...
+// in the order the names are first interned (so "lowest-numbered" above means "interned first").
+// A scheduler that names its nodes interns them while it builds the Problem and reads the
+// Allocation's nodes back with Name(); a caller with integer ids does not use it and pays nothing.
+class NodeNames {
+ public:
+  // The name's id, adding the name if it is new. Throws InvalidArgument for an empty name or one
+  // holding a NUL byte.
+  NodeId Intern(const std::string& name);
+  // The name's id, or -1 if it was never interned.
+  NodeId Find(const std::string& name) const;
+  // The name of an interned id; throws InvalidArgument for any other id.
+  const std::string& Name(NodeId id) const;
+  std::size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<std::string> names_;  // NodeId -> name
+  std::unordered_map<std::string, NodeId> ids_;
+};
 
 struct Job {
   std::string id;     // non-empty, unique within a Problem

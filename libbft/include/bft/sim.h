@@ -91,6 +91,9 @@ struct JobSpec {
   double weight = 1.0;
 
   bool IsValid(std::string* error) const;
+  // The allocator's view of this job with the workload's own curves and rescale costs (what an
+  // oracle replay gives the allocator).
+  alloc::Job ToAllocationJob() const;
 };
 
 // Reads a JSONL workload (one flat JSON object per line; docs/formats.md). Throws FileNotFound,

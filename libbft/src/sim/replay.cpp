@@ -414,8 +414,7 @@ ReplayResult Engine::Run() {
   } else {
     oracle_jobs_.reserve(specs_.size());
     for (const JobSpec& spec : specs_) {
-      oracle_jobs_.push_back(
-          ToAllocJob(spec, spec.objective, spec.throughput, spec.scale_up_s, spec.scale_down_s));
+      oracle_jobs_.push_back(spec.ToAllocationJob());
     }
   }
   for (std::size_t j = 0; j < specs_.size(); ++j) {
@@ -640,6 +639,10 @@ ReplayResult Engine::Run() {
 }
 
 }  // namespace
+
+alloc::Job JobSpec::ToAllocationJob() const {
+  return ToAllocJob(*this, objective, throughput, scale_up_s, scale_down_s);
+}
 
 bool ReplayOptions::IsValid(std::string* error) const {
   auto fail = [&](const std::string& what) {

@@ -7,12 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -242,70 +240,6 @@ inline Problem RandomProblem(std::mt19937_64& rng, const RandomSpec& spec) {
     for (NodeId node : p.pool)
       if (uniform(0, 2) != 0) p.current.push_back({node, p.jobs[uniform(0, num_jobs - 1)].id});
   return p;
-}
-
-// A job of a jobs-*.jsonl workload: just the fields the allocator needs.
-struct WorkloadJob {
-  std::string name;
-  int min_nodes = 0, max_nodes = 0;
-  double scale_up_s = 0.0, scale_down_s = 0.0;
-  std::vector<int> nodes;
-  std::vector<double> objective;
-  std::vector<double> throughput;
-};
-
-namespace detail {
-inline std::string After(const std::string& line, const std::string& key) {
-  const std::string quoted = "\"" + key + "\":";
-  const auto at = line.find(quoted);
-  if (at == std::string::npos) throw std::runtime_error("field " + key + " missing");
-  return line.substr(at + quoted.size());
-}
-inline std::vector<double> Array(const std::string& line, const std::string& key) {
-  std::string rest = After(line, key);
-  rest = rest.substr(rest.find('[') + 1);
-  rest = rest.substr(0, rest.find(']'));
-  std::vector<double> out;
-  std::stringstream ss(rest);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stod(item));
-  return out;
-}
-inline double Number(const std::string& line, const std::string& key) { return std::stod(After(line, key)); }
-}  // namespace detail
-
-inline std::vector<WorkloadJob> ReadWorkload(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<WorkloadJob> jobs;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    WorkloadJob job;
-    std::string name = detail::After(line, "name");
-    name = name.substr(name.find('"') + 1);
-    job.name = name.substr(0, name.find('"'));
-    job.min_nodes = static_cast<int>(detail::Number(line, "min_nodes"));
-    job.max_nodes = static_cast<int>(detail::Number(line, "max_nodes"));
-    job.scale_up_s = detail::Number(line, "scale_up_s");
-    job.scale_down_s = detail::Number(line, "scale_down_s");
-    for (double n : detail::Array(line, "nodes")) job.nodes.push_back(static_cast<int>(n));
-    job.objective = detail::Array(line, "objective");
-    job.throughput = detail::Array(line, "throughput");
-    jobs.push_back(job);
-  }
-  return jobs;
-}
-
-inline Job ToJob(const WorkloadJob& w) {
-  Job job;
-  job.id = w.name;
-  job.min_nodes = w.min_nodes;
-  job.max_nodes = w.max_nodes;
-  job.objective = curve::ThroughputCurve(w.nodes, w.objective);
-  job.throughput = curve::ThroughputCurve(w.nodes, w.throughput);
-  job.scale_up_s = w.scale_up_s;
-  job.scale_down_s = w.scale_down_s;
-  return job;
 }
 
 }  // namespace bft::alloc::testing

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "alloc_test_util.h"
 #include "bft/alloc.h"
@@ -165,6 +167,39 @@ TEST(AllocOptions, SolverNamesRoundTrip) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("simplex"), std::string::npos);
   }
+}
+
+// Schedulers name their nodes: the names map to ids in order of first appearance and back.
+TEST(AllocNodeNames, InternFindAndNameRoundTrip) {
+  NodeNames names;
+  EXPECT_EQ(names.Intern("c05n06"), 0);
+  EXPECT_EQ(names.Intern("a01n01"), 1);
+  EXPECT_EQ(names.Intern("c05n06"), 0);  // the same name, the same id
+  EXPECT_EQ(names.size(), 2u);
+  EXPECT_EQ(names.Find("a01n01"), 1);
+  EXPECT_EQ(names.Find("nope"), -1);
+  EXPECT_EQ(names.Name(0), "c05n06");
+  EXPECT_THROW(names.Name(2), InvalidArgument);
+  EXPECT_THROW(names.Name(-1), InvalidArgument);
+  EXPECT_THROW(names.Intern(""), InvalidArgument);
+  EXPECT_THROW(names.Intern(std::string("c05\0n06", 7)), InvalidArgument);
+  EXPECT_EQ(names.size(), 2u);  // refused names are not added
+}
+
+// A scheduler with named nodes builds its Problem through NodeNames and names the result back;
+// free nodes go out in the order the names were interned, not in the names' order.
+TEST(AllocNodeNames, NamedNodesAreAllocatedInInternedOrder) {
+  NodeNames names;
+  Problem p;
+  p.jobs.push_back(MakeJob("a", 1, 1, {1, 4}, {10, 30}));
+  p.jobs.push_back(MakeJob("b", 2, 2, {2, 8}, {5, 20}));
+  for (const char* node : {"h3", "h1", "h2", "h0"}) p.pool.push_back(names.Intern(node));
+  p.current = {{names.Find("h1"), "a"}};
+  const Allocation a = Solve(p);
+  std::map<std::string, std::string> named;
+  for (const Assignment& x : a.map) named[names.Name(x.node)] = x.job;
+  const std::map<std::string, std::string> expected = {{"h1", "a"}, {"h2", "b"}, {"h3", "b"}};
+  EXPECT_EQ(named, expected);
 }
 
 }  // namespace
