@@ -130,7 +130,7 @@ class Manager:
         self.inbox: "queue.Queue[Tuple[float, str, Any]]" = queue.Queue()
         self.pool: Dict[str, float] = {}  # idle node -> since
         self.draining: Set[str] = set()  # reclaimed nodes that still run something of ours
-        self.node_ids: Dict[str, int] = {}
+        self.node_names = alloc.NodeNames()  # node -> the allocator's id, stable from its first join
         self.runs: Dict[str, JobRun] = {}
         advisor_options = curve.AdvisorOptions()
         advisor_options.warmup_s = options.advisor_warmup_s
@@ -271,7 +271,7 @@ class Manager:
         if ev.kind == "join":
             self.draining.discard(ev.node)
             self.pool.setdefault(ev.node, time.time())
-            self.node_ids.setdefault(ev.node, len(self.node_ids))
+            self.node_names.intern(ev.node)
             return
         self.pool.pop(ev.node, None)
         self.draining.add(ev.node)
@@ -449,8 +449,8 @@ class Manager:
             up, down = self._rescale_costs(run.row.id)
             jobs.append(alloc.Job(run.row.id, run.row.min_nodes, run.row.max_nodes, objective, throughput, up, down, 1.0))
             curves[run.row.id] = list(throughput.values)
-        pool = [self.node_ids[n] for n in self.pool]
-        current = {self.node_ids[n]: run.row.id for run in runs for n in run.target if n in self.pool}
+        pool = [self.node_names.find(n) for n in self.pool]
+        current = {self.node_names.find(n): run.row.id for run in runs for n in run.target if n in self.pool}
         # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
         # costs one decision, never the manager.
         milp = self.options.policy in MILP_POLICIES
@@ -459,10 +459,9 @@ class Manager:
         if result.status == alloc.AllocationStatus.FAILED:
             self.store.log_event("allocation_failed", policy=self.options.policy, message=result.message)
             return  # the current map stays; the next event decides again
-        names = {i: n for n, i in self.node_ids.items()}
         new_targets: Dict[str, List[str]] = {run.row.id: [] for run in runs}
         for node_id, job in result.map.items():
-            new_targets[job].append(names[node_id])
+            new_targets[job].append(self.node_names.name(node_id))
         self.decisions += 1
         for run in runs:
             run.decided_curve = curves[run.row.id]
