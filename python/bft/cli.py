@@ -1,4 +1,6 @@
-"""The ``bft`` command line: ``bft replay`` replays an idle-node trace with a workload of elastic jobs.
+"""The ``bft`` command line: ``bft replay`` replays an idle-node trace with a workload of elastic jobs;
+``bft trace stats`` shows what idle capacity a trace offers; the runtime's commands are in
+``bft.runtime.cli``.
 
 With no arguments, ``bft replay`` replays the built-in synthetic trace and job mix (docs/sim.md)
 under the exact optimiser and the equal-share heuristic and prints a side-by-side comparison.
@@ -22,7 +24,7 @@ DEFAULT_POLICIES = ("exact", "equal_share")
 
 
 class CliError(Exception):
-    """A usage, input or environment error: printed as one line ``bft replay: error: ...``, exit status 2."""
+    """A usage, input or environment error: printed as one line ``bft COMMAND: error: ...``, exit status 2."""
 
 
 def _parse_time(text: str) -> float:
@@ -352,10 +354,51 @@ def _write_outputs(args, results) -> List[str]:
     return written
 
 
+def _trace_parser(sub) -> None:
+    p = sub.add_parser("trace", help="look at an idle-node trace",
+                       description="Tools for idle-node traces (time,node,state CSV, docs/formats.md).")
+    trace_sub = p.add_subparsers(dest="trace_command", metavar="TRACE_COMMAND")
+    stats = trace_sub.add_parser(
+        "stats",
+        help="idle nodes over time, idle-hole lengths, events per hour",
+        description="How much idle capacity a trace offers: idle nodes over time (mean, time-weighted "
+        "percentiles), the distribution of idle-hole lengths and events per hour, as text and "
+        "optionally a PNG (docs/trace.md).",
+    )
+    stats.add_argument("trace", type=Path, help="node event trace: CSV time,node,state (optionally .gz)")
+    stats.add_argument("--png", type=Path, help="also write the plots to this PNG file (needs matplotlib)")
+
+
+def trace_main(args) -> int:
+    if args.trace_command != "stats":
+        raise CliError("name a trace command: stats")
+    if args.png is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CliError("--png needs matplotlib, which is not installed: pip install matplotlib "
+                           "(or 'libbft[plot]')") from None
+    try:
+        stats = sim.trace_stats(args.trace)
+    except (OSError, ValueError, Error) as e:  # unreadable file; bad lines (path:line: ...)
+        raise CliError(f"{e}")
+    print(sim.format_trace_stats(stats, str(args.trace)))
+    if args.png is not None:
+        from . import plots
+
+        try:
+            plots.plot_trace_stats(stats, args.png, title=str(args.trace))
+        except OSError as e:
+            raise CliError(f"--png: cannot write {args.png}: {e.strerror or e}")
+        print(f"wrote {args.png}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="bft", description="libbft: elastic training on idle supercomputer nodes")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _replay_parser(sub)
+    _trace_parser(sub)
     runtime_cli.add_parsers(sub)
     argv = list(sys.argv[1:] if argv is None else argv)
     # `bft submit ... -- ARGS`: whatever follows the first "--" goes to the training script, also
@@ -379,14 +422,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except KeyboardInterrupt:
             print(f"\nbft {args.command}: interrupted", file=sys.stderr)
             return 130
-    if args.command == "replay":
+    commands = {"replay": replay_main, "trace": trace_main}
+    if args.command in commands:
         try:
-            return replay_main(args)
+            return commands[args.command](args)
         except CliError as e:
-            print(f"bft replay: error: {e}", file=sys.stderr)
+            print(f"bft {args.command}: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            print("\nbft replay: interrupted", file=sys.stderr)
+            print(f"\nbft {args.command}: interrupted", file=sys.stderr)
             return 130
     return 2  # pragma: no cover
 

@@ -1,4 +1,4 @@
-"""PNG plots of a replay (matplotlib, headless): idle vs used nodes, cumulative progress per job."""
+"""PNG plots (matplotlib, headless): a replay's idle vs used nodes and progress per job; a trace's idle capacity."""
 
 from __future__ import annotations
 
@@ -93,6 +93,35 @@ def plot_comparison(results: Sequence, path: PathLike) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left")
     ax.set_title("cumulative progress by policy")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_trace_stats(stats, path: PathLike, title: str = "") -> None:
+    """`bft trace stats --png`: idle nodes over time (with the mean) and the idle-hole lengths."""
+    plt = _pyplot()
+    t = np.asarray(stats.step_time_s, dtype=float)
+    x, xlabel = _time_axis(t, float(stats.start_s), float(stats.end_s - stats.start_s))
+    fig, (over_time, holes) = plt.subplots(1, 2, figsize=(12, 4), dpi=110, gridspec_kw={"width_ratios": [2, 1]})
+    over_time.fill_between(x, stats.step_idle_nodes, step="post", color="#c6dbef", label="idle nodes")
+    over_time.axhline(stats.mean_idle_nodes, color="#08519c", linewidth=0.8,
+                      label=f"mean {stats.mean_idle_nodes:,.1f} of {stats.nodes:,}")
+    over_time.set_xlabel(xlabel)
+    over_time.set_ylabel("idle nodes")
+    over_time.set_xlim(0, x[-1] if len(x) else 1)
+    over_time.legend(loc="upper right", fontsize=8)
+    lengths = np.asarray(stats.hole_lengths_s, dtype=float)
+    if len(lengths):
+        low = max(1.0, float(lengths.min()))
+        bins = np.logspace(np.log10(low), np.log10(max(low * 10, float(lengths.max()))), 40)
+        holes.hist(np.maximum(lengths, low), bins=bins, color="#6baed6")
+        holes.set_xscale("log")
+    holes.set_xlabel("idle-hole length (s)")
+    holes.set_ylabel("holes")
+    holes.set_title(f"{len(lengths):,} ended, {stats.holes_open_at_end:,} open at the end", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -27,6 +27,7 @@ from ._core import sim as _sim
 
 Trace = _sim.Trace
 JobSpec = _sim.JobSpec
+TraceStats = _sim.TraceStats
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
 DEFAULT_MILP_TIME_LIMIT_S = _sim.DEFAULT_MILP_TIME_LIMIT_S
@@ -42,6 +43,9 @@ __all__ = [
     "read_trace",
     "parse_trace",
     "write_trace",
+    "TraceStats",
+    "trace_stats",
+    "format_trace_stats",
     "read_jobs",
     "parse_jobs",
     "write_jobs",
@@ -84,6 +88,33 @@ def parse_trace(text: str, source: str = "<trace>") -> Trace:
 def write_trace(trace: Trace, path: PathLike) -> None:
     """Writes the trace as CSV (gzip-compressed if the path ends in .gz)."""
     _sim.write_trace(trace, os.fspath(path))
+
+
+def trace_stats(trace: Union[Trace, PathLike]) -> TraceStats:
+    """Idle nodes over time and idle-hole lengths of a trace (or of the trace file at a path)."""
+    return _sim.trace_stats(trace if isinstance(trace, Trace) else read_trace(trace))
+
+
+def format_trace_stats(stats: TraceStats, label: str) -> str:
+    """The text report of ``bft trace stats``: is this machine's idle capacity worth harvesting?"""
+    span_s = stats.end_s - stats.start_s
+    holes = stats.hole_lengths_s
+
+    def hole_figure(q: float) -> str:
+        return _duration(float(np.quantile(holes, q, method="inverted_cdf"))) if len(holes) else "-"
+
+    share = 100.0 * stats.mean_idle_nodes / stats.nodes if stats.nodes else 0.0
+    return "\n".join([
+        f"{label}: {stats.nodes:,} nodes, {stats.transitions:,} transitions over {_duration(span_s)}",
+        f"idle nodes (time-weighted): mean {stats.mean_idle_nodes:,.1f} ({share:.1f} % of the nodes), "
+        f"median {stats.p50_idle_nodes:,}, p90 {stats.p90_idle_nodes:,}, p99 {stats.p99_idle_nodes:,}, "
+        f"max {stats.max_idle_nodes:,}",
+        f"idle node-hours: {stats.idle_node_s / 3600.0:,.0f}",
+        f"idle holes: {len(holes):,} ended (+{stats.holes_open_at_end:,} open at the end); length "
+        f"p10 {hole_figure(0.1)}, median {hole_figure(0.5)}, p90 {hole_figure(0.9)}, "
+        f"mean {_duration(float(np.mean(holes))) if len(holes) else '-'}",
+        f"events: {stats.events_per_hour:,.1f} per hour (distinct transition times)",
+    ])
 
 
 def read_jobs(path: PathLike) -> List[JobSpec]:

@@ -267,6 +267,37 @@ void BindSim(py::module_& m) {
                " nodes=" + std::to_string(j.min_nodes) + ".." + std::to_string(j.max_nodes) + ">";
       });
 
+  const auto identity = [](auto x) { return x; };
+  py::class_<sim::TraceStats>(m, "TraceStats", "Idle nodes over time and idle-hole lengths of a trace")
+      .def_readonly("nodes", &sim::TraceStats::nodes)
+      .def_readonly("transitions", &sim::TraceStats::transitions)
+      .def_readonly("start_s", &sim::TraceStats::start_s)
+      .def_readonly("end_s", &sim::TraceStats::end_s)
+      .def_readonly("mean_idle_nodes", &sim::TraceStats::mean_idle_nodes)
+      .def_readonly("p50_idle_nodes", &sim::TraceStats::p50_idle_nodes)
+      .def_readonly("p90_idle_nodes", &sim::TraceStats::p90_idle_nodes)
+      .def_readonly("p99_idle_nodes", &sim::TraceStats::p99_idle_nodes)
+      .def_readonly("max_idle_nodes", &sim::TraceStats::max_idle_nodes)
+      .def_readonly("idle_node_s", &sim::TraceStats::idle_node_s)
+      .def_property_readonly(
+          "hole_lengths_s",
+          [identity](const sim::TraceStats& s) { return Column<double>(s.hole_lengths_s, identity); })
+      .def_readonly("holes_open_at_end", &sim::TraceStats::holes_open_at_end)
+      .def_readonly("events_per_hour", &sim::TraceStats::events_per_hour)
+      .def_property_readonly(
+          "step_time_s",
+          [identity](const sim::TraceStats& s) { return Column<std::int64_t>(s.step_time_s, identity); })
+      .def_property_readonly("step_idle_nodes", [identity](const sim::TraceStats& s) {
+        return Column<std::int64_t>(s.step_idle_nodes, identity);
+      });
+  m.def(
+      "trace_stats",
+      [](const sim::Trace& trace) {
+        py::gil_scoped_release release;
+        return sim::ComputeTraceStats(trace);
+      },
+      py::arg("trace"), "Idle nodes over time and idle-hole lengths of a trace (bft trace stats).");
+
   m.def(
       "read_trace",
       [](const std::string& path) {

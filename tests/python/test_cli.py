@@ -1,4 +1,4 @@
-"""`bft replay` / `python -m bft replay`: the default run, files written, errors."""
+"""`bft replay` / `python -m bft replay` (the default run, files written, errors) and `bft trace stats`."""
 
 import json
 import os
@@ -73,7 +73,7 @@ def one_line_error(capsys, argv):
     assert rc == 2, err
     assert "Traceback" not in err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bft replay: error: "), err
+    assert len(lines) == 1 and lines[0].startswith(f"bft {argv[0]}: error: "), err
     return lines[0]
 
 
@@ -212,3 +212,31 @@ def test_replay_nodes_must_be_a_list_of_names():
     with pytest.raises(ValueError, match="nodes: the list is empty"):
         sim.replay(trace, jobs, nodes=[], end_s=10)
     assert sim.replay(trace, jobs, nodes=["a"], end_s=10).summary["nodes"] == 1
+
+
+def test_trace_stats_reports_idle_capacity_as_text_and_png(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("time,node,state\n0,a,idle\n0,b,idle\n600,a,busy\n3600,b,busy\n3600,a,idle\n7200,a,busy\n")
+    png = tmp_path / "stats.png"
+    p = run_module("trace", "stats", str(trace), "--png", str(png))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"{trace}: 2 nodes, 6 transitions over 2.00 h"
+    # idle: 2 nodes for 600 s, then 1 for 6,600 s: 7,800 node-s over 7,200 s.
+    assert lines[1] == "idle nodes (time-weighted): mean 1.1 (54.2 % of the nodes), median 1, p90 1, p99 2, max 2"
+    assert lines[2] == "idle node-hours: 2"
+    assert "idle holes: 3 ended (+0 open at the end)" in p.stdout
+    assert "events: 2.0 per hour" in p.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_trace_stats_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,node,state\n0,a,idle\n5,a,sleepy\n")
+    assert f"{bad}:3" in one_line_error(capsys, ["trace", "stats", str(bad)])
+    assert "missing.csv" in one_line_error(capsys, ["trace", "stats", str(tmp_path / "missing.csv")])
+    assert "name a trace command: stats" in one_line_error(capsys, ["trace"])
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    good = tmp_path / "good.csv"
+    good.write_text("time,node,state\n0,a,idle\n")
+    assert "--png needs matplotlib" in one_line_error(capsys, ["trace", "stats", str(good), "--png", "x.png"])

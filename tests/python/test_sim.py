@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import math
 
 import numpy as np
 import pytest
@@ -107,6 +108,65 @@ def test_generator_is_deterministic_and_round_trips_through_files(tmp_path):
     a = sim.replay(t1, j1, "exact").summary
     b = sim.replay(tmp_path / "t.csv.gz", tmp_path / "j.jsonl", "exact").summary
     assert a["samples_done"] == pytest.approx(b["samples_done"])
+
+
+def per_second_trace_stats(text):
+    """An independent oracle for sim.trace_stats: walk the trace second by second."""
+    rows = [line.split(",") for line in text.strip().splitlines()[1:]]
+    times = sorted({int(t) for t, _, _ in rows})
+    start, end = times[0], times[-1]
+    idle, since, holes, counts = set(), {}, [], []
+    by_time = {}
+    for t, node, state in rows:
+        by_time.setdefault(int(t), []).append((node, state))
+    for second in range(start, end):
+        for node, state in by_time.get(second, []):
+            if state == "idle":
+                idle.add(node)
+                since[node] = second
+            else:
+                idle.discard(node)
+                holes.append(second - since.pop(node))
+        counts.append(len(idle))
+    for node, state in by_time.get(end, []):  # the last instant: holes end or open, no time counted
+        if state == "busy":
+            holes.append(end - since.pop(node))
+        else:
+            since[node] = end
+    counts = np.sort(np.array(counts))
+    span = end - start
+    return {
+        "mean_idle_nodes": counts.sum() / span,
+        "p50_idle_nodes": int(counts[math.ceil(0.5 * span) - 1]),
+        "p90_idle_nodes": int(counts[math.ceil(0.9 * span) - 1]),
+        "p99_idle_nodes": int(counts[math.ceil(0.99 * span) - 1]),
+        "holes": sorted(holes),
+        "open": len(since),
+        "events_per_hour": len(times) * 3600 / span,
+    }
+
+
+def test_trace_stats_match_a_per_second_sweep():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        lines = ["time,node,state"]
+        for node in range(int(rng.integers(1, 6))):
+            t = int(rng.integers(0, 50))
+            for k in range(int(rng.integers(1, 8))):
+                lines.append(f"{t},n{node},{'idle' if k % 2 == 0 else 'busy'}")
+                t += int(rng.integers(1, 40))
+        lines[1:] = sorted(lines[1:], key=lambda line: int(line.split(",")[0]))
+        text = "\n".join(lines) + "\n"
+        s = sim.trace_stats(sim.parse_trace(text))
+        if s.end_s == s.start_s:
+            continue
+        want = per_second_trace_stats(text)
+        assert s.mean_idle_nodes == pytest.approx(want["mean_idle_nodes"])
+        for key in ("p50_idle_nodes", "p90_idle_nodes", "p99_idle_nodes"):
+            assert getattr(s, key) == want[key], (key, text)
+        assert s.hole_lengths_s.tolist() == want["holes"]
+        assert s.holes_open_at_end == want["open"]
+        assert s.events_per_hour == pytest.approx(want["events_per_hour"])
 
 
 def test_bad_trace_file_names_file_and_line(tmp_path):

@@ -63,6 +63,35 @@ Trace ParseTrace(const std::string& text, const std::string& source = "<trace>")
 // Writes the CSV format ReadTrace reads; gzip-compressed if the path ends in ".gz".
 void WriteTrace(const Trace& trace, const std::string& path);
 
+// What a trace offers training (`bft trace stats`): how many nodes are idle over time and how long
+// idle holes last, so a centre sees whether its holes are worth harvesting. Time-weighted figures
+// cover [start_s, end_s], the first and last transitions.
+struct TraceStats {
+  std::int64_t nodes = 0;        // nodes the trace names
+  std::int64_t transitions = 0;  // lines
+  std::int64_t start_s = 0;
+  std::int64_t end_s = 0;
+  // Idle nodes, weighted by the time each count lasts: the mean; time-weighted percentiles (the
+  // smallest count c such that the trace spends at least 50 / 90 / 99 % of its time with c or
+  // fewer idle nodes); the maximum.
+  double mean_idle_nodes = 0.0;
+  std::int64_t p50_idle_nodes = 0;
+  std::int64_t p90_idle_nodes = 0;
+  std::int64_t p99_idle_nodes = 0;
+  std::int64_t max_idle_nodes = 0;
+  double idle_node_s = 0.0;  // node-seconds idle within [start_s, end_s]
+  // Idle holes, one per idle -> busy pair of a node, sorted by length; a node still idle at end_s
+  // has a hole of unknown length, counted apart.
+  std::vector<double> hole_lengths_s;
+  std::int64_t holes_open_at_end = 0;
+  double events_per_hour = 0.0;  // distinct transition times per hour of [start_s, end_s]
+  // The idle-node count from each distinct transition time on (a step function, for plots).
+  std::vector<std::int64_t> step_time_s;
+  std::vector<std::int64_t> step_idle_nodes;
+};
+// Throws InvalidArgument naming the transition if the trace is not valid (Trace::IsValid).
+TraceStats ComputeTraceStats(const Trace& trace);
+
 // One elastic training job of a workload (one line of a jobs JSONL file).
 // One field of a job line of the workload format (docs/formats.md). JobFields() is the one table
 // of them: the workload reader looks fields up in it and lists it in its "unknown field" message,

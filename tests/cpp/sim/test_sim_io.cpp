@@ -369,5 +369,43 @@ TEST(SimRealData, ReadsTheSummitTraceAndTheImagenetWorkload) {
   EXPECT_DOUBLE_EQ(jobs[0].throughput.Evaluate(64), 202135.4);
 }
 
+// Hand-computed: a idle [10, 40), b idle [20, 30) and again from 35 to beyond the end, c idle [40, 60).
+TEST(SimTraceStats, HandComputedTrace) {
+  const Trace t = ParseTrace(
+      "time,node,state\n10,a,idle\n20,b,idle\n30,b,busy\n35,b,idle\n40,a,busy\n40,c,idle\n60,c,busy\n");
+  const TraceStats s = ComputeTraceStats(t);
+  EXPECT_EQ(s.nodes, 3);
+  EXPECT_EQ(s.transitions, 7);
+  EXPECT_EQ(s.start_s, 10);
+  EXPECT_EQ(s.end_s, 60);
+  // Idle counts: [10,20) 1, [20,30) 2, [30,35) 1, [35,40) 2, [40,60) 2 (b and c): 10+20+5+10+40 = 85.
+  EXPECT_DOUBLE_EQ(s.idle_node_s, 85.0);
+  EXPECT_DOUBLE_EQ(s.mean_idle_nodes, 85.0 / 50.0);
+  // 15 s of the 50 with 1 idle node (30 %), 35 s with 2.
+  EXPECT_EQ(s.p50_idle_nodes, 2);
+  EXPECT_EQ(s.p90_idle_nodes, 2);
+  EXPECT_EQ(s.max_idle_nodes, 2);
+  EXPECT_EQ(s.hole_lengths_s, (std::vector<double>{10.0, 20.0, 30.0}));
+  EXPECT_EQ(s.holes_open_at_end, 1);  // b, idle since 35
+  EXPECT_EQ(s.step_time_s, (std::vector<std::int64_t>{10, 20, 30, 35, 40, 60}));
+  EXPECT_EQ(s.step_idle_nodes, (std::vector<std::int64_t>{1, 2, 1, 2, 2, 1}));
+  EXPECT_DOUBLE_EQ(s.events_per_hour, 6 * 3600.0 / 50.0);
+}
+
+TEST(SimTraceStats, EmptyAndSingleInstantTracesHaveNoRates) {
+  const TraceStats empty = ComputeTraceStats(ParseTrace("time,node,state\n5,a,idle\n"));
+  EXPECT_EQ(empty.mean_idle_nodes, 0.0);
+  EXPECT_EQ(empty.events_per_hour, 0.0);
+  EXPECT_EQ(empty.holes_open_at_end, 1);
+  EXPECT_TRUE(empty.hole_lengths_s.empty());
+}
+
+TEST(SimTraceStats, InvalidTraceIsRefusedNamingTheTransition) {
+  Trace t;
+  t.node_names = {"a"};
+  t.transitions = {{5, 0, NodeState::kBusy}};  // busy before ever idle
+  EXPECT_THROW(ComputeTraceStats(t), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace bft::sim
