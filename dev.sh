@@ -129,7 +129,7 @@ case "$cmd" in
     build "$BUILD_DIR"
     seconds="${BFT_FUZZ_SECONDS:-30}"
     shared="$ROOT/../shared/data"
-    for target in fuzz_trace_reader fuzz_jobs_reader fuzz_json fuzz_lp_roundtrip; do
+    for target in fuzz_trace_reader fuzz_jobs_reader fuzz_json fuzz_log_importers fuzz_lp_roundtrip; do
       [ -x "$BUILD_DIR/tests/fuzz/$target" ] || continue
       corpus="$BUILD_DIR/corpus/$target"
       mkdir -p "$corpus"

@@ -19,7 +19,7 @@ The formulation, the solvers and when to choose which are in docs/alloc.md.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -252,6 +252,8 @@ def allocate(
     time_limit_s: Optional[float] = None,
     relative_gap: float = 1e-9,
     isolate: bool = False,
+    remaining_samples: Optional[Sequence[float]] = None,
+    expected_idle_s: Optional[Sequence[float]] = None,
 ) -> Union[Allocation, NamedAllocation]:
     """Decide which nodes of ``pool`` each job runs on.
 
@@ -260,7 +262,8 @@ def allocate(
     whose nodes are names. ``current`` maps node -> job id (the nodes jobs run on now, named as in
     the pool; every node must be in the pool).
     ``solver`` is one of ``exact`` (default, proven optimum), ``count_milp``, ``node_milp``
-    (MILP on ``milp_backend``) or ``equal_share`` (the baseline heuristic); ``goal`` is
+    (MILP on ``milp_backend``), ``equal_share`` (the baseline heuristic), ``completion_aware`` or
+    ``lifetime_aware`` (the exact solver on those policies' objectives); ``goal`` is
     ``throughput`` or ``max_min_fair``; ``weights`` (one per job) multiply each job's value and
     penalty. Returns an :class:`Allocation` whose per-job figures (``nodes_after``, ``rate``,
     ``value``, ``penalty``...) are numpy arrays in the order of ``jobs``. Bad input raises
@@ -268,6 +271,10 @@ def allocate(
     (``KeyboardInterrupt``). ``isolate=True`` runs MILP solves in a child process, so that a crash
     of the solver library comes back as a failed allocation (every job keeps its nodes) instead of
     ending this process: what a long-lived caller should use.
+
+    The policies ``completion_aware`` and ``lifetime_aware`` (docs/alloc.md) read, respectively,
+    ``remaining_samples`` (one per job: samples each still has to process) and ``expected_idle_s``
+    (one per pool node, in pool order: seconds it is expected to stay idle); other solvers ignore them.
     """
     jobs = list(jobs)
     if weights is not None:
@@ -275,6 +282,9 @@ def allocate(
         if len(weights) != len(jobs):
             raise ValueError(f"weights: {len(weights)} values for {len(jobs)} jobs")
     built = [to_job(j, k, None if weights is None else weights[k]) for k, j in enumerate(jobs)]
+    if remaining_samples is not None:
+        for job, value in zip(built, _per_item("remaining_samples", remaining_samples, len(built), "jobs")):
+            job.remaining_samples = value
     if isinstance(solver, str):
         if solver not in SOLVERS:
             raise ValueError(f"solver: unknown solver '{solver}' (expected one of {', '.join(SOLVERS)})")
@@ -301,8 +311,21 @@ def allocate(
         time_limit_s=float("inf") if time_limit_s is None else float(time_limit_s),
         relative_gap=float(relative_gap),
         isolate=bool(isolate),
+        expected_idle_s=[] if expected_idle_s is None else _per_item("expected_idle_s", expected_idle_s,
+                                                                      len(pool_ids), "pool nodes"),
     )
     return allocation if names is None else NamedAllocation(allocation, names)
+
+
+def _per_item(field: str, values: Sequence[float], count: int, what: str) -> List[float]:
+    """One finite number per job or pool node; the C++ checks the ranges and names the entry."""
+    try:
+        out = [float(v) for v in np.asarray(values, dtype=float).ravel()]
+    except (TypeError, ValueError):
+        raise ValueError(f"{field}: expected numbers, got {values!r}") from None
+    if len(out) != count:
+        raise ValueError(f"{field}: {len(out)} values for {count} {what}")
+    return out
 
 
 __all__ = ["Job", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]

@@ -1,5 +1,6 @@
 """The ``bft`` command line: ``bft replay`` replays an idle-node trace with a workload of elastic jobs;
-``bft trace stats`` shows what idle capacity a trace offers; the runtime's commands are in
+``bft trace stats`` shows what idle capacity a trace offers and ``bft trace import`` makes one from a
+scheduler log (sacct, SWF); the runtime's commands are in
 ``bft.runtime.cli``.
 
 With no arguments, ``bft replay`` replays the built-in synthetic trace and job mix (docs/sim.md)
@@ -15,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from . import Error, curve, milp, sim
 from .runtime import cli as runtime_cli
@@ -53,33 +54,46 @@ def _parse_policies(values: Optional[Sequence[str]]) -> List[str]:
     return out
 
 
-def _read_names_file(path: Path) -> List[str]:
-    """--nodes @FILE: one node name per line, UTF-8; errors name file:line."""
+def _read_lines_file(path: Path, option: str) -> List[Tuple[int, str]]:
+    """OPTION @FILE: the non-blank lines of a UTF-8 file with their numbers; errors name file:line."""
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise CliError(f"--nodes: cannot read {path}: {e.strerror or e}")
-    names = []
+        raise CliError(f"{option}: cannot read {path}: {e.strerror or e}")
+    lines = []
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
     for number, raw in enumerate(data.split(b"\n"), start=1):
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError as e:
-            raise CliError(f"--nodes: {path}:{number}: not UTF-8 text (byte 0x{raw[e.start]:02X} at column {e.start + 1})")
+            raise CliError(f"{option}: {path}:{number}: not UTF-8 text (byte 0x{raw[e.start]:02X} at column {e.start + 1})")
         if "\0" in line:
-            raise CliError(f"--nodes: {path}:{number}: NUL byte in a node name")
+            raise CliError(f"{option}: {path}:{number}: NUL byte in a node name")
         if line:
-            names.append(line)
-    if not names:
-        raise CliError(f"--nodes: {path} names no nodes")
-    return names
+            lines.append((number, line))
+    if not lines:
+        raise CliError(f"{option}: {path} names no nodes")
+    return lines
+
+
+def _read_names_file(path: Path) -> List[str]:
+    """--nodes @FILE: one node name per line."""
+    return [name for _, name in _read_lines_file(path, "--nodes")]
 
 
 def _select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]]:
-    """--nodes: a count N (the first N node names in sorted order), a comma list of names, or @FILE."""
+    """--nodes: a count N (the first N node names in sorted order), positions A:B in the trace's order of first
+    appearance, a comma list of names, or @FILE."""
     if spec is None:
         return None
     if spec.startswith("@"):
         return _read_names_file(Path(spec[1:]))
+    positions = re.fullmatch(r"([0-9]+):([0-9]+)", spec) if spec.isascii() else None
+    if positions:
+        a, b = int(positions.group(1)), int(positions.group(2))
+        if not a < b <= len(trace.node_names):
+            raise CliError(f"--nodes {spec}: positions A:B need A < B <= {len(trace.node_names)} (the trace's nodes)")
+        return list(trace.node_names[a:b])
     if spec.isascii() and spec.isdigit():
         n = int(spec)
         if n < 1:
@@ -147,10 +161,14 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--curves", choices=("oracle", "learned", "both"), default="oracle",
                    help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
                    "advisor (learned), or one replay of each (both). Default: oracle")
+    p.add_argument("--accounting", choices=("continuous", "reference", "both"), default="continuous",
+                   help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
+                   "replayer's (reference), or one replay of each (both); docs/sim.md. Default: continuous")
     p.add_argument("--max-jobs", type=int, default=10, help="most jobs admitted at once, FCFS (default 10)")
     p.add_argument("--tfwd", type=float, default=10.0, help="allocator's forward-looking time in seconds (default 10)")
     p.add_argument("--nodes", metavar="SPEC",
-                   help="node subset: a count N (first N names in sorted order), a comma list of names, or @FILE")
+                   help="node subset: a count N (first N names in sorted order), positions A:B in the trace's order "
+                   "of first appearance (A included, B not), a comma list of names, or @FILE")
     p.add_argument("--start", type=_parse_time, help="window start on the trace's clock (e.g. 72000, 20h, 1d)")
     p.add_argument("--end", type=_parse_time, help="window end on the trace's clock (default: the trace's last event)")
     p.add_argument("--out", type=Path, help="write the step logs, summaries, job tables and plots to this directory")
@@ -265,6 +283,7 @@ def _check_plotting(args) -> None:
 def replay_main(args) -> int:
     policies = _parse_policies(args.policy)
     curve_modes = ["oracle", "learned"] if args.curves == "both" else [args.curves]
+    accountings = ["continuous", "reference"] if args.accounting == "both" else [args.accounting]
     _check_numbers(args)
     _check_backend(args.milp_backend)
     advisor = _advisor_options(args.advisor)
@@ -286,27 +305,10 @@ def replay_main(args) -> int:
           + (", " + ", ".join(window) if window else ""), flush=True)
 
     results = []
-    for curves in curve_modes:
-        for policy in policies:
-            label = policy if curves == "oracle" else f"{policy}+{curves}"
-            sys.stdout.flush()
-            bar = ProgressBar(label, enabled=not args.quiet)
-            try:
-                r = sim.replay(
-                    trace, jobs, policy=policy, curves=curves, max_jobs=args.max_jobs, tfwd_s=args.tfwd,
-                    nodes=nodes, start_s=args.start, end_s=args.end, milp_backend=args.milp_backend,
-                    time_limit_s=args.time_limit, advisor=advisor, on_progress=bar,
-                )
-            except (ValueError, Error, OSError) as e:
-                raise CliError(f"{label}: {e}")
-            results.append(r)
-            s = r.summary
-            if int(s["allocator_time_limits"]) or int(s["allocator_failures"]):
-                limit = args.time_limit if args.time_limit is not None else sim.DEFAULT_MILP_TIME_LIMIT_S
-                print(f"bft replay: warning: {label}: {s['allocator_time_limits']} of {s['allocator_calls']} "
-                      f"allocations stopped at the MILP time limit ({limit:g} s; --time-limit), "
-                      f"{s['allocator_failures']} failed; those kept their incumbent or their nodes",
-                      file=sys.stderr)
+    for accounting in accountings:
+        for curves in curve_modes:
+            for policy in policies:
+                results.append(_replay_one(args, trace, jobs, nodes, policy, curves, accounting, advisor))
 
     print()
     for r in results:
@@ -325,6 +327,30 @@ def replay_main(args) -> int:
     elif args.trace is None:
         print("(--out DIR writes the step logs, summaries and plots; --help lists the options)")
     return 0
+
+
+def _replay_one(args, trace, jobs, nodes, policy, curves, accounting, advisor) -> "sim.ReplayResult":
+    label = policy if curves == "oracle" else f"{policy}+{curves}"
+    if accounting != "continuous":
+        label += f"/{accounting}"
+    sys.stdout.flush()
+    bar = ProgressBar(label, enabled=not args.quiet)
+    try:
+        r = sim.replay(
+            trace, jobs, policy=policy, curves=curves, max_jobs=args.max_jobs, tfwd_s=args.tfwd,
+            nodes=nodes, start_s=args.start, end_s=args.end, milp_backend=args.milp_backend,
+            time_limit_s=args.time_limit, advisor=advisor, on_progress=bar, accounting=accounting,
+        )
+    except (ValueError, Error, OSError) as e:
+        raise CliError(f"{label}: {e}")
+    s = r.summary
+    if int(s["allocator_time_limits"]) or int(s["allocator_failures"]):
+        limit = args.time_limit if args.time_limit is not None else sim.DEFAULT_MILP_TIME_LIMIT_S
+        print(f"bft replay: warning: {label}: {s['allocator_time_limits']} of {s['allocator_calls']} "
+              f"allocations stopped at the MILP time limit ({limit:g} s; --time-limit), "
+              f"{s['allocator_failures']} failed; those kept their incumbent or their nodes",
+              file=sys.stderr)
+    return r
 
 
 def _write_outputs(args, results) -> List[str]:
@@ -368,10 +394,78 @@ def _trace_parser(sub) -> None:
     stats.add_argument("trace", type=Path, help="node event trace: CSV time,node,state (optionally .gz)")
     stats.add_argument("--png", type=Path, help="also write the plots to this PNG file (needs matplotlib)")
 
+    imp = trace_sub.add_parser(
+        "import",
+        help="a scheduler log (sacct, SWF) as an idle-node trace",
+        description="Write the idle-node trace of a centre's scheduler log: a node is busy while a job of the "
+        "log runs on it and idle otherwise (docs/trace.md has the sacct command to run).",
+    )
+    source = imp.add_subparsers(dest="log_format", metavar="FORMAT")
+    sacct = source.add_parser("sacct", help="Slurm accounting: sacct --parsable2 output",
+                              description="Import `sacct --parsable2 --format=JobID,Start,End,NodeList` output.")
+    sacct.add_argument("log", type=Path, help="sacct --parsable2 output (optionally .gz)")
+    sacct.add_argument("--machine-nodes", required=True, metavar="NODES",
+                       help="every node of the machine: a hostlist expression (c[001-128],gpu[1-4]) or @FILE "
+                       "with one name or expression per line (e.g. from sinfo -h -N -o %%N)")
+    sacct.add_argument("--start", help="window start: Unix seconds or YYYY-MM-DDTHH:MM:SS (default: first job start)")
+    sacct.add_argument("--end", help="window end (default: last job end)")
+    sacct.add_argument("--out", "-o", type=Path, required=True, help="trace to write (CSV; .gz compresses)")
+    swf = source.add_parser("swf", help="Standard Workload Format, count level",
+                            description="Import a Standard Workload Format log: each job takes "
+                            "ceil(processors / --procs-per-node) whole nodes, the lowest-numbered free ones.")
+    swf.add_argument("log", type=Path, help="SWF log (optionally .gz)")
+    swf.add_argument("--procs-per-node", required=True, type=int, help="processors of one node")
+    swf.add_argument("--machine-nodes", type=int,
+                     help="nodes of the machine (default: the header's MaxNodes, else MaxProcs / procs per node)")
+    swf.add_argument("--out", "-o", type=Path, required=True, help="trace to write (CSV; .gz compresses)")
+
+
+def _machine_nodes(spec: str) -> List[str]:
+    """--machine-nodes: a hostlist expression, or @FILE with one name or expression per line."""
+    entries = _read_lines_file(Path(spec[1:]), "--machine-nodes") if spec.startswith("@") else [(0, spec)]
+    names: List[str] = []
+    for number, entry in entries:
+        try:
+            names.extend(sim.expand_hostlist(entry))
+        except ValueError as e:
+            raise CliError(f"--machine-nodes: {spec[1:]}:{number}: {e}" if number else f"--machine-nodes: {e}")
+        if len(names) > sim.MAX_MACHINE_NODES:
+            raise CliError(f"--machine-nodes: more than {sim.MAX_MACHINE_NODES:,} nodes")
+    return names
+
+
+def _import_trace(args) -> int:
+    if args.log_format is None:
+        raise CliError("name a log format: sacct or swf")
+    if args.out.exists() and args.log.exists() and args.out.resolve() == args.log.resolve():
+        raise CliError(f"--out {args.out} is the log itself: name another file")
+    try:
+        if args.log_format == "sacct":
+            imported = sim.import_sacct(args.log, _machine_nodes(args.machine_nodes), start=args.start, end=args.end)
+        else:
+            imported = sim.import_swf(args.log, args.procs_per_node, args.machine_nodes)
+        sim.write_trace(imported.trace, args.out)
+    except (OSError, ValueError, Error) as e:  # unreadable file; bad lines (path:line: ...); bad options
+        raise CliError(f"{e}")
+    trace = imported.trace
+    never_idle = imported.machine_nodes - len(trace.node_names)
+    print(f"wrote {args.out}: {len(trace):,} transitions of {len(trace.node_names):,} nodes "
+          f"(of the machine's {imported.machine_nodes:,}; {never_idle:,} never idle, so not in the trace) over a "
+          f"window of {(imported.end_s - imported.origin_s) / 86400:.2f} d from {imported.jobs_used:,} jobs "
+          f"({imported.jobs_skipped:,} skipped: never ran on these nodes in the window); "
+          f"time 0 is {imported.origin_s} on the log's clock")
+    if imported.ignored_nodes:
+        print(f"ignored {imported.ignored_nodes:,} nodes that are not in --machine-nodes "
+              f"(e.g. {', '.join(imported.ignored_examples[:3])})")
+    print(f"next: bft trace stats {args.out}")
+    return 0
+
 
 def trace_main(args) -> int:
+    if args.trace_command == "import":
+        return _import_trace(args)
     if args.trace_command != "stats":
-        raise CliError("name a trace command: stats")
+        raise CliError("name a trace command: stats or import")
     if args.png is not None:
         try:
             import matplotlib  # noqa: F401

@@ -28,6 +28,9 @@ from ._core import sim as _sim
 Trace = _sim.Trace
 JobSpec = _sim.JobSpec
 TraceStats = _sim.TraceStats
+ImportedTrace = _sim.ImportedTrace
+IdleLifetimePredictor = _sim.IdleLifetimePredictor
+MAX_MACHINE_NODES = _sim.MAX_MACHINE_NODES
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
 DEFAULT_MILP_TIME_LIMIT_S = _sim.DEFAULT_MILP_TIME_LIMIT_S
@@ -46,6 +49,11 @@ __all__ = [
     "TraceStats",
     "trace_stats",
     "format_trace_stats",
+    "ImportedTrace",
+    "IdleLifetimePredictor",
+    "expand_hostlist",
+    "import_sacct",
+    "import_swf",
     "read_jobs",
     "parse_jobs",
     "write_jobs",
@@ -117,6 +125,78 @@ def format_trace_stats(stats: TraceStats, label: str) -> str:
     ])
 
 
+def expand_hostlist(expression: str) -> List[str]:
+    """Node names of a Slurm hostlist expression: ``expand_hostlist("c[01-02],gpu5") == ["c01", "c02", "gpu5"]``."""
+    return _sim.expand_hostlist(_text("hostlist", expression))
+
+
+def import_sacct(
+    path: PathLike,
+    machine_nodes: Union[str, Sequence[str]],
+    start: Union[None, int, str] = None,
+    end: Union[None, int, str] = None,
+) -> ImportedTrace:
+    """The idle-node trace of a Slurm accounting log (``sacct --parsable2``, docs/trace.md).
+
+    ``machine_nodes``: every node of the machine, as names or hostlist expressions (``"c[001-128]"``).
+    ``start`` / ``end``: the window, in Unix seconds or as sacct prints times; default: the log's
+    first job start and last job end. Time 0 of the trace is the window's start (``origin_s``).
+    """
+    if isinstance(machine_nodes, str):
+        items = [machine_nodes]
+    elif isinstance(machine_nodes, (list, tuple)):
+        items = list(machine_nodes)
+    else:
+        raise ValueError(f"machine_nodes: expected a hostlist string or a list of them, got {type(machine_nodes).__name__}")
+    names: List[str] = []
+    for i, item in enumerate(items):
+        names.extend(_sim.expand_hostlist(_text(f"machine_nodes[{i}]", item)))
+        if len(names) > MAX_MACHINE_NODES:
+            raise ValueError(f"machine_nodes: more than {MAX_MACHINE_NODES:,} nodes")
+    start_s, end_s = _sacct_time("start", start), _sacct_time("end", end)
+    if start_s is not None and end_s is not None and end_s <= start_s:
+        raise ValueError(f"end ({end}) must be after start ({start})")
+    return _sim.import_sacct(os.fspath(path), names, start_s, end_s)
+
+
+def import_swf(path: PathLike, procs_per_node: int, machine_nodes: Optional[int] = None) -> ImportedTrace:
+    """The idle-node trace of a Standard Workload Format log at count level (docs/trace.md).
+
+    Each job takes ceil(processors / ``procs_per_node``) whole nodes, the lowest-numbered free ones;
+    ``machine_nodes`` defaults to the log header's MaxNodes (or MaxProcs / procs_per_node).
+    """
+    ppn = _whole("procs_per_node", procs_per_node, 1)
+    nodes = 0 if machine_nodes is None else _whole("machine_nodes", machine_nodes, 1)
+    return _sim.import_swf(os.fspath(path), ppn, nodes)
+
+
+def _text(field: str, value) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{field}: expected a string, got {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{field}: contains a NUL byte")
+    return value
+
+
+def _whole(field: str, value, low: int, high: int = 2**31 - 1) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{field}: expected a whole number, got {value!r}")
+    if not low <= int(value) <= high:
+        raise ValueError(f"{field}: {int(value)} is out of range ({low} to {high})")
+    return int(value)
+
+
+def _sacct_time(field: str, value) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return _sim.parse_sacct_time(_text(field, value))
+        except ValueError as e:
+            raise ValueError(f"{field}: {e}") from None
+    return _whole(field, value, 0, 2**62)
+
+
 def read_jobs(path: PathLike) -> List[JobSpec]:
     """Reads a JSONL workload. Bad lines raise ValueError("path:line: ...")."""
     return _sim.read_jobs(os.fspath(path))
@@ -156,9 +236,11 @@ class ReplayResult:
 
     @property
     def label(self) -> str:
-        """policy, plus the curve mode when it is not the oracle: "exact", "exact+learned"."""
-        curves = self.summary["curves"]
-        return self.policy if curves == "oracle" else f"{self.policy}+{curves}"
+        """policy, plus the curve mode when it is not the oracle and the accounting when it is not
+        continuous: "exact", "exact+learned", "exact/reference"."""
+        label = self.policy if self.summary["curves"] == "oracle" else f"{self.policy}+{self.summary['curves']}"
+        accounting = self.summary.get("accounting", "continuous")
+        return label if accounting == "continuous" else f"{label}/{accounting}"
 
     def write_steps_csv(self, path: PathLike) -> None:
         """The per-event step log, one row per event, columns STEP_COLUMNS."""
@@ -220,6 +302,7 @@ def replay(
     isolate: bool = True,
     advisor: Optional[_curve.AdvisorOptions] = None,
     on_progress: Optional[Callable[[float], None]] = None,
+    accounting: str = "continuous",
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
 
@@ -237,6 +320,9 @@ def replay(
 
     ``advisor`` (a ``curve.AdvisorOptions``) configures the profiling advisor of learned mode
     (default: its defaults, docs/curve.md).
+
+    ``accounting`` is "continuous" (libbft's, the default) or "reference" (the published BFTrainer
+    replayer's: decisions only at trace events, its window and its equal share; docs/sim.md).
     """
     if isinstance(nodes, (str, bytes)):
         raise ValueError(f"nodes: expected a list of node names, got the string {nodes!r} (write [{nodes!r}])")
@@ -270,6 +356,7 @@ def replay(
         isolate=bool(isolate),
         advisor=advisor,
         on_progress=on_progress,
+        accounting=accounting,
     )
     return ReplayResult(
         summary=dict(raw["summary"]),
@@ -304,6 +391,8 @@ def format_summary(summary: Dict[str, object]) -> str:
     """A readable multi-line summary of one replay."""
     s = summary
     label = s["policy"] if s["curves"] == "oracle" else f"{s['policy']} (learned curves)"
+    if s.get("accounting", "continuous") != "continuous":
+        label += f", {s['accounting']} accounting"
     lines = [
         f"policy {label}: {s['nodes']} nodes, window {_duration(float(s['end_s']) - float(s['start_s']))}, "
         f"{s['events']} events",
@@ -317,6 +406,11 @@ def format_summary(summary: Dict[str, object]) -> str:
     if int(s["jobs_finished"]) > 0:
         lines.append(
             f"  makespan              {_duration(s['makespan_s'])}, mean turnaround {_duration(s['mean_turnaround_s'])}"
+        )
+        lines.append(
+            f"  active window         {float(s['active_used_node_hours']):.1f} used of "
+            f"{float(s['active_idle_node_hours']):.1f} idle node-hours (idle capture "
+            f"{float(s['active_idle_capture']):.1%}), first admission to last finish"
         )
     lines.append(
         f"  allocator             {s['allocator_calls']} calls, p50 {_seconds(s['allocator_p50_s'])}, "
@@ -336,6 +430,7 @@ def comparison_table(results: Sequence[ReplayResult]) -> str:
     rows = [
         ("samples done", lambda s: f"{float(s['samples_done']):.4g}"),
         ("idle capture", lambda s: f"{float(s['idle_capture']):.1%}"),
+        ("active idle capture", lambda s: f"{float(s['active_idle_capture']):.1%}" if int(s["jobs_finished"]) else "-"),
         ("node-hours used", lambda s: f"{float(s['used_node_hours']):.1f}"),
         ("overhead efficiency", lambda s: f"{float(s['overhead_efficiency']):.1%}"),
         ("jobs finished", lambda s: f"{s['jobs_finished']}/{s['jobs_submitted']}"),

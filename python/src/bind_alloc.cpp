@@ -51,7 +51,9 @@ void BindAlloc(py::module_& m) {
                        {{"NODE_MILP", SolverKind::kNodeMilp},
                         {"COUNT_MILP", SolverKind::kCountMilp},
                         {"EXACT", SolverKind::kExact},
-                        {"EQUAL_SHARE", SolverKind::kEqualShare}});
+                        {"EQUAL_SHARE", SolverKind::kEqualShare},
+                        {"COMPLETION_AWARE", SolverKind::kCompletionAware},
+                        {"LIFETIME_AWARE", SolverKind::kLifetimeAware}});
   BindEnum<Goal>(m, "Goal", "What the allocator maximises",
                  {{"THROUGHPUT", Goal::kThroughput}, {"MAX_MIN_FAIR", Goal::kMaxMinFair}});
   m.def("solver_kind_from_string", &alloc::SolverKindFromString, py::arg("name"));
@@ -91,6 +93,7 @@ void BindAlloc(py::module_& m) {
       .def_readwrite("scale_up_s", &Job::scale_up_s)
       .def_readwrite("scale_down_s", &Job::scale_down_s)
       .def_readwrite("weight", &Job::weight)
+      .def_readwrite("remaining_samples", &Job::remaining_samples)
       .def("__repr__", [](const Job& j) {
         std::ostringstream os;
         os << "Job('" << j.id << "', nodes " << j.min_nodes << ".." << j.max_nodes << ")";
@@ -205,7 +208,8 @@ void BindAlloc(py::module_& m) {
       "solve",
       [](std::vector<Job> jobs, std::vector<NodeId> pool, std::vector<NodeId> current_nodes,
          std::vector<std::string> current_jobs, double tfwd_s, SolverKind solver, Goal goal,
-         std::string milp_backend, double time_limit_s, double relative_gap, bool isolate) {
+         std::string milp_backend, double time_limit_s, double relative_gap, bool isolate,
+         std::vector<double> expected_idle_s) {
         if (current_nodes.size() != current_jobs.size())
           throw InvalidArgument("current: " + std::to_string(current_nodes.size()) + " nodes but " +
                                 std::to_string(current_jobs.size()) + " job ids");
@@ -216,6 +220,7 @@ void BindAlloc(py::module_& m) {
         for (std::size_t k = 0; k < current_nodes.size(); ++k)
           problem.current.push_back({current_nodes[k], std::move(current_jobs[k])});
         problem.tfwd_s = tfwd_s;
+        problem.expected_idle_s = std::move(expected_idle_s);
         alloc::SolveOptions options;
         options.solver = solver;
         options.goal = goal;
@@ -237,7 +242,7 @@ void BindAlloc(py::module_& m) {
       py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"),
       py::arg("tfwd_s") = 10.0, py::arg("solver") = SolverKind::kExact, py::arg("goal") = Goal::kThroughput,
       py::arg("milp_backend") = "glpk", py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9,
-      py::arg("isolate") = false,
+      py::arg("isolate") = false, py::arg("expected_idle_s") = std::vector<double>{},
       "Solve one allocation problem (the GIL is released while solving; Ctrl-C stops it). "
       "current_nodes[k] runs current_jobs[k]; isolate: MILP solves in a child process.");
 }

@@ -31,6 +31,7 @@ py::dict SummaryToDict(const sim::Summary& s) {
   py::dict d;
   d["policy"] = s.policy;
   d["curves"] = s.curves;
+  d["accounting"] = s.accounting;
   d["start_s"] = s.start_s;
   d["end_s"] = s.end_s;
   d["nodes"] = s.nodes;
@@ -42,6 +43,11 @@ py::dict SummaryToDict(const sim::Summary& s) {
   d["idle_node_hours"] = s.idle_node_hours;
   d["used_node_hours"] = s.used_node_hours;
   d["idle_capture"] = s.idle_capture;
+  d["active_start_s"] = s.active_start_s;
+  d["active_end_s"] = s.active_end_s;
+  d["active_idle_node_hours"] = s.active_idle_node_hours;
+  d["active_used_node_hours"] = s.active_used_node_hours;
+  d["active_idle_capture"] = s.active_idle_capture;
   d["overhead_efficiency"] = s.overhead_efficiency;
   d["jobs_submitted"] = s.jobs_submitted;
   d["jobs_admitted"] = s.jobs_admitted;
@@ -298,6 +304,50 @@ void BindSim(py::module_& m) {
       },
       py::arg("trace"), "Idle nodes over time and idle-hole lengths of a trace (bft trace stats).");
 
+  py::class_<sim::IdleLifetimePredictor>(
+      m, "IdleLifetimePredictor", "How long an idle node will stay idle, from the idle holes seen so far")
+      .def(py::init<double, int>(), py::arg("prior_s") = 1200.0, py::arg("min_holes") = 50)
+      .def("observe_hole", &sim::IdleLifetimePredictor::ObserveHole, py::arg("length_s"))
+      .def("expected_remaining", &sim::IdleLifetimePredictor::ExpectedRemaining, py::arg("age_s"))
+      .def_property_readonly("holes", &sim::IdleLifetimePredictor::holes);
+  py::class_<sim::ImportedTrace>(m, "ImportedTrace", "An idle-node trace imported from a scheduler log")
+      .def_readonly("trace", &sim::ImportedTrace::trace)
+      .def_readonly("machine_nodes", &sim::ImportedTrace::machine_nodes)
+      .def_readonly("origin_s", &sim::ImportedTrace::origin_s)
+      .def_readonly("end_s", &sim::ImportedTrace::end_s)
+      .def_readonly("jobs_used", &sim::ImportedTrace::jobs_used)
+      .def_readonly("jobs_skipped", &sim::ImportedTrace::jobs_skipped)
+      .def_readonly("ignored_nodes", &sim::ImportedTrace::ignored_nodes)
+      .def_readonly("ignored_examples", &sim::ImportedTrace::ignored_examples);
+  m.attr("MAX_MACHINE_NODES") = sim::kMaxMachineNodes;
+  m.def("expand_hostlist", &sim::ExpandHostlist, py::arg("expression"),
+        "Expands a Slurm hostlist expression (c[01-03,07],gpu5) into node names.");
+  m.def("parse_sacct_time", &sim::ParseSacctTime, py::arg("text"),
+        "A time as sacct prints it (Unix seconds or YYYY-MM-DDTHH:MM:SS) in seconds.");
+  m.def(
+      "import_sacct",
+      [](const std::string& path, const std::vector<std::string>& machine_nodes,
+         std::optional<std::int64_t> start_s, std::optional<std::int64_t> end_s) {
+        py::gil_scoped_release release;
+        sim::SacctImportOptions options;
+        options.machine_nodes = machine_nodes;
+        options.start_s = start_s;
+        options.end_s = end_s;
+        return sim::ImportSacct(path, options);
+      },
+      py::arg("path"), py::arg("machine_nodes"), py::arg("start_s") = py::none(),
+      py::arg("end_s") = py::none());
+  m.def(
+      "import_swf",
+      [](const std::string& path, int procs_per_node, int machine_nodes) {
+        py::gil_scoped_release release;
+        sim::SwfImportOptions options;
+        options.procs_per_node = procs_per_node;
+        options.machine_nodes = machine_nodes;
+        return sim::ImportSwf(path, options);
+      },
+      py::arg("path"), py::arg("procs_per_node"), py::arg("machine_nodes") = 0);
+
   m.def(
       "read_trace",
       [](const std::string& path) {
@@ -388,7 +438,8 @@ void BindSim(py::module_& m) {
          const std::string& curves, int max_jobs, double tfwd_s, std::vector<std::string> nodes,
          std::optional<double> start_s, std::optional<double> end_s, bool record_job_progress,
          bool record_assignments, std::optional<std::string> milp_backend, std::optional<double> time_limit_s,
-         bool isolate, std::optional<curve::AdvisorOptions> advisor, py::object on_progress) {
+         bool isolate, std::optional<curve::AdvisorOptions> advisor, py::object on_progress,
+         const std::string& accounting) {
         sim::ReplayOptions o;
         if (advisor) o.advisor = *advisor;
         o.solve.solver = alloc::SolverKindFromString(policy);
@@ -396,6 +447,7 @@ void BindSim(py::module_& m) {
         if (time_limit_s) o.solve.milp.time_limit_s = *time_limit_s;
         o.solve.milp.isolate = isolate;
         o.curves = sim::CurveModeFromString(curves);
+        o.accounting = sim::AccountingFromString(accounting);
         o.max_jobs = max_jobs;
         o.tfwd_s = tfwd_s;
         o.nodes = std::move(nodes);
@@ -431,7 +483,7 @@ void BindSim(py::module_& m) {
       py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,
       py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
       py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("advisor") = py::none(),
-      py::arg("on_progress") = py::none(),
+      py::arg("on_progress") = py::none(), py::arg("accounting") = "continuous",
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

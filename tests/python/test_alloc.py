@@ -285,7 +285,7 @@ def test_policy_and_solver_names_come_from_one_list():
     assert set(alloc.SOLVERS) == {core.solver_name(kind) for kind in alloc.SolverKind}
     for name in alloc.SOLVERS:
         assert core.solver_name(core.solver_kind_from_string(name)) == name
-    with pytest.raises(ValueError, match="expected one of exact, equal_share, count_milp, node_milp"):
+    with pytest.raises(ValueError, match="expected one of exact, equal_share, completion_aware, lifetime_aware, count_milp, node_milp"):
         core.solver_kind_from_string("simplex")
 
 
@@ -295,3 +295,31 @@ def test_allocations_have_their_own_status_apart_from_milp_termination():
     assert bft.allocate(jobs, [1, 2, 3, 4], solver="equal_share").status == alloc.AllocationStatus.HEURISTIC
     assert bft.allocate(jobs, [1, 2, 3, 4], solver="count_milp").status == alloc.AllocationStatus.OPTIMAL
     assert {s.name for s in alloc.AllocationStatus} == {"OPTIMAL", "HEURISTIC", "TIME_LIMIT", "FAILED"}
+
+
+def test_completion_and_lifetime_policies_take_their_inputs_by_job_and_by_pool_node():
+    jobs = [
+        {"name": "a", "min_nodes": 1, "max_nodes": 4, "scale_up_s": 0, "scale_down_s": 0, "nodes": [1, 4],
+         "throughput": [10, 40]},
+        {"name": "b", "min_nodes": 1, "max_nodes": 4, "scale_up_s": 0, "scale_down_s": 0, "nodes": [1, 4],
+         "throughput": [9, 36]},
+    ]
+    # a is 100 samples from done: one node finishes it within the 10 s horizon, b takes the rest.
+    done_soon = alloc.allocate(jobs, [0, 1, 2, 3], solver="completion_aware", remaining_samples=[100, 1e9])
+    assert done_soon.nodes_after.tolist() == [1, 3]
+    assert alloc.allocate(jobs, [0, 1, 2, 3], solver="exact").nodes_after.tolist() == [4, 0]
+    # Named nodes: the four with the longest expected idle times go out (n0, expected 5 s, stays).
+    named = alloc.allocate(jobs[:1], ["n0", "n1", "n2", "n3", "n4"], solver="lifetime_aware",
+                           expected_idle_s=[5, 900, 60, 700, 800])
+    assert set(named.jobs[0].added) == {"n1", "n3", "n4", "n2"}
+    small = dict(jobs[0], max_nodes=2)
+    assert set(alloc.allocate([small], ["n0", "n1", "n2"], solver="lifetime_aware",
+                              expected_idle_s=[5, 900, 60]).jobs[0].added) == {"n1", "n2"}
+    with pytest.raises(ValueError, match="expected_idle_s: 2 values for 3 pool nodes"):
+        alloc.allocate([small], [0, 1, 2], solver="lifetime_aware", expected_idle_s=[1, 2])
+    with pytest.raises(ValueError, match=r"expected_idle_s\[1\] \(node 1\): -2 must be"):
+        alloc.allocate([small], [0, 1, 2], solver="lifetime_aware", expected_idle_s=[1, -2, 3])
+    with pytest.raises(ValueError, match="remaining_samples: expected numbers"):
+        alloc.allocate([small], [0, 1], solver="completion_aware", remaining_samples=["lots"])
+    with pytest.raises(ValueError, match="remaining_samples -5 must be a finite number >= 0"):
+        alloc.allocate([small], [0, 1], solver="completion_aware", remaining_samples=[-5])

@@ -235,7 +235,7 @@ def test_trace_stats_errors_are_one_line(tmp_path, capsys, monkeypatch):
     bad.write_text("time,node,state\n0,a,idle\n5,a,sleepy\n")
     assert f"{bad}:3" in one_line_error(capsys, ["trace", "stats", str(bad)])
     assert "missing.csv" in one_line_error(capsys, ["trace", "stats", str(tmp_path / "missing.csv")])
-    assert "name a trace command: stats" in one_line_error(capsys, ["trace"])
+    assert "name a trace command: stats or import" in one_line_error(capsys, ["trace"])
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     good = tmp_path / "good.csv"
     good.write_text("time,node,state\n0,a,idle\n")

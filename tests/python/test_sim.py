@@ -307,3 +307,30 @@ def test_a_workload_too_large_for_progress_reports_is_rejected():
             "scale_down_s": 1.0, "nodes": [0, 1, 2], "throughput": [0.0, 10.0, 18.0]}
     with pytest.raises(ValueError, match=r"j.jsonl:1: job \"j\": work 1e\+300 exceeds 1e\+18 samples"):
         sim.parse_jobs(json.dumps(line), "j.jsonl")
+
+
+def test_every_policy_replays_in_both_accountings_from_python_and_the_cli(tmp_path, capsys):
+    trace, jobs = sim.generate_synthetic(seed=3, nodes=64, duration_s=6 * 3600, jobs=8, mean_idle_nodes=20)
+    for policy in sim.POLICIES:
+        if policy.endswith("_milp"):
+            continue  # covered by the MILP tests; slow here
+        for accounting in ("continuous", "reference"):
+            r = sim.replay(trace, jobs, policy, accounting=accounting, start_s=0)
+            s = r.summary
+            assert s["accounting"] == accounting and s["policy"] == policy
+            assert 0 < s["samples_done"] <= s["samples_without_losses"] * (1 + 1e-12)
+            assert r.label == (policy if accounting == "continuous" else f"{policy}/reference")
+    with pytest.raises(ValueError, match='accounting: unknown mode "published"'):
+        sim.replay(trace, jobs, "exact", accounting="published")
+    p = tmp_path / "t.csv"
+    sim.write_trace(trace, p)
+    j = tmp_path / "j.jsonl"
+    sim.write_jobs(jobs, j)
+    from bft import cli
+    assert cli.main(["replay", "--trace", str(p), "--jobs", str(j), "--policy", "exact,completion_aware",
+                     "--accounting", "both", "--start", "0", "--nodes", "0:32", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "completion_aware/reference" in out and "active idle capture" in out
+    assert "policy exact, reference accounting: 32 nodes" in out
+    assert cli.main(["replay", "--trace", str(p), "--jobs", str(j), "--nodes", "5:3", "-q"]) == 2
+    assert f"positions A:B need A < B <= {len(sim.read_trace(p).node_names)}" in capsys.readouterr().err

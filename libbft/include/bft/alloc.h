@@ -66,6 +66,8 @@ struct Job {
   double scale_up_s = 0.0;    // seconds of stalled training when the job grows
   double scale_down_s = 0.0;  // seconds of stalled training when the job shrinks
   double weight = 1.0;        // multiplies the job's value and penalty in the objective
+  // Samples the job still has to process; 0: unknown. The completion_aware policy reads it.
+  double remaining_samples = 0.0;
 };
 
 // One entry of the current node -> job map.
@@ -88,6 +90,9 @@ struct Problem {
   // and every job id must be one of `jobs`.
   std::vector<Assignment> current;
   double tfwd_s = 10.0;  // forward-looking horizon in seconds
+  // Empty, or for each node of `pool` (same order) the seconds it is expected to stay idle from now
+  // (> 0): what the lifetime_aware policy reads (sim::IdleLifetimePredictor makes them from a trace).
+  std::vector<double> expected_idle_s;
 
   // True if valid; else false with a message naming the offending job, node or field in *error.
   bool IsValid(std::string* error) const;
@@ -98,6 +103,15 @@ enum class SolverKind {
   kCountMilp,   // one integer count per job plus grow/shrink indicators, nodes assigned afterwards
   kExact,       // combinatorial multiple-choice knapsack over counts, no MILP: proven optimum
   kEqualShare,  // the paper's baseline heuristic: floor(N/J) clipped to [min, max], leftovers FCFS
+  // The exact solver on the objective of a policy that looks beyond the paper's (docs/alloc.md):
+  // completion_aware values each job's objective relative to its own value at max_nodes (in node
+  // units), so that a slow model is not starved in its admission slot, and gives no job more than
+  // it can use before its remaining_samples are done (within tfwd_s); lifetime_aware subtracts the
+  // expected preemption loss, scale_down_s x the pool's mean reclaim rate (1 / expected_idle_s) of
+  // the job's rate, grows jobs onto the nodes expected to stay idle longest and shrinks them off
+  // those expected to go first. Both are proven optimal for their objective.
+  kCompletionAware,
+  kLifetimeAware,
 };
 const char* ToString(SolverKind kind);
 // "node_milp", "count_milp", "exact", "equal_share"; throws InvalidArgument otherwise.
@@ -118,6 +132,11 @@ struct SolveOptions {
   Goal goal = Goal::kThroughput;
   std::string milp_backend = "glpk";  // for the MILP solvers: a name from milp::RegisteredBackends()
   milp::SolveOptions milp;            // time limit and gap for the MILP solvers
+  // Equal share's rule for a job's share q = floor(N / J): false (libbft's), the job gets
+  // min(q, max_nodes) if that is at least min_nodes; true (the published BFTrainer replayer's,
+  // used by the replay's reference accounting), only if q > min_nodes, so a share equal to the
+  // minimum gives 0. Leftovers go first come first served either way.
+  bool equal_share_above_min = false;
   bool IsValid(std::string* error) const;
 };
 
@@ -148,7 +167,9 @@ struct JobAllocation {
 struct Allocation {
   std::vector<JobAllocation> jobs;  // in the order of Problem::jobs
   std::vector<Assignment> map;      // the new node -> job map, sorted by node
-  double objective = 0.0;           // tfwd_s * sum w_j O_j(n_j) - sum w_j penalty_j
+  // tfwd_s * sum w_j O_j(n_j) - sum w_j penalty_j; for completion_aware and lifetime_aware, of their
+  // reshaped O_j and w_j (as JobAllocation::value and penalty are).
+  double objective = 0.0;
   // min over jobs of min(1, O_j(n_j) / O_j(max_nodes)) (a job with O_j(max_nodes) = 0 counts as 1);
   // 1 when there are no jobs. What Goal::kMaxMinFair maximises first.
   double min_normalized_value = 1.0;

@@ -4,7 +4,8 @@
 // and the replay accounts the samples each job processes, the rescale and preemption losses, and
 // the idle node-hours captured.
 //
-// Accounting (the published one; docs/sim.md has the details):
+// Accounting (continuous, the default; Accounting::kReference reproduces the published replayer's,
+// and docs/sim.md sets the two side by side):
 // - between events a job on n nodes makes throughput(n) * dt samples of progress;
 // - when the allocator grows (shrinks) a running job, it loses scale_up_s (scale_down_s) times
 //   its rate before the change, as in the allocator's penalty;
@@ -92,6 +93,95 @@ struct TraceStats {
 // Throws InvalidArgument naming the transition if the trace is not valid (Trace::IsValid).
 TraceStats ComputeTraceStats(const Trace& trace);
 
+// Importers: a centre's own scheduler log as an idle-node trace (docs/trace.md). A node of the
+// machine is busy while a job of the log runs on it and idle otherwise; time 0 of the trace is the
+// start of the imported window. Every line is checked: a bad one is a ParseError naming file:line.
+// A node that is busy over the whole window never changes state, so the trace does not name it.
+// More nodes than any machine has (Fugaku: 158,976): a typo such as c[0-99999999], not a machine.
+inline constexpr std::size_t kMaxMachineNodes = 1'000'000;
+
+struct ImportedTrace {
+  Trace trace;
+  std::int64_t machine_nodes = 0;  // nodes of the machine (the trace names only those ever idle)
+  std::int64_t origin_s = 0;       // time 0 of the trace on the log's clock
+  std::int64_t end_s = 0;          // end of the imported window on the log's clock
+  std::int64_t jobs_used = 0;      // jobs that ran on the machine's nodes within the window
+  std::int64_t jobs_skipped = 0;   // jobs that never ran in the window (never started, no run time, outside)
+  // Nodes that jobs of the log ran on but that are not in the machine's node list (ignored: a log
+  // of the whole centre imported for one partition), at most 10 of them named in `ignored_examples`.
+  std::int64_t ignored_nodes = 0;
+  std::vector<std::string> ignored_examples;
+};
+
+// Expands a Slurm hostlist expression: "c[01-03,07],gpu5" gives c01 c02 c03 c07 gpu5; brackets
+// may follow each other ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2); a range keeps the zero padding
+// of its first bound. Throws InvalidArgument naming the expression (unbalanced brackets, a range
+// that runs backwards, more than kMaxMachineNodes names).
+std::vector<std::string> ExpandHostlist(const std::string& expression);
+
+// A time as sacct prints it: Unix seconds (with SLURM_TIME_FORMAT=%s) or YYYY-MM-DDTHH:MM:SS
+// (sacct's default; read as UTC, so a daylight-saving change inside the window shifts what follows
+// it by an hour: prefer %s). Throws InvalidArgument.
+std::int64_t ParseSacctTime(const std::string& text);
+
+struct SacctImportOptions {
+  std::vector<std::string> machine_nodes;  // every node of the machine (or partition), by name
+  // The window on the log's clock: default from the earliest job start to the latest job end (or
+  // start, for jobs still running). Jobs running at the start hold their nodes from the start on;
+  // jobs still running at the end (End "Unknown", or later) keep theirs to the end; starts and
+  // ends at the end are applied.
+  std::optional<std::int64_t> start_s;
+  std::optional<std::int64_t> end_s;
+};
+// Reads `sacct --parsable2` output (docs/trace.md has the command): a header line naming at least
+// the columns Start, End and NodeList ("|"-separated; JobID, if present, names jobs in messages),
+// then one line per job. Job steps (a JobID with a '.') are skipped: they run inside their job's
+// allocation. Plain or gzip.
+ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& options);
+
+struct SwfImportOptions {
+  int procs_per_node = 0;  // processors of one node (required, >= 1)
+  // Nodes of the machine; 0: from the log's header comments (MaxNodes, else MaxProcs divided by
+  // procs_per_node, rounded up).
+  int machine_nodes = 0;
+};
+// Reads a Standard Workload Format log (18 numeric fields per line, ';' comments) at count level:
+// a job takes ceil(processors / procs_per_node) whole nodes from its start (submit + wait) for its
+// run time; nodes are named n0, n1, ... (zero-padded) and each job takes the lowest-numbered free
+// ones, so the same log always gives the same trace. Jobs with an unknown wait or no run time are
+// skipped. A job that needs more nodes than are free is an error naming its line. Plain or gzip.
+ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options);
+
+// How long an idle node will stay idle, predicted online from the idle holes seen so far (no
+// look-ahead): the mean residual life E[H - age | H > age] over the lengths H of the holes that have
+// ended, kept in a histogram of 20 logarithmic bins per decade (1 s to 10^8 s), so that a prediction
+// costs O(1) after each new hole and memory stays constant over a whole trace. What the replay
+// gives the lifetime_aware policy (alloc::Problem::expected_idle_s).
+class IdleLifetimePredictor {
+ public:
+  // Until `min_holes` holes have ended, every prediction is `prior_s`.
+  explicit IdleLifetimePredictor(double prior_s = 1200.0, int min_holes = 50);
+  void ObserveHole(double length_s);
+  // Seconds a node idle for `age_s` is expected to stay idle (>= 1). A node idle longer than any
+  // hole seen is expected to stay as long again as it has been (heavy tails).
+  double ExpectedRemaining(double age_s);
+  std::int64_t holes() const { return holes_; }
+
+ private:
+  static constexpr int kBinsPerDecade = 20;
+  static constexpr int kBins = 8 * kBinsPerDecade;
+  static int Bin(double seconds);
+  double prior_s_;
+  int min_holes_;
+  std::int64_t holes_ = 0;
+  std::vector<double> count_ = std::vector<double>(kBins, 0.0);
+  std::vector<double> sum_ = std::vector<double>(kBins, 0.0);
+  // Suffix sums of count_ and sum_ (holes in bins >= b), rebuilt lazily after new holes.
+  bool stale_ = true;
+  std::vector<double> count_from_ = std::vector<double>(kBins + 1, 0.0);
+  std::vector<double> sum_from_ = std::vector<double>(kBins + 1, 0.0);
+};
+
 // One elastic training job of a workload (one line of a jobs JSONL file).
 // One field of a job line of the workload format (docs/formats.md). JobFields() is the one table
 // of them: the workload reader looks fields up in it and lists it in its "unknown field" message,
@@ -138,6 +228,25 @@ enum class CurveMode {
 const char* ToString(CurveMode mode);               // "oracle", "learned"
 CurveMode CurveModeFromString(const std::string&);  // throws InvalidArgument
 
+// How the replay accounts time and progress (docs/sim.md sets the two side by side).
+enum class Accounting {
+  // libbft's (the default): every trace event, job arrival and job finish is an event at its exact
+  // time; the window is [start_s, end_s]; losses are charged in full (a loss larger than the samples
+  // done is a debt that later progress pays).
+  kContinuous,
+  // The published BFTrainer replayer's: the window starts at the trace's kReferenceStartEvent-th
+  // distinct time (the state after it is the initial one) and stops when every job is finished or
+  // at the end of the trace; decisions only at the times at which the replayed nodes change state
+  // (arrivals wait for the next one, a finished job keeps its nodes until it); losses are taken
+  // out of the samples done as far as they go; equal share gives a job its share only if it
+  // exceeds min_nodes (alloc::SolveOptions::equal_share_above_min); subset nodes absent from the
+  // trace are allowed (always busy).
+  kReference,
+};
+const char* ToString(Accounting accounting);               // "continuous", "reference"
+Accounting AccountingFromString(const std::string& name);  // throws InvalidArgument
+inline constexpr int kReferenceStartEvent = 1000;
+
 // The MILP options a replay uses unless told otherwise: a time limit per allocation (a MILP
 // allocation that hits it keeps its incumbent or, without one, every job's nodes; the summary counts
 // them), and isolated solves, so that a crash in a solver library ends one allocation, not the replay.
@@ -155,14 +264,17 @@ struct ReplayOptions {
   // bft::Interrupted.
   alloc::SolveOptions solve = DefaultReplaySolveOptions();
   CurveMode curves = CurveMode::kOracle;
+  Accounting accounting = Accounting::kContinuous;
   curve::AdvisorOptions advisor;  // the profiling advisor of learned mode (docs/curve.md)
   int max_jobs = 10;              // at most this many admitted (unfinished) jobs at once
   double tfwd_s = 10.0;           // the allocator's forward-looking horizon
-  // Only these nodes (names from the trace) are offered to the jobs; empty: every node.
+  // Only these nodes (names from the trace; in reference accounting also names absent from it,
+  // always busy) are offered to the jobs; empty: every node of the trace.
   std::vector<std::string> nodes;
-  // The replayed window, on the trace's clock. Transitions before start_s set the state at
-  // start_s; jobs submitted before start_s are queued at start_s. Defaults: the first and the
-  // last transition of the trace (start at 0 if the trace starts later).
+  // The replayed window, on the trace's clock. Transitions before start_s (reference: up to and
+  // including start_s) set the state at start_s; jobs submitted before start_s are queued at
+  // start_s. Defaults: continuous, 0 and the last transition of the trace; reference, the
+  // kReferenceStartEvent-th distinct time and the last transition.
   std::optional<double> start_s;
   std::optional<double> end_s;
   bool record_job_progress = true;  // ReplayResult::progress
@@ -226,8 +338,9 @@ struct JobResult {
 };
 
 struct Summary {
-  std::string policy;  // alloc::ToString(options.solve.solver)
-  std::string curves;  // ToString(options.curves)
+  std::string policy;      // alloc::ToString(options.solve.solver)
+  std::string curves;      // ToString(options.curves)
+  std::string accounting;  // ToString(options.accounting)
   double start_s = 0.0;
   double end_s = 0.0;
   int nodes = 0;   // nodes in the replayed subset
@@ -240,6 +353,13 @@ struct Summary {
   double idle_node_hours = 0.0;
   double used_node_hours = 0.0;
   double idle_capture = 0.0;  // used / idle node-hours
+  // The same over the active window, from the first admission to the last finish (0 if no job
+  // finished): the part of the trace the jobs could have used.
+  double active_start_s = 0.0;
+  double active_end_s = 0.0;
+  double active_idle_node_hours = 0.0;
+  double active_used_node_hours = 0.0;
+  double active_idle_capture = 0.0;
   // 1 - loss_samples / samples_without_losses (1 if nothing was done): samples_done /
   // samples_without_losses when no loss is unpaid, below it otherwise (negative if the losses
   // exceed all progress, as in a window that ends right after a preemption).
@@ -247,8 +367,11 @@ struct Summary {
   int jobs_submitted = 0;  // submitted before the end of the window
   int jobs_admitted = 0;
   int jobs_finished = 0;
-  double makespan_s = 0.0;         // last finish - first submit (clamped to start), finished jobs
-  double mean_turnaround_s = 0.0;  // mean of finish - submit over finished jobs
+  // Over finished jobs. Continuous: last finish - first submit, and the mean of finish - submit,
+  // submits clamped to the window's start. Reference: last finish - window start, and the mean of
+  // finish - submit.
+  double makespan_s = 0.0;
+  double mean_turnaround_s = 0.0;
   int rescales = 0;
   int preemptions = 0;
   int allocator_calls = 0;

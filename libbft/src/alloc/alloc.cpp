@@ -1,4 +1,4 @@
-// bft::alloc::Solve: validation, then one of the four solvers, then node assignment and scoring.
+// bft::alloc::Solve: validation, then one of the solvers, then node assignment and scoring.
 #include <algorithm>
 #include <chrono>
 
@@ -56,11 +56,26 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
       break;
     }
     case SolverKind::kEqualShare: {
-      allocation = internal::FromCounts(problem, prepared, internal::EqualShareCounts(prepared));
+      allocation = internal::FromCounts(problem, prepared,
+                                        internal::EqualShareCounts(prepared, options.equal_share_above_min));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = false;
       allocation.status = AllocationStatus::kHeuristic;
       allocation.message = "heuristic: equal share, leftovers first come first served";
+      break;
+    }
+    case SolverKind::kCompletionAware:
+    case SolverKind::kLifetimeAware: {
+      const Problem policy = internal::PolicyProblem(problem, options.solver);
+      const internal::Prepared policy_prepared = internal::Prepare(policy);
+      allocation = internal::FromCounts(policy, policy_prepared,
+                                        internal::ExactCounts(policy, policy_prepared, options.goal),
+                                        internal::LongestIdleFirst(policy));
+      allocation.termination = milp::Termination::kOptimal;
+      allocation.proven_optimal = true;
+      allocation.status = AllocationStatus::kOptimal;
+      allocation.message =
+          std::string("proven optimal (combinatorial) for the ") + ToString(options.solver) + " objective";
       break;
     }
     case SolverKind::kCountMilp:

@@ -303,7 +303,7 @@ std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, G
   return counts;
 }
 
-std::vector<int> EqualShareCounts(const Prepared& prepared) {
+std::vector<int> EqualShareCounts(const Prepared& prepared, bool share_above_min) {
   const int num_jobs = static_cast<int>(prepared.jobs.size());
   std::vector<int> counts(num_jobs, 0);
   if (num_jobs == 0) return counts;
@@ -312,7 +312,8 @@ std::vector<int> EqualShareCounts(const Prepared& prepared) {
   for (int j = 0; j < num_jobs; ++j) {
     const JobData& d = prepared.jobs[j];
     const int n = std::min(share, d.max_nodes);
-    counts[j] = n >= d.min_nodes ? n : 0;
+    const bool enough = n >= d.min_nodes && (!share_above_min || share > d.min_nodes);
+    counts[j] = enough ? n : 0;
     left -= counts[j];
   }
   // Leftover nodes, first come first served: each job in turn grows as far as it can.

@@ -59,10 +59,19 @@ double NormalizedValue(const Problem& problem, const JobData& job, int job_index
 bool CheckCounts(const Prepared& prepared, const std::vector<int>& counts, std::string* error);
 
 // Turns per-job counts (CheckCounts must pass) into an Allocation without migration: a growing job
-// keeps all its nodes and takes the lowest-numbered free ones (free in the pool or released by a
-// shrinking job), jobs taking theirs in the order of Problem::jobs; a shrinking job keeps its
-// lowest-numbered nodes and releases the rest.
-Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts);
+// keeps all its nodes and takes the most preferred free ones (free in the pool or released by a
+// shrinking job), jobs taking theirs in the order of Problem::jobs; a shrinking job keeps its most
+// preferred nodes and releases the rest. `preference` lists the pool's nodes best first; empty:
+// lowest-numbered first.
+Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts,
+                      const std::vector<NodeId>& preference = {});
+
+// The problem a policy of its own objective solves exactly (SolverKind::kCompletionAware,
+// kLifetimeAware; docs/alloc.md): the same jobs, pool and map with reshaped objectives and weights.
+Problem PolicyProblem(const Problem& problem, SolverKind policy);
+// The pool's nodes by how long they are expected to stay idle, longest first (ties by node id);
+// empty when the problem has no expected_idle_s.
+std::vector<NodeId> LongestIdleFirst(const Problem& problem);
 
 // Builds the Allocation of a complete new node -> job map (job indices per pool node, -1 free).
 // Throws bft::Error if the map migrates a job (it both adds and releases nodes) or breaks min/max.
@@ -74,7 +83,7 @@ void Score(const Problem& problem, const Prepared& prepared, Allocation* allocat
 
 // Solvers on counts.
 std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, Goal goal);
-std::vector<int> EqualShareCounts(const Prepared& prepared);
+std::vector<int> EqualShareCounts(const Prepared& prepared, bool share_above_min);
 // The largest threshold t such that every job can reach normalised value >= t within the pool
 // (0 when some job must stay at 0 nodes).
 double MaxMinThreshold(const Problem& problem, const Prepared& prepared);

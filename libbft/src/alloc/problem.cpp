@@ -52,6 +52,8 @@ bool Problem::IsValid(std::string* error) const {
       return fail("scale_down_s ", job.scale_down_s, " must be a finite number >= 0");
     if (!std::isfinite(job.weight) || job.weight < 0.0)
       return fail("weight ", job.weight, " must be a finite number >= 0");
+    if (!std::isfinite(job.remaining_samples) || job.remaining_samples < 0.0)
+      return fail("remaining_samples ", job.remaining_samples, " must be a finite number >= 0 (0: unknown)");
     if (job.objective.empty()) return fail("objective curve is empty (give at least one breakpoint)");
     {
       const auto& values = job.objective.values();
@@ -74,6 +76,18 @@ bool Problem::IsValid(std::string* error) const {
     if (!in_pool.insert(pool[k]).second) {
       std::ostringstream os;
       os << "pool[" << k << "]: node " << pool[k] << " appears twice in the pool";
+      return Fail(error, os.str());
+    }
+  }
+  if (!expected_idle_s.empty() && expected_idle_s.size() != pool.size()) {
+    return Fail(error, "expected_idle_s has " + std::to_string(expected_idle_s.size()) +
+                           " entries; give none or one per pool node (" + std::to_string(pool.size()) + ")");
+  }
+  for (std::size_t k = 0; k < expected_idle_s.size(); ++k) {
+    if (!std::isfinite(expected_idle_s[k]) || !(expected_idle_s[k] > 0.0)) {
+      std::ostringstream os;
+      os << "expected_idle_s[" << k << "] (node " << pool[k] << "): " << expected_idle_s[k]
+         << " must be a finite number of seconds > 0";
       return Fail(error, os.str());
     }
   }
@@ -103,8 +117,8 @@ bool SolveOptions::IsValid(std::string* error) const {
   if ((solver == SolverKind::kNodeMilp || solver == SolverKind::kCountMilp) && milp_backend.empty())
     return Fail(error, "milp_backend is empty (name a backend, e.g. \"glpk\")");
   if (goal != Goal::kThroughput && goal != Goal::kMaxMinFair) return Fail(error, "goal is not a known Goal");
-  if (solver != SolverKind::kNodeMilp && solver != SolverKind::kCountMilp && solver != SolverKind::kExact &&
-      solver != SolverKind::kEqualShare)
+  const auto& kinds = AllSolverKinds();
+  if (std::find(kinds.begin(), kinds.end(), solver) == kinds.end())
     return Fail(error, "solver is not a known SolverKind");
   return true;
 }
@@ -119,13 +133,18 @@ const char* ToString(SolverKind kind) {
       return "exact";
     case SolverKind::kEqualShare:
       return "equal_share";
+    case SolverKind::kCompletionAware:
+      return "completion_aware";
+    case SolverKind::kLifetimeAware:
+      return "lifetime_aware";
   }
   return "unknown";
 }
 
 const std::vector<SolverKind>& AllSolverKinds() {
-  static const std::vector<SolverKind> kinds = {SolverKind::kExact, SolverKind::kEqualShare,
-                                                SolverKind::kCountMilp, SolverKind::kNodeMilp};
+  static const std::vector<SolverKind> kinds = {SolverKind::kExact,           SolverKind::kEqualShare,
+                                                SolverKind::kCompletionAware, SolverKind::kLifetimeAware,
+                                                SolverKind::kCountMilp,       SolverKind::kNodeMilp};
   return kinds;
 }
 
@@ -245,7 +264,13 @@ void BuildMap(Allocation* allocation) {
 
 }  // namespace
 
-Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts) {
+Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts,
+                      const std::vector<NodeId>& preference) {
+  // rank[node]: its place in `preference` (lower is better), or the node id itself by default.
+  std::unordered_map<NodeId, std::size_t> rank;
+  rank.reserve(preference.size());
+  for (std::size_t k = 0; k < preference.size(); ++k) rank.emplace(preference[k], k);
+  auto better = [&](NodeId a, NodeId b) { return rank.empty() ? a < b : rank.at(a) < rank.at(b); };
   Allocation allocation;
   allocation.jobs.resize(prepared.jobs.size());
   std::vector<NodeId> free_nodes;
@@ -263,11 +288,15 @@ Allocation FromCounts(const Problem& problem, const Prepared& prepared, const st
     ja.nodes_before = d.current;
     ja.nodes_after = counts[j];
     const int keep = std::min(counts[j], d.current);
-    ja.kept.assign(d.current_nodes.begin(), d.current_nodes.begin() + keep);
-    ja.released.assign(d.current_nodes.begin() + keep, d.current_nodes.end());
+    std::vector<NodeId> mine = d.current_nodes;
+    std::stable_sort(mine.begin(), mine.end(), better);
+    ja.kept.assign(mine.begin(), mine.begin() + keep);
+    ja.released.assign(mine.begin() + keep, mine.end());
+    std::sort(ja.kept.begin(), ja.kept.end());
+    std::sort(ja.released.begin(), ja.released.end());
     free_nodes.insert(free_nodes.end(), ja.released.begin(), ja.released.end());
   }
-  std::sort(free_nodes.begin(), free_nodes.end());
+  std::sort(free_nodes.begin(), free_nodes.end(), better);
   std::size_t next = 0;
   for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
     JobAllocation& ja = allocation.jobs[j];
@@ -275,6 +304,7 @@ Allocation FromCounts(const Problem& problem, const Prepared& prepared, const st
     if (grow <= 0) continue;
     if (next + grow > free_nodes.size()) throw Error("alloc: internal error: counts exceed the pool");
     ja.added.assign(free_nodes.begin() + next, free_nodes.begin() + next + grow);
+    std::sort(ja.added.begin(), ja.added.end());
     next += grow;
   }
   BuildMap(&allocation);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -20,8 +21,13 @@
 #include "bft/profiling.h"
 #include "bft/sim.h"
 #include "sim/json.h"
+#include "sim/text_input.h"
 
 namespace bft::sim {
+
+using detail::Shorten;
+using detail::ValidNodeName;
+
 namespace {
 
 // Checks one line of an input file: no NUL byte, valid UTF-8. Throws ParseError naming the line.
@@ -82,11 +88,11 @@ std::string CompressedFormat(std::string_view head) {
 }
 
 // Hands the lines of a file to f(line, number) as it reads them (a line has no terminator; a
-// trailing '\r' is removed), so that a file is never held whole in memory (a gzip bomb is read
-// line by line, and the parser stops at the first bad one). The file is gunzipped when it starts
-// with the gzip magic; concatenated gzip members are read in turn. Errors name the file (and the
-// line where there is one): a corrupt gzip stream; one that ends before its trailer (a truncated
-// file: inside a line, that line is named); anything but another gzip member after the trailer;
+// trailing '\r' and a UTF-8 byte order mark before the first line are removed), so that a file is never held
+// whole in memory (a gzip bomb is read line by line, and the parser stops at the first bad one). The file is
+// gunzipped when it starts with the gzip magic; concatenated gzip members are read in turn. Errors name the
+// file (and the line where there is one): a corrupt gzip stream; one that ends before its trailer (a
+// truncated file: inside a line, that line is named); anything but another gzip member after the trailer;
 // bzip2, xz, zstd, zip files; NUL bytes and text that is not UTF-8 (CheckText).
 // A path with a NUL byte would be cut short by the C library: refuse it.
 void CheckPath(const std::string& path) {
@@ -109,6 +115,7 @@ void StreamLines(const std::string& path, F&& f) {
   auto emit = [&](std::string_view line) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (number == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);  // a UTF-8 byte order mark
     CheckText(line, path, number);
     f(line, number);
   };
@@ -229,10 +236,12 @@ void WriteFileMaybeGzip(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary);
   if (!out) throw FileNotFound(path + ": cannot be opened for writing");
   out << content;
+  out.close();  // a full disk shows only when the buffer is flushed
   if (!out) throw Error(path + ": write failed");
 }
 
-// Splits text into lines (without the terminator; a trailing '\r' is removed), calling f(line, number).
+// Splits text into lines (without the terminator; a trailing '\r' and a leading UTF-8 byte order
+// mark are removed), calling f(line, number).
 // Checks each line with CheckText (naming `source`).
 template <typename F>
 void ForEachLine(const std::string& text, const std::string& source, F&& f) {
@@ -243,13 +252,17 @@ void ForEachLine(const std::string& text, const std::string& source, F&& f) {
     if (end == std::string::npos) end = text.size();
     std::string_view line(text.data() + pos, end - pos);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (number == 0 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
     CheckText(line, source, ++number);
     f(line, number);
     pos = end + 1;
   }
 }
 
-// At most 60 bytes of s for a message, never cutting a UTF-8 character in half.
+}  // namespace
+
+namespace detail {
+
 std::string Shorten(std::string_view s) {
   if (s.size() <= 60) return std::string(s);
   std::size_t cut = 57;
@@ -271,7 +284,11 @@ bool ValidNodeName(std::string_view name, std::string* why) {
   return true;
 }
 
-}  // namespace
+void ForEachFileLine(const std::string& path, const std::function<void(std::string_view, long)>& f) {
+  StreamLines(path, f);
+}
+
+}  // namespace detail
 
 const char* ToString(NodeState state) { return state == NodeState::kIdle ? "idle" : "busy"; }
 

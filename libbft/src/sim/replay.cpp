@@ -77,16 +77,29 @@ double Percentile(std::vector<double> v, double q) {
 class Engine {
  public:
   Engine(const Trace& trace, const std::vector<JobSpec>& specs, const ReplayOptions& options)
-      : trace_(trace), specs_(specs), opt_(options), jobs_(specs.size()) {}
+      : trace_(trace),
+        specs_(specs),
+        opt_(options),
+        jobs_(specs.size()),
+        reference_(options.accounting == Accounting::kReference),
+        solve_(options.solve) {}
 
   ReplayResult Run();
 
  private:
   void SetupNodes();
+  void SetupWindow();
   void AddIdle(NodeId node);
   void RemoveIdle(NodeId node);
+  void ObserveLifetime(const Transition& x);
   void Advance(double t);
-  void ReleaseNode(NodeId node, double t);
+  void RetireFinished(double t);
+  void ApplyTransitions(double t, int* transitions, int* preemptions);
+  bool Admit(double t, bool* arrived);
+  void Decide(double t, int transitions, int preemptions, bool allocate);
+  void RunContinuous();
+  void RunReference();
+  void Summarize();
   void Charge(JobState& job, double samples);
   void MeasuredRescaleCosts(const std::string& job, double* scale_up_s, double* scale_down_s) const;
   void Allocate(double t, int* rescales);
@@ -100,9 +113,11 @@ class Engine {
   std::vector<JobState> jobs_;
   ReplayResult result_;
 
+  const bool reference_;  // Accounting::kReference
   double now_ = 0.0;
   double start_ = 0.0;
   double end_ = 0.0;
+  std::size_t next_transition_ = 0;  // the first transition of the trace not yet applied
   // Nodes.
   std::vector<char> in_subset_;
   std::vector<char> idle_;
@@ -124,15 +139,27 @@ class Engine {
   // Accounting.
   double idle_node_s_ = 0.0;
   double used_node_s_ = 0.0;
+  // The node-seconds so far at the first admission and at the latest finish (the active window).
+  double first_admit_s_ = -1.0;
+  double idle_at_first_admit_ = 0.0;
+  double used_at_first_admit_ = 0.0;
+  double last_finish_s_ = -1.0;
+  double idle_at_last_finish_ = 0.0;
+  double used_at_last_finish_ = 0.0;
   std::vector<double> allocator_times_;
   int allocator_time_limits_ = 0;
   int allocator_failures_ = 0;
   int total_rescales_ = 0;
   int total_preemptions_ = 0;
+  double next_progress_ = 0.0;  // the next fraction of the window to report to on_progress
   // Allocator state reused between calls.
+  alloc::SolveOptions solve_;  // opt_.solve, with reference accounting's equal-share rule
   alloc::Problem problem_;
   std::vector<alloc::Job> oracle_jobs_;
   std::unique_ptr<curve::ProfilingAdvisor> advisor_;
+  // lifetime_aware: the idle holes seen so far, and since when each idle node is idle (-1: busy).
+  std::unique_ptr<IdleLifetimePredictor> lifetime_;
+  std::vector<double> idle_since_;
 };
 
 void Engine::SetupNodes() {
@@ -142,15 +169,22 @@ void Engine::SetupNodes() {
     std::unordered_map<std::string, NodeId> ids;
     ids.reserve(n);
     for (std::size_t i = 0; i < n; ++i) ids.emplace(trace_.node_names[i], static_cast<NodeId>(i));
+    std::unordered_set<std::string> absent;  // reference accounting: nodes never idle in the trace
     for (const std::string& name : opt_.nodes) {
       auto it = ids.find(name);
-      if (it == ids.end()) throw InvalidArgument("nodes: node \"" + name + "\" is not in the trace");
+      if (it == ids.end()) {
+        if (!reference_) throw InvalidArgument("nodes: node \"" + name + "\" is not in the trace");
+        if (!absent.insert(name).second)
+          throw InvalidArgument("nodes: node \"" + name + "\" is listed twice");
+        continue;
+      }
       char& flag = in_subset_[static_cast<std::size_t>(it->second)];
       if (flag) throw InvalidArgument("nodes: node \"" + name + "\" is listed twice");
       flag = 1;
     }
+    subset_size_ = static_cast<int>(absent.size());
   }
-  subset_size_ = static_cast<int>(std::count(in_subset_.begin(), in_subset_.end(), 1));
+  subset_size_ += static_cast<int>(std::count(in_subset_.begin(), in_subset_.end(), 1));
   idle_.assign(n, 0);
   owner_.assign(n, -1);
   pool_pos_.assign(n, -1);
@@ -163,6 +197,18 @@ void Engine::AddIdle(NodeId node) {
   idle_[i] = 1;
   pool_pos_[i] = static_cast<int>(pool_.size());
   pool_.push_back(node);
+}
+
+// lifetime_aware: a node going busy ends an idle hole the predictor learns from.
+void Engine::ObserveLifetime(const Transition& x) {
+  if (!lifetime_) return;
+  double& since = idle_since_[static_cast<std::size_t>(x.node)];
+  if (x.state == NodeState::kIdle) {
+    since = static_cast<double>(x.time_s);
+  } else if (since >= 0.0) {
+    lifetime_->ObserveHole(static_cast<double>(x.time_s) - since);
+    since = -1.0;
+  }
 }
 
 void Engine::RemoveIdle(NodeId node) {
@@ -182,7 +228,9 @@ double Engine::NextFinish() const {
   return t;
 }
 
-// Moves the clock to t: progress, node-seconds; jobs whose finish time is reached finish at t.
+// Moves the clock to t: node-seconds and progress at the rates set at the last event. Continuous:
+// a job whose finish time is reached gets exactly its work and finishes at t. Reference: progress
+// is capped at the work; whether the job finishes is decided after the event's preemptions.
 void Engine::Advance(double t) {
   const double dt = t - now_;
   if (dt > 0) {
@@ -194,11 +242,14 @@ void Engine::Advance(double t) {
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
     job.node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
     if (job.rate <= 0.0) continue;
-    if (job.finish_at <= t + kTimeEps) {
+    if (reference_) {
+      const double progress = std::min(job.rate * std::max(dt, 0.0), spec.work - job.done);
+      job.gross += progress;
+      job.done += progress;
+    } else if (job.finish_at <= t + kTimeEps) {
       job.gross += spec.work - job.done + job.debt;
       job.done = spec.work;
       job.debt = 0.0;
-      job.finish_s = t;
       job.phase = JobState::Phase::kFinished;
     } else if (dt > 0) {
       const double progress = job.rate * dt;
@@ -209,12 +260,19 @@ void Engine::Advance(double t) {
     }
   }
   now_ = t;
-  // Finished jobs leave and free their nodes.
+  if (!reference_) RetireFinished(t);
+}
+
+// Finished jobs leave and free their nodes (reference: every job whose work is done finishes now).
+void Engine::RetireFinished(double t) {
   bool any_finished = false;
   for (const int j : active_) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
+    if (reference_ && job.done >= specs_[static_cast<std::size_t>(j)].work)
+      job.phase = JobState::Phase::kFinished;
     if (job.phase != JobState::Phase::kFinished) continue;
     any_finished = true;
+    job.finish_s = t;
     ++finished_;
     retired_done_ += job.done;
     if (opt_.record_job_progress) result_.progress.push_back({t, j, job.done, 0});
@@ -229,6 +287,9 @@ void Engine::Advance(double t) {
     if (advisor_) advisor_->Forget(specs_[static_cast<std::size_t>(j)].name);
   }
   if (any_finished) {
+    last_finish_s_ = t;
+    idle_at_last_finish_ = idle_node_s_;
+    used_at_last_finish_ = used_node_s_;
     active_.erase(
         std::remove_if(
             active_.begin(), active_.end(),
@@ -239,10 +300,15 @@ void Engine::Advance(double t) {
 
 // Charges a loss in full: out of the samples done as far as they go, the rest as a debt that the
 // job's next progress pays first (so the total taken equals the allocator's penalty).
+// Reference accounting takes a loss out of the samples done only as far as they go (no debt).
 void Engine::Charge(JobState& job, double samples) {
   if (!(samples > 0.0)) return;
   const double now = std::min(samples, job.done);
   job.done -= now;
+  if (reference_) {
+    job.loss += now;
+    return;
+  }
   job.debt += samples - now;
   job.loss += samples;
 }
@@ -269,14 +335,22 @@ void Engine::Allocate(double t, int* rescales) {
     } else {
       problem_.jobs.push_back(oracle_jobs_[static_cast<std::size_t>(j)]);
     }
-    for (const NodeId node : jobs_[static_cast<std::size_t>(j)].nodes)
-      problem_.current.push_back({node, spec.name});
+    const JobState& state = jobs_[static_cast<std::size_t>(j)];
+    problem_.jobs.back().remaining_samples = std::max(0.0, spec.work - state.done + state.debt);
+    for (const NodeId node : state.nodes) problem_.current.push_back({node, spec.name});
   }
   problem_.pool = pool_;
+  problem_.expected_idle_s.clear();
+  if (lifetime_) {
+    for (const NodeId node : pool_) {
+      problem_.expected_idle_s.push_back(
+          lifetime_->ExpectedRemaining(t - idle_since_[static_cast<std::size_t>(node)]));
+    }
+  }
   problem_.tfwd_s = opt_.tfwd_s;
 
   const auto t0 = std::chrono::steady_clock::now();
-  const alloc::Allocation allocation = alloc::Solve(problem_, opt_.solve);
+  const alloc::Allocation allocation = alloc::Solve(problem_, solve_);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (allocation.termination == milp::Termination::kInterrupted) {
     throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s (" + allocation.message +
@@ -385,6 +459,240 @@ void Engine::RecordStep(double t, int transitions, int rescales, int preemptions
   result_.steps.push_back(s);
 }
 
+// The window and the state at its start: continuous, [start_s or 0, end_s or the last transition]
+// with the transitions before the start applied; reference, from start_s or the
+// kReferenceStartEvent-th distinct time of the whole trace, with the transitions up to and
+// including it applied, to end_s or the last transition.
+void Engine::SetupWindow() {
+  const std::vector<Transition>& tr = trace_.transitions;
+  const double last = static_cast<double>(std::max<std::int64_t>(trace_.last_time_s(), 0));
+  if (reference_ && !opt_.start_s) {
+    int distinct = 0;
+    for (std::size_t k = 0; k < tr.size(); ++k) {
+      if (k == 0 || tr[k].time_s != tr[k - 1].time_s) ++distinct;
+      if (distinct == kReferenceStartEvent) {
+        start_ = static_cast<double>(tr[k].time_s);
+        break;
+      }
+    }
+    if (distinct < kReferenceStartEvent) {
+      throw InvalidArgument(
+          "accounting reference: the window starts at the trace's " + std::to_string(kReferenceStartEvent) +
+          "th distinct time, but the trace has only " + std::to_string(distinct) + " (give start_s)");
+    }
+  } else {
+    start_ = opt_.start_s.value_or(0.0);
+  }
+  end_ = opt_.end_s.value_or(last);
+  if (end_ < start_) {
+    throw InvalidArgument("end_s (" + std::to_string(end_) + ") is before start_s (" +
+                          std::to_string(start_) + ")");
+  }
+  for (; next_transition_ < tr.size(); ++next_transition_) {
+    const Transition& x = tr[next_transition_];
+    const double time = static_cast<double>(x.time_s);
+    if (reference_ ? time > start_ : time >= start_) break;
+    if (!in_subset_[static_cast<std::size_t>(x.node)]) continue;
+    ObserveLifetime(x);
+    if (x.state == NodeState::kIdle) {
+      AddIdle(x.node);
+    } else {
+      RemoveIdle(x.node);
+    }
+  }
+  now_ = start_;
+}
+
+// Applies the trace's transitions at times <= t within the node subset: `idle` adds a node to the
+// pool; `busy` removes it, and a job running on it loses it (a preemption, charged once per job:
+// scale_down_s times its rate before the event).
+void Engine::ApplyTransitions(double t, int* transitions, int* preemptions) {
+  for (const int j : active_) {
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    job.reclaimed_now = false;
+    job.rate_before_event = job.rate;
+    if (advisor_) job.counter = std::max(job.counter, job.done);
+  }
+  const std::vector<Transition>& tr = trace_.transitions;
+  for (; next_transition_ < tr.size() && static_cast<double>(tr[next_transition_].time_s) <= t;
+       ++next_transition_) {
+    const Transition& x = tr[next_transition_];
+    const auto i = static_cast<std::size_t>(x.node);
+    if (!in_subset_[i]) continue;
+    ++*transitions;
+    ObserveLifetime(x);
+    if (x.state == NodeState::kIdle) {
+      AddIdle(x.node);
+      continue;
+    }
+    RemoveIdle(x.node);
+    const int j = owner_[i];
+    if (j < 0) continue;
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    owner_[i] = -1;
+    --used_;
+    if (opt_.record_assignments) result_.assignments.push_back({t, x.node, -1});
+    job.nodes.erase(std::lower_bound(job.nodes.begin(), job.nodes.end(), x.node));
+    if (!job.reclaimed_now) {
+      job.reclaimed_now = true;
+      ++job.preemptions;
+      ++*preemptions;
+    }
+  }
+  for (const int j : active_) {
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    if (!job.reclaimed_now) continue;
+    Charge(job, specs_[static_cast<std::size_t>(j)].scale_down_s * job.rate_before_event);
+    if (advisor_) {
+      advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, static_cast<int>(job.nodes.size()),
+                       job.counter);
+    }
+  }
+}
+
+// Arrivals up to t, then first come first served admission up to max_jobs. Returns true if a job
+// was admitted; *arrived says whether a job arrived.
+bool Engine::Admit(double t, bool* arrived) {
+  *arrived = false;
+  for (; next_arrival_ < queue_.size() &&
+         std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_) <= t;
+       ++next_arrival_) {
+    *arrived = true;
+  }
+  bool admitted = false;
+  while (next_queued_ < queue_.size() && static_cast<int>(active_.size()) < opt_.max_jobs) {
+    const int j = queue_[next_queued_];
+    if (std::max(specs_[static_cast<std::size_t>(j)].submit_s, start_) > t) break;
+    ++next_queued_;
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    job.phase = JobState::Phase::kActive;
+    job.admit_s = t;
+    ++admitted_;
+    active_.push_back(j);
+    admitted = true;
+    if (first_admit_s_ < 0) {
+      first_admit_s_ = t;
+      idle_at_first_admit_ = idle_node_s_;
+      used_at_first_admit_ = used_node_s_;
+    }
+    if (advisor_) advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, 0, 0.0);
+  }
+  return admitted;
+}
+
+// Records the event's step row, calls the allocator if asked (and there are both idle nodes and
+// admitted jobs: with no idle node every job is at 0 nodes), and sets the jobs' new rates.
+void Engine::Decide(double t, int transitions, int preemptions, bool allocate) {
+  RecordStep(t, transitions, 0, preemptions, 0.0);
+  int rescales = 0;
+  if (allocate && !active_.empty() && !pool_.empty()) Allocate(t, &rescales);
+  for (const int j : active_) {
+    JobState& job = jobs_[static_cast<std::size_t>(j)];
+    const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+    job.rate = RateAt(spec, static_cast<int>(job.nodes.size()));
+    job.finish_at = job.rate > 0.0 ? t + (spec.work - job.done + job.debt) / job.rate : kInf;
+  }
+  if (advisor_) ReportToAdvisor(t);
+  total_rescales_ += rescales;
+  total_preemptions_ += preemptions;
+  Step& step = result_.steps.back();
+  step.rescales = rescales;
+  step.used_nodes = used_;
+  step.running_jobs = 0;
+  step.rate = 0.0;
+  double done = retired_done_;
+  for (const int j : active_) done += jobs_[static_cast<std::size_t>(j)].done;
+  step.samples_done = done;
+  for (const int j : active_) {
+    const JobState& job = jobs_[static_cast<std::size_t>(j)];
+    step.rate += job.rate;
+    if (!job.nodes.empty()) ++step.running_jobs;
+    if (opt_.record_job_progress)
+      result_.progress.push_back({t, j, job.done, static_cast<int>(job.nodes.size())});
+  }
+  const double span = end_ - start_;
+  if (opt_.on_progress && span > 0 && (t - start_) / span >= next_progress_) {
+    opt_.on_progress((t - start_) / span);
+    next_progress_ = (t - start_) / span + 0.005;
+  }
+}
+
+// Continuous accounting: events at trace transitions, arrivals and finishes, in [start, end).
+void Engine::RunContinuous() {
+  const std::vector<Transition>& tr = trace_.transitions;
+  const double span = end_ - start_;
+  bool first = true;
+  while (true) {
+    const double t_trace =
+        next_transition_ < tr.size() ? static_cast<double>(tr[next_transition_].time_s) : kInf;
+    const double t_submit =
+        next_arrival_ < queue_.size()
+            ? std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_)
+            : kInf;
+    const double t_finish = NextFinish();
+    if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
+      throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
+    }
+    const double t = first ? start_ : std::max(now_, std::min({t_trace, t_submit, t_finish}));
+    if (t >= end_ && !(first && t == end_ && span == 0.0)) break;
+    first = false;
+    const int finished_before = finished_;
+    Advance(t);
+    int transitions = 0;
+    int preemptions = 0;
+    ApplyTransitions(t, &transitions, &preemptions);
+    bool arrived = false;
+    const bool admitted = Admit(t, &arrived);
+    const bool changed = finished_ != finished_before || transitions > 0 || admitted;
+    if (!changed && !arrived) continue;  // e.g. transitions outside the node subset only
+    Decide(t, transitions, preemptions, changed);
+  }
+  if (now_ < end_) {
+    Advance(end_);
+    RecordStep(end_, 0, 0, 0, 0.0);
+    for (const int j : active_) {
+      const JobState& job = jobs_[static_cast<std::size_t>(j)];
+      if (opt_.record_job_progress)
+        result_.progress.push_back({end_, j, job.done, static_cast<int>(job.nodes.size())});
+    }
+  }
+}
+
+// Reference accounting: one event at the window's start, then one at each later time at which a
+// node of the subset changes state, up to end_s; stops early once every job has finished.
+void Engine::RunReference() {
+  const std::vector<Transition>& tr = trace_.transitions;
+  double t = start_;
+  bool first = true;
+  while (true) {
+    if (!first) {
+      while (next_transition_ < tr.size() &&
+             !in_subset_[static_cast<std::size_t>(tr[next_transition_].node)]) {
+        ++next_transition_;
+      }
+      if (next_transition_ >= tr.size() || static_cast<double>(tr[next_transition_].time_s) > end_) break;
+      t = static_cast<double>(tr[next_transition_].time_s);
+    }
+    first = false;
+    if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
+      throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
+    }
+    Advance(t);
+    int transitions = 0;
+    int preemptions = 0;
+    ApplyTransitions(t, &transitions, &preemptions);
+    RetireFinished(t);
+    if (finished_ == static_cast<int>(queue_.size())) {  // nothing queued, running or still to come
+      RecordStep(t, transitions, 0, preemptions, 0.0);
+      break;
+    }
+    bool arrived = false;
+    Admit(t, &arrived);
+    Decide(t, transitions, preemptions, true);
+  }
+  end_ = now_;
+}
+
 ReplayResult Engine::Run() {
   const auto wall0 = std::chrono::steady_clock::now();
   std::string error;
@@ -398,13 +706,13 @@ ReplayResult Engine::Run() {
         throw InvalidArgument("job \"" + spec.name + "\": duplicate job name");
     }
   }
-  start_ = opt_.start_s.value_or(0.0);
-  end_ = opt_.end_s.value_or(static_cast<double>(std::max<std::int64_t>(trace_.last_time_s(), 0)));
-  if (end_ < start_) {
-    throw InvalidArgument("end_s (" + std::to_string(end_) + ") is before start_s (" +
-                          std::to_string(start_) + ")");
-  }
   SetupNodes();
+  if (solve_.solver == alloc::SolverKind::kLifetimeAware) {
+    lifetime_ = std::make_unique<IdleLifetimePredictor>();
+    idle_since_.assign(trace_.node_names.size(), -1.0);
+  }
+  SetupWindow();
+  if (reference_) solve_.equal_share_above_min = true;
   for (std::size_t j = 0; j < specs_.size(); ++j) {
     jobs_[j].allocator_scale_up_s = specs_[j].scale_up_s;
     jobs_[j].allocator_scale_down_s = specs_[j].scale_down_s;
@@ -413,9 +721,7 @@ ReplayResult Engine::Run() {
     advisor_ = std::make_unique<curve::ProfilingAdvisor>(opt_.advisor);
   } else {
     oracle_jobs_.reserve(specs_.size());
-    for (const JobSpec& spec : specs_) {
-      oracle_jobs_.push_back(spec.ToAllocationJob());
-    }
+    for (const JobSpec& spec : specs_) oracle_jobs_.push_back(spec.ToAllocationJob());
   }
   for (std::size_t j = 0; j < specs_.size(); ++j) {
     if (specs_[j].submit_s <= end_) queue_.push_back(static_cast<int>(j));
@@ -423,156 +729,24 @@ ReplayResult Engine::Run() {
   std::stable_sort(queue_.begin(), queue_.end(), [&](int a, int b) {
     return specs_[static_cast<std::size_t>(a)].submit_s < specs_[static_cast<std::size_t>(b)].submit_s;
   });
-
-  // The state at start_: transitions before it are applied without accounting.
-  const std::vector<Transition>& tr = trace_.transitions;
-  std::size_t next = 0;
-  for (; next < tr.size() && static_cast<double>(tr[next].time_s) < start_; ++next) {
-    const auto i = static_cast<std::size_t>(tr[next].node);
-    if (!in_subset_[i]) continue;
-    if (tr[next].state == NodeState::kIdle) {
-      AddIdle(tr[next].node);
-    } else {
-      RemoveIdle(tr[next].node);
-    }
-  }
-  now_ = start_;
-  result_.steps.reserve(std::min<std::size_t>(tr.size() - next + 2 * specs_.size() + 2, 1u << 22));
-
-  const double span = end_ - start_;
-  double next_progress = 0.0;
-  bool first = true;
-  while (true) {
-    const double t_trace = next < tr.size() ? static_cast<double>(tr[next].time_s) : kInf;
-    const double t_submit =
-        next_arrival_ < queue_.size()
-            ? std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_)
-            : kInf;
-    const double t_finish = NextFinish();
-    if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
-      throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
-    }
-    double t = first ? start_ : std::max(now_, std::min({t_trace, t_submit, t_finish}));
-    if (t >= end_ && !(first && t == end_ && span == 0.0)) break;
-    first = false;
-    const int finished_before = finished_;
-    Advance(t);
-    bool changed = finished_ != finished_before;
-
-    // Node transitions of the trace at time t.
-    int transitions = 0;
-    int preemptions = 0;
-    for (const int j : active_) {
-      JobState& job = jobs_[static_cast<std::size_t>(j)];
-      job.reclaimed_now = false;
-      job.rate_before_event = job.rate;
-      if (advisor_) job.counter = std::max(job.counter, job.done);
-    }
-    for (; next < tr.size() && static_cast<double>(tr[next].time_s) <= t; ++next) {
-      const Transition& x = tr[next];
-      const auto i = static_cast<std::size_t>(x.node);
-      if (!in_subset_[i]) continue;
-      ++transitions;
-      if (x.state == NodeState::kIdle) {
-        AddIdle(x.node);
-        continue;
-      }
-      RemoveIdle(x.node);
-      const int j = owner_[i];
-      if (j < 0) continue;
-      JobState& job = jobs_[static_cast<std::size_t>(j)];
-      owner_[i] = -1;
-      --used_;
-      if (opt_.record_assignments) result_.assignments.push_back({t, x.node, -1});
-      job.nodes.erase(std::lower_bound(job.nodes.begin(), job.nodes.end(), x.node));
-      if (!job.reclaimed_now) {
-        job.reclaimed_now = true;
-        ++job.preemptions;
-        ++preemptions;
-      }
-    }
-    changed = changed || transitions > 0;
-    for (const int j : active_) {
-      JobState& job = jobs_[static_cast<std::size_t>(j)];
-      if (!job.reclaimed_now) continue;
-      Charge(job, specs_[static_cast<std::size_t>(j)].scale_down_s * job.rate_before_event);
-      if (advisor_) {
-        advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, static_cast<int>(job.nodes.size()),
-                         job.counter);
-      }
-    }
-
-    // Arrivals are events (the step log shows the queue) even when no job can be admitted.
-    bool arrived = false;
-    for (; next_arrival_ < queue_.size() &&
-           std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_) <= t;
-         ++next_arrival_) {
-      arrived = true;
-    }
-    // First come, first served admission.
-    while (next_queued_ < queue_.size() && static_cast<int>(active_.size()) < opt_.max_jobs) {
-      const int j = queue_[next_queued_];
-      if (std::max(specs_[static_cast<std::size_t>(j)].submit_s, start_) > t) break;
-      ++next_queued_;
-      JobState& job = jobs_[static_cast<std::size_t>(j)];
-      job.phase = JobState::Phase::kActive;
-      job.admit_s = t;
-      ++admitted_;
-      active_.push_back(j);
-      changed = true;
-      if (advisor_) advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, 0, 0.0);
-    }
-
-    if (!changed && !arrived) continue;  // e.g. transitions outside the node subset only
-    RecordStep(t, transitions, 0, preemptions, 0.0);
-    int rescales = 0;
-    // With no idle node every job is at 0 nodes: nothing to decide.
-    if (changed && !active_.empty() && !pool_.empty()) Allocate(t, &rescales);
-    for (const int j : active_) {
-      JobState& job = jobs_[static_cast<std::size_t>(j)];
-      const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
-      job.rate = RateAt(spec, static_cast<int>(job.nodes.size()));
-      job.finish_at = job.rate > 0.0 ? t + (spec.work - job.done + job.debt) / job.rate : kInf;
-    }
-    if (advisor_) ReportToAdvisor(t);
-    total_rescales_ += rescales;
-    total_preemptions_ += preemptions;
-    Step& step = result_.steps.back();
-    step.rescales = rescales;
-    step.used_nodes = used_;
-    step.running_jobs = 0;
-    step.rate = 0.0;
-    double done = retired_done_;
-    for (const int j : active_) done += jobs_[static_cast<std::size_t>(j)].done;
-    step.samples_done = done;
-    for (const int j : active_) {
-      const JobState& job = jobs_[static_cast<std::size_t>(j)];
-      step.rate += job.rate;
-      if (!job.nodes.empty()) ++step.running_jobs;
-      if (opt_.record_job_progress) {
-        result_.progress.push_back({t, j, job.done, static_cast<int>(job.nodes.size())});
-      }
-    }
-    if (opt_.on_progress && span > 0 && (t - start_) / span >= next_progress) {
-      opt_.on_progress((t - start_) / span);
-      next_progress = (t - start_) / span + 0.005;
-    }
-  }
-  if (now_ < end_) {
-    Advance(end_);
-    RecordStep(end_, 0, 0, 0, 0.0);
-    for (const int j : active_) {
-      const JobState& job = jobs_[static_cast<std::size_t>(j)];
-      if (opt_.record_job_progress)
-        result_.progress.push_back({end_, j, job.done, static_cast<int>(job.nodes.size())});
-    }
+  result_.steps.reserve(
+      std::min<std::size_t>(trace_.transitions.size() - next_transition_ + 2 * specs_.size() + 2, 1u << 22));
+  if (reference_) {
+    RunReference();
+  } else {
+    RunContinuous();
   }
   if (opt_.on_progress) opt_.on_progress(1.0);
+  Summarize();
+  result_.summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return std::move(result_);
+}
 
-  // Results.
+void Engine::Summarize() {
   Summary& s = result_.summary;
   s.policy = alloc::ToString(opt_.solve.solver);
   s.curves = ToString(opt_.curves);
+  s.accounting = ToString(opt_.accounting);
   s.start_s = start_;
   s.end_s = end_;
   s.nodes = subset_size_;
@@ -609,18 +783,26 @@ ReplayResult Engine::Run() {
     if (job.finish_s >= 0) {
       ++s.jobs_finished;
       last_finish = std::max(last_finish, job.finish_s);
-      turnaround += job.finish_s - std::max(spec.submit_s, start_);
+      turnaround += job.finish_s - (reference_ ? spec.submit_s : std::max(spec.submit_s, start_));
     }
   }
   s.jobs_admitted = admitted_;
   s.idle_node_hours = idle_node_s_ / 3600.0;
   s.used_node_hours = used_node_s_ / 3600.0;
   s.idle_capture = idle_node_s_ > 0 ? used_node_s_ / idle_node_s_ : 0.0;
+  if (last_finish_s_ >= 0) {
+    s.active_start_s = first_admit_s_;
+    s.active_end_s = last_finish_s_;
+    s.active_idle_node_hours = (idle_at_last_finish_ - idle_at_first_admit_) / 3600.0;
+    s.active_used_node_hours = (used_at_last_finish_ - used_at_first_admit_) / 3600.0;
+    s.active_idle_capture =
+        s.active_idle_node_hours > 0 ? s.active_used_node_hours / s.active_idle_node_hours : 0.0;
+  }
   // Every loss counts in full, paid or not: (gross - loss) / gross = (done - unpaid) / gross.
   s.overhead_efficiency =
       s.samples_without_losses > 0 ? 1.0 - s.loss_samples / s.samples_without_losses : 1.0;
   if (s.jobs_finished > 0) {
-    s.makespan_s = last_finish - first_submit;
+    s.makespan_s = last_finish - (reference_ ? start_ : first_submit);
     s.mean_turnaround_s = turnaround / s.jobs_finished;
   }
   s.rescales = total_rescales_;
@@ -634,8 +816,6 @@ ReplayResult Engine::Run() {
   s.allocator_p99_s = Percentile(allocator_times_, 0.99);
   s.allocator_time_limits = allocator_time_limits_;
   s.allocator_failures = allocator_failures_;
-  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  return std::move(result_);
 }
 
 }  // namespace
@@ -657,7 +837,21 @@ bool ReplayOptions::IsValid(std::string* error) const {
   std::string why;
   if (!solve.IsValid(&why)) return fail("solve: " + why);
   if (!advisor.IsValid(&why)) return fail(why);  // "advisor options: <field> ..."
+  if (accounting != Accounting::kContinuous && accounting != Accounting::kReference) {
+    return fail("accounting is not a known Accounting");
+  }
   return true;
+}
+
+const char* ToString(Accounting accounting) {
+  return accounting == Accounting::kReference ? "reference" : "continuous";
+}
+
+Accounting AccountingFromString(const std::string& name) {
+  if (name == "continuous") return Accounting::kContinuous;
+  if (name == "reference") return Accounting::kReference;
+  throw InvalidArgument("accounting: unknown mode \"" + name +
+                        "\" (expected \"continuous\" or \"reference\")");
 }
 
 ReplayResult Replay(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayOptions& options) {

@@ -454,8 +454,11 @@ class Manager:
         # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
         # costs one decision, never the manager.
         milp = self.options.policy in MILP_POLICIES
+        # completion_aware reads what each job still has to do (0: a job submitted without --samples).
+        remaining = [max(run.row.work - run.row.samples, 1.0) if run.row.work else 0.0 for run in runs]
         result = alloc.allocate(jobs, pool, current, tfwd=self.options.tfwd_s, solver=self.options.policy,
-                                isolate=milp, time_limit_s=MILP_TIME_LIMIT_S if milp else None)
+                                isolate=milp, time_limit_s=MILP_TIME_LIMIT_S if milp else None,
+                                remaining_samples=remaining)
         if result.status == alloc.AllocationStatus.FAILED:
             self.store.log_event("allocation_failed", policy=self.options.policy, message=result.message)
             return  # the current map stays; the next event decides again

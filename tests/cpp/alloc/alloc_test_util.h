@@ -18,6 +18,22 @@
 
 namespace bft::alloc::testing {
 
+// Options naming a solver and a goal, the rest default.
+inline SolveOptions With(SolverKind solver, Goal goal = Goal::kThroughput) {
+  SolveOptions options;
+  options.solver = solver;
+  options.goal = goal;
+  return options;
+}
+
+// A problem with these jobs and a pool of `nodes` free nodes numbered from 100.
+inline Problem FreshPool(std::vector<Job> jobs, int nodes) {
+  Problem p;
+  p.jobs = std::move(jobs);
+  for (int k = 0; k < nodes; ++k) p.pool.push_back(100 + k);
+  return p;
+}
+
 inline Job MakeJob(const std::string& id, int min_nodes, int max_nodes, std::vector<int> nodes,
                    std::vector<double> values, double scale_up_s = 0.0, double scale_down_s = 0.0,
                    double weight = 1.0) {

@@ -9,22 +9,10 @@ namespace bft::alloc {
 namespace {
 
 using testing::Counts;
+using testing::FreshPool;
 using testing::MakeJob;
 using testing::SatisfiesConstraints;
-
-SolveOptions With(SolverKind solver, Goal goal = Goal::kThroughput) {
-  SolveOptions options;
-  options.solver = solver;
-  options.goal = goal;
-  return options;
-}
-
-Problem FreshPool(std::vector<Job> jobs, int nodes) {
-  Problem p;
-  p.jobs = std::move(jobs);
-  for (int k = 0; k < nodes; ++k) p.pool.push_back(100 + k);
-  return p;
-}
+using testing::With;
 
 TEST(AllocExact, PicksTheBetterMarginalValue) {
   // a: 10/node up to 4; b: 15/node up to 2. Four nodes: b takes 2 (30), a takes 2 (20): 10 * 50.
@@ -52,6 +40,23 @@ TEST(AllocExact, HandlesNonConcaveValues) {
   EXPECT_EQ(Counts(equal), (std::vector<int>{2, 2}));
   EXPECT_DOUBLE_EQ(equal.objective, 740.0);
   EXPECT_FALSE(equal.proven_optimal);
+}
+
+TEST(AllocEqualShare, TheReferenceRuleGivesAShareOnlyAboveTheMinimum) {
+  // Three nodes, two jobs: the share is 1. libbft's rule gives each its share and the leftover to
+  // the first; the published replayer's gives no share equal to min_nodes, so all three go to the
+  // first job as leftovers. With four nodes (share 2 > 1) the rules agree.
+  auto jobs = [] {
+    return std::vector<Job>{MakeJob("a", 1, 4, {1, 4}, {10, 40}), MakeJob("b", 1, 4, {1, 4}, {10, 40})};
+  };
+  SolveOptions reference = With(SolverKind::kEqualShare);
+  reference.equal_share_above_min = true;
+  EXPECT_EQ(Counts(Solve(FreshPool(jobs(), 3), With(SolverKind::kEqualShare))), (std::vector<int>{2, 1}));
+  const Problem three = FreshPool(jobs(), 3);
+  const Allocation a = Solve(three, reference);
+  EXPECT_TRUE(SatisfiesConstraints(three, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{3, 0}));
+  EXPECT_EQ(Counts(Solve(FreshPool(jobs(), 4), reference)), (std::vector<int>{2, 2}));
 }
 
 TEST(AllocExact, RescalePenaltyKeepsARunningJobInPlace) {

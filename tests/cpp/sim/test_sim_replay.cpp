@@ -8,23 +8,12 @@
 
 #include "bft/milp.h"
 #include "bft/sim.h"
+#include "sim_test_util.h"
 
 namespace bft::sim {
 namespace {
 
-JobSpec MakeJob(const std::string& name, double submit, double work, int max_nodes = 2) {
-  JobSpec j;
-  j.name = name;
-  j.submit_s = submit;
-  j.min_nodes = 1;
-  j.max_nodes = max_nodes;
-  j.work = work;
-  j.scale_up_s = 5.0;
-  j.scale_down_s = 3.0;
-  j.throughput = curve::ThroughputCurve({0, 1, 2}, {0.0, 10.0, 18.0});
-  j.objective = j.throughput;
-  return j;
-}
+using testing::MakeJob;
 
 // Two nodes; b is reclaimed at 100 and idle again at 200; the replay ends at 300.
 Trace TinyTrace() { return ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"); }
@@ -393,16 +382,22 @@ TEST(SimReplayInvariants, HoldOnSyntheticTracesUnderEveryPolicy) {
     so.mean_idle_nodes = 30;
     so.jobs = 14;
     const SyntheticWorkload w = GenerateSynthetic(so);
-    for (const alloc::SolverKind kind : {alloc::SolverKind::kExact, alloc::SolverKind::kEqualShare}) {
-      ReplayOptions o;
-      o.solve.solver = kind;
-      o.record_assignments = true;
-      const ReplayResult r = Replay(w.trace, w.jobs, o);
-      SCOPED_TRACE("seed " + std::to_string(seed) + " " + alloc::ToString(kind));
-      CheckInvariants(w.trace, w.jobs, r);
-      EXPECT_GT(r.summary.samples_done, 0);
-      EXPECT_GT(r.summary.preemptions, 0);
-      EXPECT_GT(r.summary.rescales, 0);
+    for (const alloc::SolverKind kind : alloc::AllSolverKinds()) {
+      if (kind == alloc::SolverKind::kCountMilp || kind == alloc::SolverKind::kNodeMilp) continue;  // slow
+      for (const Accounting accounting : {Accounting::kContinuous, Accounting::kReference}) {
+        ReplayOptions o;
+        o.solve.solver = kind;
+        o.accounting = accounting;
+        o.start_s = 0;
+        o.record_assignments = true;
+        const ReplayResult r = Replay(w.trace, w.jobs, o);
+        SCOPED_TRACE("seed " + std::to_string(seed) + " " + alloc::ToString(kind) + " " +
+                     ToString(accounting));
+        CheckInvariants(w.trace, w.jobs, r);
+        EXPECT_GT(r.summary.samples_done, 0);
+        EXPECT_GT(r.summary.preemptions, 0);
+        EXPECT_GT(r.summary.rescales, 0);
+      }
     }
   }
 }
