@@ -28,6 +28,7 @@ from ._core import curve as _c
 from ._core import sim as _s
 
 Job = _a.Job
+Configuration = _a.Configuration
 JobAllocation = _a.JobAllocation
 Allocation = _a.Allocation
 SolverKind = _a.SolverKind
@@ -107,8 +108,11 @@ def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[
     """A :class:`Job` from a Job or a dict with the fields of ``jobs-*.jsonl``."""
     if isinstance(job, Job):
         if weight is not None:
-            job = Job(job.id, job.min_nodes, job.max_nodes, job.objective, job.throughput, job.scale_up_s,
-                      job.scale_down_s, float(weight))
+            weighted = Job(job.id, job.min_nodes, job.max_nodes, job.objective, job.throughput, job.scale_up_s,
+                           job.scale_down_s, float(weight))
+            weighted.remaining_samples = job.remaining_samples
+            weighted.configurations, weighted.configuration = job.configurations, job.configuration
+            job = weighted
         return job
     if not isinstance(job, Mapping):
         raise ValueError(f"jobs[{index}]: expected a dict or a bft.alloc.Job, got {type(job).__name__}")
@@ -328,4 +332,4 @@ def _per_item(field: str, values: Sequence[float], count: int, what: str) -> Lis
     return out
 
 
-__all__ = ["Job", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]
+__all__ = ["Job", "Configuration", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]

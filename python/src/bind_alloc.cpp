@@ -68,6 +68,27 @@ void BindAlloc(py::module_& m) {
   m.def(
       "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
 
+  py::class_<alloc::Configuration>(
+      m, "Configuration", "Another way to run a job (structured partial backpropagation, docs/spb.md)")
+      .def(py::init([](std::string name, curve::ThroughputCurve objective, py::object throughput,
+                       double efficiency) {
+             alloc::Configuration c;
+             c.name = std::move(name);
+             c.objective = std::move(objective);
+             if (!throughput.is_none()) c.throughput = throughput.cast<curve::ThroughputCurve>();
+             c.efficiency = efficiency;
+             return c;
+           }),
+           py::arg("name"), py::arg("objective"), py::arg("throughput") = py::none(),
+           py::arg("efficiency") = 1.0)
+      .def_readwrite("name", &alloc::Configuration::name)
+      .def_readwrite("objective", &alloc::Configuration::objective)
+      .def_readwrite("throughput", &alloc::Configuration::throughput)
+      .def_readwrite("efficiency", &alloc::Configuration::efficiency)
+      .def("__repr__", [](const alloc::Configuration& c) {
+        return "Configuration('" + c.name + "', efficiency " + std::to_string(c.efficiency) + ")";
+      });
+
   py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")
       .def(py::init([](std::string id, int min_nodes, int max_nodes, curve::ThroughputCurve objective,
                        py::object throughput, double scale_up_s, double scale_down_s, double weight) {
@@ -94,6 +115,8 @@ void BindAlloc(py::module_& m) {
       .def_readwrite("scale_down_s", &Job::scale_down_s)
       .def_readwrite("weight", &Job::weight)
       .def_readwrite("remaining_samples", &Job::remaining_samples)
+      .def_readwrite("configurations", &Job::configurations)
+      .def_readwrite("configuration", &Job::configuration)
       .def("__repr__", [](const Job& j) {
         std::ostringstream os;
         os << "Job('" << j.id << "', nodes " << j.min_nodes << ".." << j.max_nodes << ")";
@@ -122,6 +145,7 @@ void BindAlloc(py::module_& m) {
       .def_readonly("id", &JobAllocation::id)
       .def_readonly("nodes_before", &JobAllocation::nodes_before)
       .def_readonly("nodes_after", &JobAllocation::nodes_after)
+      .def_readonly("configuration", &JobAllocation::configuration)
       .def_property_readonly("kept", [](const JobAllocation& j) { return ToNumpy(j.kept); })
       .def_property_readonly("added", [](const JobAllocation& j) { return ToNumpy(j.added); })
       .def_property_readonly("released", [](const JobAllocation& j) { return ToNumpy(j.released); })
@@ -159,6 +183,10 @@ void BindAlloc(py::module_& m) {
       .def_property_readonly("nodes_after",
                              [](const Allocation& a) {
                                return PerJob<int>(a, [](const JobAllocation& j) { return j.nodes_after; });
+                             })
+      .def_property_readonly("configuration",
+                             [](const Allocation& a) {
+                               return PerJob<int>(a, [](const JobAllocation& j) { return j.configuration; });
                              })
       .def_property_readonly("rate",
                              [](const Allocation& a) {

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bft
-from bft import alloc
+from bft import alloc, curve
 
 
 def job(name, lo, hi, nodes, values, up=0.0, down=0.0, **extra):
@@ -323,3 +323,19 @@ def test_completion_and_lifetime_policies_take_their_inputs_by_job_and_by_pool_n
         alloc.allocate([small], [0, 1], solver="completion_aware", remaining_samples=["lots"])
     with pytest.raises(ValueError, match="remaining_samples -5 must be a finite number >= 0"):
         alloc.allocate([small], [0, 1], solver="completion_aware", remaining_samples=[-5])
+
+
+def test_a_job_with_a_partial_backpropagation_configuration_gets_it_when_it_is_worth_more():
+    full = curve.ThroughputCurve([1, 2], [10.0, 18.0])
+    job = alloc.Job("j", 1, 2, full)
+    job.configurations = [alloc.Configuration("spb", curve.ThroughputCurve([1, 2], [14.0, 26.0]), efficiency=0.9)]
+    a = alloc.allocate([job], [0, 1])
+    assert a.configuration.tolist() == [1] and a.jobs[0].configuration == 1
+    assert a.objective == pytest.approx(10 * 0.9 * 26)
+    assert alloc.allocate([job], [0, 1], weights=[2.0]).jobs[0].configuration == 1  # kept when reweighted
+    assert alloc.allocate([job], [0, 1], solver="equal_share").jobs[0].configuration == 0
+    job.configurations = [alloc.Configuration("spb", curve.ThroughputCurve([1, 2], [14.0, 26.0]), efficiency=0.5)]
+    assert alloc.allocate([job], [0, 1]).jobs[0].configuration == 0
+    job.configurations = [alloc.Configuration("full", full)]
+    with pytest.raises(ValueError, match="configurations\\[0\\]: name 'full' is taken"):
+        alloc.allocate([job], [0, 1])

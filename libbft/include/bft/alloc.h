@@ -53,6 +53,18 @@ class NodeNames {
   std::unordered_map<std::string, NodeId> ids_;
 };
 
+// Another way to run a job, with its own curves: JigSaw's structured partial backpropagation, where
+// some workers back-propagate through the last layers only (docs/spb.md). The job's value at n
+// nodes in this configuration is efficiency x objective(n).
+struct Configuration {
+  std::string name;                   // non-empty, unique within the job, not "full"
+  curve::ThroughputCurve objective;   // must not be empty
+  curve::ThroughputCurve throughput;  // samples/s; empty: the objective
+  // What one sample processed in this configuration is worth against one with full
+  // backpropagation (its statistical efficiency), in (0, 1].
+  double efficiency = 1.0;
+};
+
 struct Job {
   std::string id;     // non-empty, unique within a Problem
   int min_nodes = 1;  // >= 1
@@ -68,6 +80,12 @@ struct Job {
   double weight = 1.0;        // multiplies the job's value and penalty in the objective
   // Samples the job still has to process; 0: unknown. The completion_aware policy reads it.
   double remaining_samples = 0.0;
+  // The job's other configurations. Its own curves above are configuration 0, "full" (efficiency
+  // 1). Every solver but equal share (which keeps full backpropagation) chooses the count and the
+  // configuration together and stays exact. Switching configuration restarts a running job: it is
+  // charged like a rescale (scale_down_s when its count falls, else scale_up_s).
+  std::vector<Configuration> configurations;
+  int configuration = 0;  // the configuration it runs now: 0, or k for configurations[k - 1]
 };
 
 // One entry of the current node -> job map.
@@ -159,6 +177,7 @@ struct JobAllocation {
   std::vector<NodeId> kept;      // sorted
   std::vector<NodeId> added;     // sorted
   std::vector<NodeId> released;  // sorted
+  int configuration = 0;         // the chosen one (see Job::configurations)
   double rate = 0.0;             // predicted throughput at nodes_after (samples/s)
   double value = 0.0;            // O_j(nodes_after)
   double penalty = 0.0;          // rescale penalty charged in the objective (unweighted)

@@ -47,8 +47,7 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
   Allocation allocation;
   switch (options.solver) {
     case SolverKind::kExact: {
-      allocation =
-          internal::FromCounts(problem, prepared, internal::ExactCounts(problem, prepared, options.goal));
+      allocation = internal::FromCounts(problem, prepared, internal::ExactCounts(prepared, options.goal));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = true;
       allocation.status = AllocationStatus::kOptimal;
@@ -56,8 +55,22 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
       break;
     }
     case SolverKind::kEqualShare: {
-      allocation = internal::FromCounts(problem, prepared,
-                                        internal::EqualShareCounts(prepared, options.equal_share_above_min));
+      // Equal share keeps full backpropagation: it sees each job's own curves only.
+      const bool partial = std::any_of(problem.jobs.begin(), problem.jobs.end(),
+                                       [](const Job& job) { return !job.configurations.empty(); });
+      Problem full;
+      if (partial) {
+        full = problem;
+        for (Job& job : full.jobs) {
+          job.configurations.clear();
+          job.configuration = 0;
+        }
+      }
+      const Problem& seen = partial ? full : problem;
+      const internal::Prepared full_prepared = partial ? internal::Prepare(full) : internal::Prepared();
+      const internal::Prepared& seen_prepared = partial ? full_prepared : prepared;
+      allocation = internal::FromCounts(
+          seen, seen_prepared, internal::EqualShareCounts(seen_prepared, options.equal_share_above_min));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = false;
       allocation.status = AllocationStatus::kHeuristic;
@@ -68,9 +81,9 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
     case SolverKind::kLifetimeAware: {
       const Problem policy = internal::PolicyProblem(problem, options.solver);
       const internal::Prepared policy_prepared = internal::Prepare(policy);
-      allocation = internal::FromCounts(policy, policy_prepared,
-                                        internal::ExactCounts(policy, policy_prepared, options.goal),
-                                        internal::LongestIdleFirst(policy));
+      allocation =
+          internal::FromCounts(policy, policy_prepared, internal::ExactCounts(policy_prepared, options.goal),
+                               internal::LongestIdleFirst(policy));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = true;
       allocation.status = AllocationStatus::kOptimal;
@@ -81,7 +94,7 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
     case SolverKind::kCountMilp:
     case SolverKind::kNodeMilp: {
       const internal::MilpOutcome outcome = options.solver == SolverKind::kCountMilp
-                                                ? internal::SolveCountMilp(problem, prepared, options)
+                                                ? internal::SolveCountMilp(prepared, options)
                                                 : internal::SolveNodeMilp(problem, prepared, options);
       if (!outcome.has_solution) {
         allocation = internal::FromCounts(problem, prepared, KeepCounts(prepared));

@@ -126,21 +126,19 @@ class Table {
   std::unique_ptr<double[]> data_;
 };
 
-std::vector<char> AllowedCounts(const Problem& problem, const JobData& d, int job_index, Goal goal,
-                                double tau) {
+std::vector<char> AllowedCounts(const JobData& d, Goal goal, double tau) {
   const int top = std::max(d.max_nodes, 0);
   std::vector<char> allowed(static_cast<std::size_t>(top) + 1, 0);
   for (int n = 0; n <= top; ++n) {
     allowed[n] = Feasible(d, n);
-    if (allowed[n] && goal == Goal::kMaxMinFair)
-      allowed[n] = NormalizedValue(problem, d, job_index, n) >= tau;
+    if (allowed[n] && goal == Goal::kMaxMinFair) allowed[n] = NormalizedValue(d, n) >= tau;
   }
   return allowed;
 }
 
 }  // namespace
 
-double MaxMinThreshold(const Problem& problem, const Prepared& prepared) {
+double MaxMinThreshold(const Prepared& prepared) {
   const int num_jobs = static_cast<int>(prepared.jobs.size());
   std::vector<std::vector<double>> ratio(num_jobs);
   std::vector<double> candidates;
@@ -149,7 +147,7 @@ double MaxMinThreshold(const Problem& problem, const Prepared& prepared) {
     ratio[j].assign(static_cast<std::size_t>(std::max(d.max_nodes, 0)) + 1, -1.0);
     for (int n = 0; n <= d.max_nodes; ++n) {
       if (!Feasible(d, n)) continue;
-      ratio[j][n] = NormalizedValue(problem, d, j, n);
+      ratio[j][n] = NormalizedValue(d, n);
       candidates.push_back(ratio[j][n]);
     }
   }
@@ -182,16 +180,16 @@ double MaxMinThreshold(const Problem& problem, const Prepared& prepared) {
   return best;
 }
 
-std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, Goal goal) {
+std::vector<int> ExactCounts(const Prepared& prepared, Goal goal) {
   const int num_jobs = static_cast<int>(prepared.jobs.size());
   const int capacity = prepared.pool_size;
-  const double tau = goal == Goal::kMaxMinFair ? MaxMinThreshold(problem, prepared) : 0.0;
+  const double tau = goal == Goal::kMaxMinFair ? MaxMinThreshold(prepared) : 0.0;
   std::vector<JobChoices> choices(num_jobs);
   long long sum_last = 0;
   int widest = 0;
   for (int j = 0; j < num_jobs; ++j) {
     const JobData& d = prepared.jobs[j];
-    choices[j] = MakeChoices(d, AllowedCounts(problem, d, j, goal, tau), prepared.tfwd_s);
+    choices[j] = MakeChoices(d, AllowedCounts(d, goal, tau), prepared.tfwd_s);
     sum_last += choices[j].last;
     widest = std::max(widest, choices[j].last);
   }

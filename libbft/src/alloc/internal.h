@@ -21,6 +21,12 @@ struct JobData {
   std::vector<double> value;          // O_j(n) for n = 0..max_nodes, value[0] = 0
   std::vector<int> breakpoints;       // curve breakpoints inside [1, max_nodes]
   std::vector<NodeId> current_nodes;  // sorted
+  // Jobs with configurations: value[n] is the best over them, less a switch's penalty / tfwd_s
+  // (at n = current: elsewhere the rescale penalty is charged anyway); configuration[n] is the
+  // one that gives it, switch_penalty[n] the penalty folded in. Empty for the others.
+  std::vector<int> configuration;
+  std::vector<double> switch_penalty;
+  double normalizer = 0.0;  // the value at Job::max_nodes (the best configuration's): for max-min
 };
 
 struct Prepared {
@@ -53,7 +59,10 @@ inline double Contribution(const JobData& job, int n, double tfwd_s) {
 std::vector<int> LinearityBreaks(const JobData& job, bool around_current);
 // Normalised value min(1, O(n) / O(max_nodes)) used by the max-min goal; 1 for a job whose curve is
 // 0 at max_nodes (it has nothing to gain, so it never limits the minimum).
-double NormalizedValue(const Problem& problem, const JobData& job, int job_index, int n);
+double NormalizedValue(const JobData& job, int n);
+// A configuration's value at n nodes (efficiency x objective; 0 is the job's own curves) and its rate curve.
+double ConfigurationValue(const Job& job, int configuration, int n);
+const curve::ThroughputCurve& ConfigurationRate(const Job& job, int configuration);
 
 // True if the counts fit the pool and every job's [min, max]; else false with the reason.
 bool CheckCounts(const Prepared& prepared, const std::vector<int>& counts, std::string* error);
@@ -82,11 +91,11 @@ Allocation FromMap(const Problem& problem, const Prepared& prepared,
 void Score(const Problem& problem, const Prepared& prepared, Allocation* allocation);
 
 // Solvers on counts.
-std::vector<int> ExactCounts(const Problem& problem, const Prepared& prepared, Goal goal);
+std::vector<int> ExactCounts(const Prepared& prepared, Goal goal);
 std::vector<int> EqualShareCounts(const Prepared& prepared, bool share_above_min);
 // The largest threshold t such that every job can reach normalised value >= t within the pool
 // (0 when some job must stay at 0 nodes).
-double MaxMinThreshold(const Problem& problem, const Prepared& prepared);
+double MaxMinThreshold(const Prepared& prepared);
 
 // MILP solvers (milp_solvers.cpp). They fill counts or a node map and the solver status fields.
 struct MilpOutcome {
@@ -97,7 +106,7 @@ struct MilpOutcome {
   bool proven_optimal = false;
   std::string message;
 };
-MilpOutcome SolveCountMilp(const Problem& problem, const Prepared& prepared, const SolveOptions& options);
+MilpOutcome SolveCountMilp(const Prepared& prepared, const SolveOptions& options);
 MilpOutcome SolveNodeMilp(const Problem& problem, const Prepared& prepared, const SolveOptions& options);
 
 }  // namespace bft::alloc::internal

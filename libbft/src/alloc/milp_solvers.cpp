@@ -115,14 +115,14 @@ void AddJobs(const Prepared& prepared, bool fold_penalty, bool need_value, Formu
 }
 
 // Solves f->model with the goal; fills `result` with the final solve.
-milp::Result SolveGoal(const Problem& problem, const Prepared& prepared, const SolveOptions& options,
-                       Formulation* f, std::string* note) {
+milp::Result SolveGoal(const Prepared& prepared, const SolveOptions& options, Formulation* f,
+                       std::string* note) {
   const std::unique_ptr<milp::Backend> backend = milp::MakeBackend(options.milp_backend);
   if (options.goal == Goal::kMaxMinFair && !prepared.jobs.empty()) {
     // Normalised values are capped at 1 (see Goal::kMaxMinFair), hence t <= 1.
     milp::Var t = f->model.AddContinuous(0.0, 1.0, "t");
     for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
-      const double top = problem.jobs[j].objective.Evaluate(problem.jobs[j].max_nodes);
+      const double top = prepared.jobs[j].normalizer;
       if (!(top > 0.0)) continue;  // normalised value 1 whatever the count
       const std::string tag = std::to_string(j);
       if (f->vars[j].fixed_zero) {
@@ -177,7 +177,7 @@ MilpOutcome Outcome(const milp::Result& result, const std::string& note) {
 
 }  // namespace
 
-MilpOutcome SolveCountMilp(const Problem& problem, const Prepared& prepared, const SolveOptions& options) {
+MilpOutcome SolveCountMilp(const Prepared& prepared, const SolveOptions& options) {
   Formulation f;
   AddJobs(prepared, /*fold_penalty=*/true, options.goal == Goal::kMaxMinFair, &f);
   milp::LinExpr total;
@@ -185,7 +185,7 @@ MilpOutcome SolveCountMilp(const Problem& problem, const Prepared& prepared, con
     if (!v.fixed_zero) total += milp::LinExpr(v.n);
   f.model.AddConstraint(total <= prepared.pool_size, "pool");
   std::string note;
-  const milp::Result result = SolveGoal(problem, prepared, options, &f, &note);
+  const milp::Result result = SolveGoal(prepared, options, &f, &note);
   MilpOutcome out = Outcome(result, note);
   if (!result.has_solution) return out;
   out.counts.assign(prepared.jobs.size(), 0);
@@ -243,7 +243,7 @@ MilpOutcome SolveNodeMilp(const Problem& problem, const Prepared& prepared, cons
   for (int k = 0; k < pool; ++k)
     if (!per_node[k].terms().empty()) f.model.AddConstraint(per_node[k] <= 1.0, "node_" + std::to_string(k));
   std::string note;
-  const milp::Result result = SolveGoal(problem, prepared, options, &f, &note);
+  const milp::Result result = SolveGoal(prepared, options, &f, &note);
   MilpOutcome out = Outcome(result, note);
   if (!result.has_solution) return out;
   out.job_of_pool_node.assign(pool, -1);

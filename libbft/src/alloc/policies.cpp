@@ -19,13 +19,13 @@ Problem PolicyProblem(const Problem& problem, SolverKind policy) {
     reclaim_per_node_s /= static_cast<double>(problem.expected_idle_s.size());
   }
   const int pool = static_cast<int>(problem.pool.size());
-  for (Job& job : reshaped.jobs) {
-    const curve::ThroughputCurve& rate = job.throughput.empty() ? job.objective : job.throughput;
-    const int top = std::min(job.max_nodes, pool);
+  // A curve of the job's (its own objective or a configuration's, with its rate) reshaped.
+  auto reshape = [&](const Job& job, const curve::ThroughputCurve& objective,
+                     const curve::ThroughputCurve& rate) {
     std::vector<int> counts;
     std::vector<double> values;
-    for (int n = 0; n <= top; ++n) {
-      double value = job.objective.Evaluate(n);
+    for (int n = 0; n <= std::min(job.max_nodes, pool); ++n) {
+      double value = objective.Evaluate(n);
       if (policy == SolverKind::kCompletionAware && job.remaining_samples > 0.0) {
         // Samples beyond the job's remaining work within the horizon are worth nothing.
         const double samples = rate.Evaluate(n) * problem.tfwd_s;
@@ -36,7 +36,14 @@ Problem PolicyProblem(const Problem& problem, SolverKind policy) {
       counts.push_back(n);
       values.push_back(value);
     }
+    return curve::ThroughputCurve(counts, values);
+  };
+  for (Job& job : reshaped.jobs) {
     if (job.throughput.empty()) job.throughput = job.objective;  // the rate the allocation reports
+    for (Configuration& c : job.configurations) {
+      if (c.throughput.empty()) c.throughput = c.objective;
+      c.objective = reshape(job, c.objective, c.throughput);
+    }
     if (policy == SolverKind::kCompletionAware) {
       // Value in node units: the objective relative to the job's own at its largest size, so that
       // a model slow in samples/s is not starved while it holds an admission slot.
@@ -44,7 +51,7 @@ Problem PolicyProblem(const Problem& problem, SolverKind policy) {
       const double full = job.objective.Evaluate(reference);
       if (reference > 0 && full > 0.0) job.weight *= reference / full;
     }
-    if (!counts.empty()) job.objective = curve::ThroughputCurve(counts, values);
+    job.objective = reshape(job, job.objective, job.throughput);
   }
   return reshaped;
 }

@@ -1,6 +1,7 @@
 // Problem validation, the reduction to per-job tables, scoring and node assignment from counts.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -67,6 +68,27 @@ bool Problem::IsValid(std::string* error) const {
                       " = ", term, " exceeds ", kMaxObjectiveTerm, " (the objective would overflow)");
         }
       }
+    }
+    const int configurations = static_cast<int>(job.configurations.size());
+    if (job.configuration < 0 || job.configuration > configurations)
+      return fail("configuration ", job.configuration, " is outside 0..", configurations,
+                  " (0: the job's own curves, k: configurations[k - 1])");
+    std::unordered_set<std::string> names{"full"};
+    for (int k = 0; k < configurations; ++k) {
+      const Configuration& c = job.configurations[static_cast<std::size_t>(k)];
+      const std::string where = "configurations[" + std::to_string(k) + "]";
+      if (c.name.empty()) return fail(where, ": name is empty");
+      if (!names.insert(c.name).second)
+        return fail(where, ": name '", c.name, "' is taken (\"full\" is the job's own curves)");
+      if (c.objective.empty()) return fail(where, " ('", c.name, "'): objective curve is empty");
+      if (!std::isfinite(c.efficiency) || !(c.efficiency > 0.0) || c.efficiency > 1.0)
+        return fail(where, " ('", c.name, "'): efficiency ", c.efficiency, " must be in (0, 1]");
+      const auto& values = c.objective.values();
+      const double term = std::max({tfwd_s, job.scale_up_s, job.scale_down_s}) * job.weight *
+                          *std::max_element(values.begin(), values.end());
+      if (!(term <= kMaxObjectiveTerm))
+        return fail(where, " ('", c.name, "'): its largest objective value times the horizon and weight is ",
+                    term, ", above ", kMaxObjectiveTerm, " (the objective would overflow)");
     }
     // ThroughputCurve validates its breakpoints when it is built; nothing else to check here.
   }
@@ -176,18 +198,50 @@ Prepared Prepare(const Problem& problem) {
     d.min_nodes = job.min_nodes;
     d.max_nodes = std::min(job.max_nodes, prepared.pool_size);
     d.current = static_cast<int>(d.current_nodes.size());
-    d.current_value = d.current >= job.min_nodes ? job.objective.Evaluate(d.current) : 0.0;
+    const bool running = d.current >= job.min_nodes;
+    d.current_value = running ? ConfigurationValue(job, job.configuration, d.current) : 0.0;
     d.up_penalty = job.scale_up_s * d.current_value;
     d.down_penalty = job.scale_down_s * d.current_value;
     d.weight = job.weight;
     const int top = std::max(d.max_nodes, 0);
     d.value.resize(static_cast<std::size_t>(top) + 1);
     d.value[0] = 0.0;
-    for (int n = 1; n <= top; ++n) d.value[n] = job.objective.Evaluate(n);
-    for (int b : job.objective.nodes())
-      if (b >= 1 && b <= top) d.breakpoints.push_back(b);
+    const int configurations = 1 + static_cast<int>(job.configurations.size());
+    d.normalizer = 0.0;
+    for (int k = 0; k < configurations; ++k)
+      d.normalizer = std::max(d.normalizer, ConfigurationValue(job, k, job.max_nodes));
+    if (configurations == 1) {
+      for (int n = 1; n <= top; ++n) d.value[n] = job.objective.Evaluate(n);
+      for (int b : job.objective.nodes())
+        if (b >= 1 && b <= top) d.breakpoints.push_back(b);
+      continue;
+    }
+    // The best configuration at each count, a switch at the current count paying its restart. The
+    // best of several curves bends between their breakpoints: every count is a breakpoint.
+    d.configuration.assign(static_cast<std::size_t>(top) + 1, job.configuration);
+    d.switch_penalty.assign(static_cast<std::size_t>(top) + 1, 0.0);
+    for (int n = 1; n <= top; ++n) {
+      double best = -std::numeric_limits<double>::infinity();
+      for (int k = 0; k < configurations; ++k) {
+        const double restart = k != job.configuration && running && n == d.current ? d.up_penalty : 0.0;
+        const double value = ConfigurationValue(job, k, n) - restart / prepared.tfwd_s;
+        if (value > best || (value == best && k == job.configuration)) {
+          best = value;
+          d.configuration[n] = k;
+          d.switch_penalty[n] = restart;
+        }
+      }
+      d.value[n] = best;
+      d.breakpoints.push_back(n);
+    }
   }
   return prepared;
+}
+
+double ConfigurationValue(const Job& job, int configuration, int n) {
+  if (configuration == 0) return job.objective.Evaluate(n);
+  const Configuration& c = job.configurations[static_cast<std::size_t>(configuration - 1)];
+  return c.efficiency * c.objective.Evaluate(n);
 }
 
 std::vector<int> LinearityBreaks(const JobData& job, bool around_current) {
@@ -202,11 +256,15 @@ std::vector<int> LinearityBreaks(const JobData& job, bool around_current) {
   return breaks;
 }
 
-double NormalizedValue(const Problem& problem, const JobData& job, int job_index, int n) {
-  const Job& j = problem.jobs[job_index];
-  const double top = j.objective.Evaluate(j.max_nodes);
-  if (!(top > 0.0)) return 1.0;
-  return std::min(1.0, (n == 0 ? 0.0 : job.value[n]) / top);
+double NormalizedValue(const JobData& job, int n) {
+  if (!(job.normalizer > 0.0)) return 1.0;
+  return std::min(1.0, (n == 0 ? 0.0 : job.value[n]) / job.normalizer);
+}
+
+const curve::ThroughputCurve& ConfigurationRate(const Job& job, int configuration) {
+  if (configuration == 0) return job.throughput.empty() ? job.objective : job.throughput;
+  const Configuration& c = job.configurations[static_cast<std::size_t>(configuration - 1)];
+  return c.throughput.empty() ? c.objective : c.throughput;
 }
 
 bool CheckCounts(const Prepared& prepared, const std::vector<int>& counts, std::string* error) {
@@ -237,11 +295,13 @@ void Score(const Problem& problem, const Prepared& prepared, Allocation* allocat
     JobAllocation& ja = allocation->jobs[j];
     const int n = ja.nodes_after;
     const Job& job = problem.jobs[j];
-    ja.value = d.value[n];
-    ja.rate = n == 0 ? 0.0 : (job.throughput.empty() ? job.objective : job.throughput).Evaluate(n);
-    ja.penalty = Penalty(d, n);
+    const double restart = d.switch_penalty.empty() ? 0.0 : d.switch_penalty[n];
+    ja.configuration = d.configuration.empty() ? job.configuration : d.configuration[n];
+    ja.value = d.value[n] + restart / prepared.tfwd_s;
+    ja.rate = n == 0 ? 0.0 : ConfigurationRate(job, ja.configuration).Evaluate(n);
+    ja.penalty = Penalty(d, n) + restart;
     objective += Contribution(d, n, prepared.tfwd_s);
-    min_normalized = std::min(min_normalized, NormalizedValue(problem, d, static_cast<int>(j), n));
+    min_normalized = std::min(min_normalized, NormalizedValue(d, n));
   }
   allocation->objective = objective;
   allocation->min_normalized_value = min_normalized;

@@ -15,8 +15,15 @@
 #include <vector>
 
 #include "bft/alloc.h"
+#include "bft/milp.h"
 
 namespace bft::alloc::testing {
+
+// True if this test binary has the MILP backend (GLPK, CBC) built in.
+inline bool HasBackend(const std::string& name) {
+  const std::vector<std::string> names = milp::RegisteredBackends();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 // Options naming a solver and a goal, the rest default.
 inline SolveOptions With(SolverKind solver, Goal goal = Goal::kThroughput) {

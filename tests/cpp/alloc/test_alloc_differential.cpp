@@ -118,11 +118,7 @@ void AgreeOnRandomProblems(const std::string& backend, int instances, Goal goal,
   EXPECT_EQ(compared, instances);
 }
 
-bool HasBackend(const std::string& name) {
-  for (const std::string& b : milp::RegisteredBackends())
-    if (b == name) return true;
-  return false;
-}
+using testing::HasBackend;
 
 TEST(AllocDifferential, NodeLevelCountLevelAndExactAgreeOnGlpk) {
   if (!HasBackend("glpk")) GTEST_SKIP() << "the GLPK backend is not built into this test binary";

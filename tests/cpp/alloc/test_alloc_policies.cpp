@@ -141,7 +141,9 @@ TEST(AllocPolicies, ReachTheBruteForceOptimumOfTheirObjective) {
       for (const JobAllocation& ja : a.jobs) {
         for (const NodeId added : ja.added) {
           for (const NodeId n : p.pool) {
-            if (!used.count(n)) ASSERT_GE(life(added), life(n)) << "instance " << i;
+            if (!used.count(n)) {
+              ASSERT_GE(life(added), life(n)) << "instance " << i;
+            }
           }
         }
         for (const NodeId released : ja.released) {

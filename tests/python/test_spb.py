@@ -1,0 +1,123 @@
+"""bft.train.spb (structured partial backpropagation) in real gloo process groups on CPU: with every
+rank at full depth it is data-parallel training, step for step, as DistributedDataParallel does it;
+with partial depths each stage's gradient is the mean over exactly the ranks that computed it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bft.train.spb import check_depths, structured_depths  # noqa: E402
+from runtime_util import python_env  # noqa: E402
+
+# One rank of a world: the model, its data and the checks, run by every rank; rank 0 prints "ok".
+WORKER = """
+import os, sys
+import torch, torch.distributed as dist
+from torch import nn
+from bft.train.spb import PartialBackprop
+
+rank, world, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+dist.init_process_group("gloo", init_method="file://" + sys.argv[4], rank=rank, world_size=world)
+torch.manual_seed(0)
+def stages():
+    return [nn.Sequential(nn.Linear(6, 8), nn.Tanh()), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), nn.Linear(8, 3)]
+def batch(r, step):  # each rank's own data, reproducible anywhere
+    g = torch.Generator().manual_seed(1000 * r + step)
+    return torch.randn(5, 6, generator=g), torch.randint(0, 3, (5,), generator=g)
+loss_fn = nn.CrossEntropyLoss()
+
+if mode == "ddp":
+    base = stages()
+    spb = PartialBackprop([s for s in __import__("copy").deepcopy(base)], depths=[3] * world)
+    ddp = nn.parallel.DistributedDataParallel(nn.Sequential(*base))
+    opts = [torch.optim.SGD(m.parameters(), lr=0.5) for m in (spb, ddp)]
+    for step in range(4):
+        x, y = batch(rank, step)
+        for model, opt in zip((spb, ddp), opts):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            if model is spb:
+                spb.sync_gradients()
+            opt.step()
+    for a, b in zip(spb.parameters(), ddp.parameters()):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7), (a - b).abs().max()
+else:
+    depths = [int(d) for d in mode.split(",")]
+    model = PartialBackprop(stages(), depths=depths)
+    reference = stages()  # the same initial weights (same seed): full backprop of each rank's batch
+    for p, q in zip(model.parameters(), [p for s in reference for p in s.parameters()]):
+        q.data.copy_(p.data)
+    x, y = batch(rank, 0)
+    loss_fn(model(x), y).backward()
+    # A rank computes gradients only for its suffix of stages.
+    for s, stage in enumerate(model.stages):
+        has = all(p.grad is not None for p in stage.parameters())
+        assert has == (s >= 3 - model.depth), (rank, s, has)
+    model.sync_gradients()
+    expected = []
+    for r in range(world):
+        for q in [p for s in reference for p in s.parameters()]:
+            q.grad = None
+        xr, yr = batch(r, 0)
+        loss_fn(nn.Sequential(*reference)(xr), yr).backward()
+        expected.append([[q.grad.clone() for q in s.parameters()] for s in reference])
+    for s, stage in enumerate(model.stages):
+        ranks = [r for r in range(world) if depths[r] >= 3 - s]
+        assert model.contributors[s] == len(ranks)
+        for k, p in enumerate(stage.parameters()):
+            mean = sum(expected[r][s][k] for r in ranks) / len(ranks)
+            assert torch.allclose(p.grad, mean, rtol=1e-5, atol=1e-7), (rank, s, (p.grad - mean).abs().max())
+dist.barrier()  # before teardown: gloo can abort a rank that leaves while another still talks
+dist.destroy_process_group()
+if rank == 0:
+    print("ok")
+"""
+
+
+def run_world(tmp_path, world: int, mode: str) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(WORKER))
+    rendezvous = tmp_path / f"rdv-{mode.replace(',', '-')}"
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), mode, str(rendezvous)],
+                              env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(world)]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:  # a rank stuck in a collective after another failed
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for r, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"rank {r}: {err[-2000:]}"
+    assert outs[0][0].strip() == "ok"
+
+
+def test_full_depth_everywhere_is_data_parallel_training_step_for_step(tmp_path):
+    run_world(tmp_path, 2, "ddp")
+
+
+def test_each_stage_gets_the_mean_over_exactly_the_ranks_that_computed_it(tmp_path):
+    run_world(tmp_path, 3, "3,2,1")
+    run_world(tmp_path, 3, "1,3,1")
+
+
+def test_configurations_are_checked_naming_the_rank():
+    assert structured_depths(4, stages=3, depth=1) == [3, 1, 1, 1]
+    assert structured_depths(4, stages=3, depth=2, full_ranks=2) == [3, 3, 2, 2]
+    with pytest.raises(ValueError, match="no rank back-propagates through all 3 stages"):
+        check_depths([2, 1], 3, 2)
+    with pytest.raises(ValueError, match=r"depths\[1\]: 4 is outside 1..3"):
+        check_depths([3, 4], 3, 2)
+    with pytest.raises(ValueError, match=r"depths\[0\]: expected a whole number of stages, got 2.5"):
+        check_depths([2.5, 3], 3, 2)
+    with pytest.raises(ValueError, match="depths: 1 depths for a world of 2 ranks"):
+        check_depths([3], 3, 2)
+    with pytest.raises(ValueError, match="full_ranks: 0 is outside 1..4"):
+        structured_depths(4, stages=3, depth=1, full_ranks=0)
