@@ -104,16 +104,19 @@ def _number(where: str, job: Mapping[str, Any], field: str, default: Any = None,
         raise ValueError(f"{where}: field '{field}' must be {expected}, got {value!r}") from None
 
 
+def _copy_job(job: Job, weight: float) -> Job:
+    """A copy, so that what allocate() sets on it (remaining_samples) never reaches the caller's Job."""
+    copy = Job(job.id, job.min_nodes, job.max_nodes, job.objective, job.throughput, job.scale_up_s,
+               job.scale_down_s, weight)
+    copy.remaining_samples = job.remaining_samples
+    copy.configurations, copy.configuration = job.configurations, job.configuration
+    return copy
+
+
 def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[float] = None) -> Job:
     """A :class:`Job` from a Job or a dict with the fields of ``jobs-*.jsonl``."""
     if isinstance(job, Job):
-        if weight is not None:
-            weighted = Job(job.id, job.min_nodes, job.max_nodes, job.objective, job.throughput, job.scale_up_s,
-                           job.scale_down_s, float(weight))
-            weighted.remaining_samples = job.remaining_samples
-            weighted.configurations, weighted.configuration = job.configurations, job.configuration
-            job = weighted
-        return job
+        return _copy_job(job, job.weight if weight is None else float(weight))
     if not isinstance(job, Mapping):
         raise ValueError(f"jobs[{index}]: expected a dict or a bft.alloc.Job, got {type(job).__name__}")
     for key in job:

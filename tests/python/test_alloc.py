@@ -319,6 +319,9 @@ def test_completion_and_lifetime_policies_take_their_inputs_by_job_and_by_pool_n
         alloc.allocate([small], [0, 1, 2], solver="lifetime_aware", expected_idle_s=[1, 2])
     with pytest.raises(ValueError, match=r"expected_idle_s\[1\] \(node 1\): -2 must be"):
         alloc.allocate([small], [0, 1, 2], solver="lifetime_aware", expected_idle_s=[1, -2, 3])
+    mine = alloc.to_job(jobs[0])
+    alloc.allocate([mine], [0, 1, 2, 3], solver="completion_aware", remaining_samples=[5])
+    assert mine.remaining_samples == 0.0  # the caller's Job is not changed
     with pytest.raises(ValueError, match="remaining_samples: expected numbers"):
         alloc.allocate([small], [0, 1], solver="completion_aware", remaining_samples=["lots"])
     with pytest.raises(ValueError, match="remaining_samples -5 must be a finite number >= 0"):

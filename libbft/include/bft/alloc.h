@@ -84,6 +84,8 @@ struct Job {
   // 1). Every solver but equal share (which keeps full backpropagation) chooses the count and the
   // configuration together and stays exact. Switching configuration restarts a running job: it is
   // charged like a rescale (scale_down_s when its count falls, else scale_up_s).
+  // Under Goal::kMaxMinFair a job's normalised value is the best configuration's, and at its current
+  // count it is net of a switch's restart (value - restart / tfwd_s), as every solver sees it.
   std::vector<Configuration> configurations;
   int configuration = 0;  // the configuration it runs now: 0, or k for configurations[k - 1]
 };

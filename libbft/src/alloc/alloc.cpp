@@ -55,22 +55,14 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
       break;
     }
     case SolverKind::kEqualShare: {
-      // Equal share keeps full backpropagation: it sees each job's own curves only.
+      // Equal share keeps full backpropagation (a job running another configuration is switched back).
       const bool partial = std::any_of(problem.jobs.begin(), problem.jobs.end(),
                                        [](const Job& job) { return !job.configurations.empty(); });
-      Problem full;
-      if (partial) {
-        full = problem;
-        for (Job& job : full.jobs) {
-          job.configurations.clear();
-          job.configuration = 0;
-        }
-      }
-      const Problem& seen = partial ? full : problem;
-      const internal::Prepared full_prepared = partial ? internal::Prepare(full) : internal::Prepared();
-      const internal::Prepared& seen_prepared = partial ? full_prepared : prepared;
-      allocation = internal::FromCounts(
-          seen, seen_prepared, internal::EqualShareCounts(seen_prepared, options.equal_share_above_min));
+      const internal::Prepared full =
+          partial ? internal::Prepare(problem, internal::ConfigurationChoice::kFull) : internal::Prepared();
+      const internal::Prepared& seen = partial ? full : prepared;
+      allocation = internal::FromCounts(problem, seen,
+                                        internal::EqualShareCounts(seen, options.equal_share_above_min));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = false;
       allocation.status = AllocationStatus::kHeuristic;
@@ -97,7 +89,8 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
                                                 ? internal::SolveCountMilp(prepared, options)
                                                 : internal::SolveNodeMilp(problem, prepared, options);
       if (!outcome.has_solution) {
-        allocation = internal::FromCounts(problem, prepared, KeepCounts(prepared));
+        const internal::Prepared keep = internal::Prepare(problem, internal::ConfigurationChoice::kCurrent);
+        allocation = internal::FromCounts(problem, keep, KeepCounts(keep));
         allocation.message = "no solution from the MILP solver (" + outcome.message +
                              "); every job keeps its nodes where its bounds allow";
       } else if (options.solver == SolverKind::kNodeMilp) {

@@ -35,8 +35,14 @@ struct Prepared {
   double tfwd_s = 10.0;
 };
 
+// Which configurations (Job::configurations) a job's table is built from: the best of all at each
+// count (the exact solvers), full backpropagation only (equal share), or the one it runs now (the
+// fallback of a failed MILP solve, where every job keeps what it has). A change from the current
+// configuration at the current count pays its restart.
+enum class ConfigurationChoice { kAny, kFull, kCurrent };
+
 // Assumes problem.IsValid().
-Prepared Prepare(const Problem& problem);
+Prepared Prepare(const Problem& problem, ConfigurationChoice choice = ConfigurationChoice::kAny);
 
 // True if n is a count job may run on: 0 or within [min_nodes, max_nodes].
 inline bool Feasible(const JobData& job, int n) {

@@ -22,9 +22,11 @@ Problem PolicyProblem(const Problem& problem, SolverKind policy) {
   // A curve of the job's (its own objective or a configuration's, with its rate) reshaped.
   auto reshape = [&](const Job& job, const curve::ThroughputCurve& objective,
                      const curve::ThroughputCurve& rate) {
-    std::vector<int> counts;
     std::vector<double> values;
-    for (int n = 0; n <= std::min(job.max_nodes, pool); ++n) {
+    std::vector<int> at;
+    for (int n = 0; n <= std::min(job.max_nodes, pool); ++n) at.push_back(n);
+    if (job.max_nodes > pool) at.push_back(job.max_nodes);  // where max-min's normaliser is read
+    for (const int n : at) {
       double value = objective.Evaluate(n);
       if (policy == SolverKind::kCompletionAware && job.remaining_samples > 0.0) {
         // Samples beyond the job's remaining work within the horizon are worth nothing.
@@ -33,10 +35,9 @@ Problem PolicyProblem(const Problem& problem, SolverKind policy) {
       }
       if (policy == SolverKind::kLifetimeAware)
         value *= std::max(0.0, 1.0 - job.scale_down_s * reclaim_per_node_s);
-      counts.push_back(n);
       values.push_back(value);
     }
-    return curve::ThroughputCurve(counts, values);
+    return curve::ThroughputCurve(at, values);
   };
   for (Job& job : reshaped.jobs) {
     if (job.throughput.empty()) job.throughput = job.objective;  // the rate the allocation reports

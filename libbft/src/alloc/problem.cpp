@@ -181,7 +181,7 @@ SolverKind SolverKindFromString(const std::string& name) {
 
 namespace internal {
 
-Prepared Prepare(const Problem& problem) {
+Prepared Prepare(const Problem& problem, ConfigurationChoice choice) {
   Prepared prepared;
   prepared.pool_size = static_cast<int>(problem.pool.size());
   prepared.tfwd_s = problem.tfwd_s;
@@ -210,7 +210,7 @@ Prepared Prepare(const Problem& problem) {
     d.normalizer = 0.0;
     for (int k = 0; k < configurations; ++k)
       d.normalizer = std::max(d.normalizer, ConfigurationValue(job, k, job.max_nodes));
-    if (configurations == 1) {
+    if (job.configurations.empty()) {
       for (int n = 1; n <= top; ++n) d.value[n] = job.objective.Evaluate(n);
       for (int b : job.objective.nodes())
         if (b >= 1 && b <= top) d.breakpoints.push_back(b);
@@ -220,9 +220,13 @@ Prepared Prepare(const Problem& problem) {
     // best of several curves bends between their breakpoints: every count is a breakpoint.
     d.configuration.assign(static_cast<std::size_t>(top) + 1, job.configuration);
     d.switch_penalty.assign(static_cast<std::size_t>(top) + 1, 0.0);
+    const int first = choice == ConfigurationChoice::kCurrent ? job.configuration : 0;
+    const int last = choice == ConfigurationChoice::kAny    ? configurations - 1
+                     : choice == ConfigurationChoice::kFull ? 0
+                                                            : job.configuration;
     for (int n = 1; n <= top; ++n) {
       double best = -std::numeric_limits<double>::infinity();
-      for (int k = 0; k < configurations; ++k) {
+      for (int k = first; k <= last; ++k) {
         const double restart = k != job.configuration && running && n == d.current ? d.up_penalty : 0.0;
         const double value = ConfigurationValue(job, k, n) - restart / prepared.tfwd_s;
         if (value > best || (value == best && k == job.configuration)) {

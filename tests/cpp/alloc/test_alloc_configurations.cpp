@@ -72,6 +72,33 @@ TEST(AllocConfigurations, EqualShareKeepsFullBackpropagation) {
   EXPECT_DOUBLE_EQ(a.jobs[0].rate, 18);
 }
 
+TEST(AllocConfigurations, EqualShareSwitchingBackToFullPaysTheRestart) {
+  // Running spb on 2 nodes (0.9 x 26 = 23.4); equal share puts it back on full at 2 nodes: a restart
+  // of 5 s x 23.4.
+  Problem p = FreshPool({TwoWays(0.9, 5.0)}, 2);
+  p.jobs[0].configuration = 1;
+  p.current = {{100, "j"}, {101, "j"}};
+  const Allocation a = Solve(p, With(SolverKind::kEqualShare));
+  EXPECT_EQ(a.jobs[0].configuration, 0);
+  EXPECT_DOUBLE_EQ(a.jobs[0].penalty, 5 * 23.4);
+  EXPECT_DOUBLE_EQ(a.objective, 10 * 18 - 5 * 23.4);
+}
+
+TEST(AllocConfigurations, AFailedMilpSolveKeepsEveryJobsConfiguration) {
+  if (!testing::HasBackend("glpk")) GTEST_SKIP() << "the GLPK backend is not built into this test binary";
+  // exact would switch (10 x 23.4 - 2 x 18 > 180); a MILP stopped before any solution keeps all.
+  Problem p = FreshPool({TwoWays(0.9, 2.0)}, 2);
+  p.current = {{100, "j"}, {101, "j"}};
+  EXPECT_EQ(Solve(p).jobs[0].configuration, 1);
+  SolveOptions options = With(SolverKind::kCountMilp);
+  options.milp.time_limit_s = 1e-9;
+  const Allocation a = Solve(p, options);
+  ASSERT_EQ(a.status, AllocationStatus::kFailed) << a.message;
+  EXPECT_EQ(a.jobs[0].configuration, 0);
+  EXPECT_EQ(a.jobs[0].nodes_after, 2);
+  EXPECT_DOUBLE_EQ(a.jobs[0].penalty, 0.0);
+}
+
 TEST(AllocConfigurations, BadConfigurationsAreErrorsNamingThem) {
   std::string error;
   auto invalid = [&](const std::function<void(Job&)>& spoil) {

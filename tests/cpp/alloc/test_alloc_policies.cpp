@@ -28,8 +28,11 @@ Problem Reshaped(const Problem& p, SolverKind policy) {
   for (Job& job : r.jobs) {
     std::vector<int> n;
     std::vector<double> v;
-    const int top = std::min<int>(job.max_nodes, static_cast<int>(p.pool.size()));
-    for (int k = 0; k <= top; ++k) {
+    std::vector<int> counts;  // every count the pool allows, and max_nodes (max-min's normaliser)
+    for (int k = 0; k <= std::min<int>(job.max_nodes, static_cast<int>(p.pool.size())); ++k)
+      counts.push_back(k);
+    if (job.max_nodes > static_cast<int>(p.pool.size())) counts.push_back(job.max_nodes);
+    for (const int k : counts) {
       double value = job.objective.Evaluate(k);
       if (policy == SolverKind::kCompletionAware && job.remaining_samples > 0) {
         value =
@@ -95,6 +98,17 @@ TEST(AllocLifetimeAware, AnExpectedPreemptionLossLargerThanTheGainKeepsAJobOff) 
   p.expected_idle_s = {10, 10};
   EXPECT_EQ(Counts(Solve(p)), (std::vector<int>{2}));
   EXPECT_DOUBLE_EQ(Solve(p, With(SolverKind::kLifetimeAware)).objective, 0.0);
+}
+
+TEST(AllocPolicies, MaxMinNormalisesAtMaxNodesEvenBeyondThePool) {
+  // a may use 8 nodes, the pool has 4: its normalised value at n is n / 8, for the policies too.
+  const Problem p = FreshPool({MakeJob("a", 1, 8, {1, 8}, {1, 8}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
+  const Allocation exact = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+  const Allocation lifetime = Solve(p, With(SolverKind::kLifetimeAware, Goal::kMaxMinFair));
+  EXPECT_EQ(Counts(lifetime), Counts(exact));  // no expected idle times: the same problem
+  EXPECT_DOUBLE_EQ(lifetime.min_normalized_value, exact.min_normalized_value);
+  EXPECT_DOUBLE_EQ(Solve(p, With(SolverKind::kCompletionAware, Goal::kMaxMinFair)).min_normalized_value,
+                   exact.min_normalized_value);
 }
 
 TEST(AllocPolicies, BadInputsAreErrorsNamingTheField) {
