@@ -423,15 +423,11 @@ def _trace_parser(sub) -> None:
 def _machine_nodes(spec: str) -> List[str]:
     """--machine-nodes: a hostlist expression, or @FILE with one name or expression per line."""
     entries = _read_lines_file(Path(spec[1:]), "--machine-nodes") if spec.startswith("@") else [(0, spec)]
-    names: List[str] = []
-    for number, entry in entries:
-        try:
-            names.extend(sim.expand_hostlist(entry))
-        except ValueError as e:
-            raise CliError(f"--machine-nodes: {spec[1:]}:{number}: {e}" if number else f"--machine-nodes: {e}")
-        if len(names) > sim.MAX_MACHINE_NODES:
-            raise CliError(f"--machine-nodes: more than {sim.MAX_MACHINE_NODES:,} nodes")
-    return names
+    labels = [f"--machine-nodes: {spec[1:]}:{number}" if number else "--machine-nodes" for number, _ in entries]
+    try:
+        return sim.expand_hostlists([entry for _, entry in entries], labels, field="--machine-nodes")
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def _import_trace(args) -> int:

@@ -52,6 +52,7 @@ __all__ = [
     "ImportedTrace",
     "IdleLifetimePredictor",
     "expand_hostlist",
+    "expand_hostlists",
     "import_sacct",
     "import_swf",
     "read_jobs",
@@ -130,6 +131,26 @@ def expand_hostlist(expression: str) -> List[str]:
     return _sim.expand_hostlist(_text("hostlist", expression))
 
 
+def expand_hostlists(expressions: Sequence[str], labels: Optional[Sequence[str]] = None,
+                     field: str = "machine_nodes") -> List[str]:
+    """The node names of several hostlist expressions, at most MAX_MACHINE_NODES in all.
+
+    A bad expression is a ValueError starting with its label (default ``machine_nodes[i]``); too many
+    names, one starting with ``field``.
+    """
+    names: List[str] = []
+    for i, expression in enumerate(expressions):
+        label = labels[i] if labels is not None else f"{field}[{i}]"
+        expression = _text(label, expression)
+        try:
+            names.extend(_sim.expand_hostlist(expression))
+        except ValueError as e:
+            raise ValueError(f"{label}: {e}") from None
+        if len(names) > MAX_MACHINE_NODES:
+            raise ValueError(f"{field}: more than {MAX_MACHINE_NODES:,} nodes")
+    return names
+
+
 def import_sacct(
     path: PathLike,
     machine_nodes: Union[str, Sequence[str]],
@@ -148,11 +169,7 @@ def import_sacct(
         items = list(machine_nodes)
     else:
         raise ValueError(f"machine_nodes: expected a hostlist string or a list of them, got {type(machine_nodes).__name__}")
-    names: List[str] = []
-    for i, item in enumerate(items):
-        names.extend(_sim.expand_hostlist(_text(f"machine_nodes[{i}]", item)))
-        if len(names) > MAX_MACHINE_NODES:
-            raise ValueError(f"machine_nodes: more than {MAX_MACHINE_NODES:,} nodes")
+    names = expand_hostlists(items)
     start_s, end_s = _sacct_time("start", start), _sacct_time("end", end)
     if start_s is not None and end_s is not None and end_s <= start_s:
         raise ValueError(f"end ({end}) must be after start ({start})")

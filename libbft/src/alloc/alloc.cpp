@@ -42,7 +42,10 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
   std::string error;
   if (!options.IsValid(&error)) throw InvalidArgument("alloc::Solve: options: " + error);
   if (!problem.IsValid(&error)) throw InvalidArgument("alloc::Solve: problem: " + error);
-  const internal::Prepared prepared = internal::Prepare(problem);
+  // Equal share keeps full backpropagation (a job running another configuration is switched back).
+  const internal::Prepared prepared = internal::Prepare(problem, options.solver == SolverKind::kEqualShare
+                                                                     ? internal::ConfigurationChoice::kFull
+                                                                     : internal::ConfigurationChoice::kAny);
 
   Allocation allocation;
   switch (options.solver) {
@@ -55,14 +58,8 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
       break;
     }
     case SolverKind::kEqualShare: {
-      // Equal share keeps full backpropagation (a job running another configuration is switched back).
-      const bool partial = std::any_of(problem.jobs.begin(), problem.jobs.end(),
-                                       [](const Job& job) { return !job.configurations.empty(); });
-      const internal::Prepared full =
-          partial ? internal::Prepare(problem, internal::ConfigurationChoice::kFull) : internal::Prepared();
-      const internal::Prepared& seen = partial ? full : prepared;
-      allocation = internal::FromCounts(problem, seen,
-                                        internal::EqualShareCounts(seen, options.equal_share_above_min));
+      allocation = internal::FromCounts(problem, prepared,
+                                        internal::EqualShareCounts(prepared, options.equal_share_above_min));
       allocation.termination = milp::Termination::kOptimal;
       allocation.proven_optimal = false;
       allocation.status = AllocationStatus::kHeuristic;

@@ -330,11 +330,13 @@ void BuildMap(Allocation* allocation) {
 
 Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts,
                       const std::vector<NodeId>& preference) {
-  // rank[node]: its place in `preference` (lower is better), or the node id itself by default.
+  // With a preference, nodes go by their place in it; without, by id (current_nodes and free_nodes
+  // sorted by id are then already in order, and so is every slice of them).
+  const bool ranked = !preference.empty();
   std::unordered_map<NodeId, std::size_t> rank;
   rank.reserve(preference.size());
   for (std::size_t k = 0; k < preference.size(); ++k) rank.emplace(preference[k], k);
-  auto better = [&](NodeId a, NodeId b) { return rank.empty() ? a < b : rank.at(a) < rank.at(b); };
+  auto better = [&](NodeId a, NodeId b) { return rank.at(a) < rank.at(b); };
   Allocation allocation;
   allocation.jobs.resize(prepared.jobs.size());
   std::vector<NodeId> free_nodes;
@@ -352,15 +354,25 @@ Allocation FromCounts(const Problem& problem, const Prepared& prepared, const st
     ja.nodes_before = d.current;
     ja.nodes_after = counts[j];
     const int keep = std::min(counts[j], d.current);
-    std::vector<NodeId> mine = d.current_nodes;
-    std::stable_sort(mine.begin(), mine.end(), better);
-    ja.kept.assign(mine.begin(), mine.begin() + keep);
-    ja.released.assign(mine.begin() + keep, mine.end());
-    std::sort(ja.kept.begin(), ja.kept.end());
-    std::sort(ja.released.begin(), ja.released.end());
+    std::vector<NodeId> mine;
+    if (ranked) {
+      mine = d.current_nodes;
+      std::sort(mine.begin(), mine.end(), better);
+    }
+    const std::vector<NodeId>& order = ranked ? mine : d.current_nodes;
+    ja.kept.assign(order.begin(), order.begin() + keep);
+    ja.released.assign(order.begin() + keep, order.end());
+    if (ranked) {
+      std::sort(ja.kept.begin(), ja.kept.end());
+      std::sort(ja.released.begin(), ja.released.end());
+    }
     free_nodes.insert(free_nodes.end(), ja.released.begin(), ja.released.end());
   }
-  std::sort(free_nodes.begin(), free_nodes.end(), better);
+  if (ranked) {
+    std::sort(free_nodes.begin(), free_nodes.end(), better);
+  } else {
+    std::sort(free_nodes.begin(), free_nodes.end());
+  }
   std::size_t next = 0;
   for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
     JobAllocation& ja = allocation.jobs[j];
@@ -368,7 +380,7 @@ Allocation FromCounts(const Problem& problem, const Prepared& prepared, const st
     if (grow <= 0) continue;
     if (next + grow > free_nodes.size()) throw Error("alloc: internal error: counts exceed the pool");
     ja.added.assign(free_nodes.begin() + next, free_nodes.begin() + next + grow);
-    std::sort(ja.added.begin(), ja.added.end());
+    if (ranked) std::sort(ja.added.begin(), ja.added.end());
     next += grow;
   }
   BuildMap(&allocation);

@@ -102,7 +102,8 @@ class Engine {
   void Summarize();
   void Charge(JobState& job, double samples);
   void MeasuredRescaleCosts(const std::string& job, double* scale_up_s, double* scale_down_s) const;
-  void Allocate(double t, int* rescales);
+  double Allocate(double t, int* rescales);
+  void CheckInterrupt() const;
   void ReportToAdvisor(double t);
   void RecordStep(double t, int transitions, int rescales, int preemptions, double allocator_s);
   double NextFinish() const;
@@ -319,7 +320,8 @@ void Engine::MeasuredRescaleCosts(const std::string& job, double* scale_up_s, do
   if (advisor_->HasJob(job)) curve::MeasuredRescaleCosts(advisor_->Profile(job), scale_up_s, scale_down_s);
 }
 
-void Engine::Allocate(double t, int* rescales) {
+// Calls the allocator and applies its allocation; returns the wall time of the call.
+double Engine::Allocate(double t, int* rescales) {
   problem_.jobs.clear();
   problem_.current.clear();
   for (const int j : active_) {
@@ -364,7 +366,6 @@ void Engine::Allocate(double t, int* rescales) {
     ++allocator_failures_;
   }
   allocator_times_.push_back(seconds);
-  result_.steps.back().allocator_s = seconds;  // the caller pushed the step row already
 
   if (allocation.jobs.size() != active_.size()) throw Error("allocator returned a different number of jobs");
   // Releases first: a node one job releases may go to another job in the same allocation.
@@ -419,6 +420,7 @@ void Engine::Allocate(double t, int* rescales) {
       Charge(job, (n > c ? spec.scale_up_s : spec.scale_down_s) * RateAt(spec, c));
     }
   }
+  return seconds;
 }
 
 void Engine::ReportToAdvisor(double t) {
@@ -580,12 +582,12 @@ bool Engine::Admit(double t, bool* arrived) {
   return admitted;
 }
 
-// Records the event's step row, calls the allocator if asked (and there are both idle nodes and
-// admitted jobs: with no idle node every job is at 0 nodes), and sets the jobs' new rates.
+// Calls the allocator if asked (and there are both idle nodes and admitted jobs: with no idle node
+// every job is at 0 nodes), sets the jobs' new rates and records the event's step row.
 void Engine::Decide(double t, int transitions, int preemptions, bool allocate) {
-  RecordStep(t, transitions, 0, preemptions, 0.0);
   int rescales = 0;
-  if (allocate && !active_.empty() && !pool_.empty()) Allocate(t, &rescales);
+  double allocator_s = 0.0;
+  if (allocate && !active_.empty() && !pool_.empty()) allocator_s = Allocate(t, &rescales);
   for (const int j : active_) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
@@ -595,25 +597,24 @@ void Engine::Decide(double t, int transitions, int preemptions, bool allocate) {
   if (advisor_) ReportToAdvisor(t);
   total_rescales_ += rescales;
   total_preemptions_ += preemptions;
-  Step& step = result_.steps.back();
-  step.rescales = rescales;
-  step.used_nodes = used_;
-  step.running_jobs = 0;
-  step.rate = 0.0;
-  double done = retired_done_;
-  for (const int j : active_) done += jobs_[static_cast<std::size_t>(j)].done;
-  step.samples_done = done;
-  for (const int j : active_) {
-    const JobState& job = jobs_[static_cast<std::size_t>(j)];
-    step.rate += job.rate;
-    if (!job.nodes.empty()) ++step.running_jobs;
-    if (opt_.record_job_progress)
+  RecordStep(t, transitions, rescales, preemptions, allocator_s);
+  if (opt_.record_job_progress) {
+    for (const int j : active_) {
+      const JobState& job = jobs_[static_cast<std::size_t>(j)];
       result_.progress.push_back({t, j, job.done, static_cast<int>(job.nodes.size())});
+    }
   }
   const double span = end_ - start_;
   if (opt_.on_progress && span > 0 && (t - start_) / span >= next_progress_) {
     opt_.on_progress((t - start_) / span);
     next_progress_ = (t - start_) / span + 0.005;
+  }
+}
+
+// solve.milp.interrupt, polled between events too: true stops the replay.
+void Engine::CheckInterrupt() const {
+  if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
+    throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
   }
 }
 
@@ -630,9 +631,7 @@ void Engine::RunContinuous() {
             ? std::max(specs_[static_cast<std::size_t>(queue_[next_arrival_])].submit_s, start_)
             : kInf;
     const double t_finish = NextFinish();
-    if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
-      throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
-    }
+    CheckInterrupt();
     const double t = first ? start_ : std::max(now_, std::min({t_trace, t_submit, t_finish}));
     if (t >= end_ && !(first && t == end_ && span == 0.0)) break;
     first = false;
@@ -674,9 +673,7 @@ void Engine::RunReference() {
       t = static_cast<double>(tr[next_transition_].time_s);
     }
     first = false;
-    if (opt_.solve.milp.interrupt && opt_.solve.milp.interrupt()) {
-      throw Interrupted("replay interrupted at t = " + std::to_string(now_) + " s");
-    }
+    CheckInterrupt();
     Advance(t);
     int transitions = 0;
     int preemptions = 0;
