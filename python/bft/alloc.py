@@ -11,8 +11,8 @@
 
 Jobs are dicts with the fields of ``jobs-*.jsonl`` (one table, ``bft.sim.job_fields()``, shared
 with the C++ reader: ``name``, ``min_nodes``, ``max_nodes``, ``scale_up_s``, ``scale_down_s``,
-``nodes``, ``throughput`` required, ``objective`` and ``weight`` optional; ``submit`` and ``work``
-are allowed and not used) or :class:`Job` objects. An unknown field, a missing one, or a value of
+``nodes``, ``throughput`` required, ``objective``, ``weight`` and ``configurations`` optional;
+``submit`` and ``work`` are allowed and not used) or :class:`Job` objects. An unknown field, a missing one, or a value of
 the wrong type (a string for a number, a fraction for a node count) is a ValueError naming it.
 The formulation, the solvers and when to choose which are in docs/alloc.md.
 """
@@ -45,6 +45,8 @@ _GOALS = {"throughput": Goal.THROUGHPUT, "max_min_fair": Goal.MAX_MIN_FAIR, "max
 _JOB_FIELDS = tuple(_s.job_fields())
 _KNOWN_FIELDS = tuple(name for name, _, _ in _JOB_FIELDS)
 _REQUIRED_FIELDS = tuple(name for name, required, for_allocation in _JOB_FIELDS if required and for_allocation)
+# The fields of one of a job's configurations (bft::sim::ConfigurationFields): (name, required).
+_CONFIGURATION_FIELDS = tuple(_s.configuration_fields())
 
 _INT32 = (-(2**31), 2**31 - 1)  # node counts (C++ int)
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)
@@ -104,6 +106,29 @@ def _number(where: str, job: Mapping[str, Any], field: str, default: Any = None,
         raise ValueError(f"{where}: field '{field}' must be {expected}, got {value!r}") from None
 
 
+def _configuration(where: str, index: int, spec: Any, job_nodes: Any) -> Configuration:
+    """A :class:`Configuration` from a dict of the workload format's configuration fields."""
+    where = f"{where}: configurations[{index}]"
+    if isinstance(spec, Configuration):
+        return spec
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{where}: expected a dict or a bft.alloc.Configuration, got {type(spec).__name__}")
+    known = tuple(name for name, _ in _CONFIGURATION_FIELDS)
+    for key in spec:
+        if key not in known:
+            raise ValueError(f"{where}: unknown field {key!r} (known: {', '.join(known)})")
+    for key, required in _CONFIGURATION_FIELDS:
+        if required and key not in spec:
+            raise ValueError(f"{where}: missing field '{key}'")
+    name = spec["name"]
+    if not isinstance(name, str):
+        raise ValueError(f"{where}: field 'name' must be a string, got {name!r}")
+    nodes = spec.get("nodes", job_nodes)
+    throughput = _curve(where, "throughput", nodes, spec["throughput"])
+    objective = _curve(where, "objective", nodes, spec["objective"]) if "objective" in spec else throughput
+    return Configuration(name, objective, throughput, _number(where, spec, "efficiency"))
+
+
 def _copy_job(job: Job, weight: float) -> Job:
     """A copy, so that what allocate() sets on it (remaining_samples) never reaches the caller's Job."""
     copy = Job(job.id, job.min_nodes, job.max_nodes, job.objective, job.throughput, job.scale_up_s,
@@ -133,7 +158,10 @@ def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[
             raise ValueError(f"{where}: missing field '{key}'")
     throughput = _curve(where, "throughput", job["nodes"], job["throughput"])
     objective = _curve(where, "objective", job["nodes"], job["objective"]) if "objective" in job else throughput
-    return Job(
+    configurations = job.get("configurations", [])
+    if isinstance(configurations, (str, bytes, Mapping)) or not isinstance(configurations, Sequence):
+        raise ValueError(f"{where}: field 'configurations' must be a list of dicts, got {configurations!r}")
+    built = Job(
         str(name),
         _number(where, job, "min_nodes", kind=int),
         _number(where, job, "max_nodes", kind=int),
@@ -143,6 +171,8 @@ def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[
         _number(where, job, "scale_down_s"),
         float(weight) if weight is not None else _number(where, job, "weight", 1.0),
     )
+    built.configurations = [_configuration(where, k, c, job["nodes"]) for k, c in enumerate(configurations)]
+    return built
 
 
 def _node_name(where: str, value: Any) -> str:

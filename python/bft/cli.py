@@ -164,6 +164,10 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--accounting", choices=("continuous", "reference", "both"), default="continuous",
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
                    "replayer's (reference), or one replay of each (both); docs/sim.md. Default: continuous")
+    p.add_argument("--configurations", choices=("choose", "full", "both"), default="choose",
+                   help="the jobs' configurations (structured partial backpropagation, docs/spb.md): the policy "
+                   "chooses among those each job declares (choose), keeps full backpropagation (full: the plain "
+                   "policy), or one replay of each (both). Default: choose")
     p.add_argument("--max-jobs", type=int, default=10, help="most jobs admitted at once, FCFS (default 10)")
     p.add_argument("--tfwd", type=float, default=10.0, help="allocator's forward-looking time in seconds (default 10)")
     p.add_argument("--nodes", metavar="SPEC",
@@ -284,6 +288,7 @@ def replay_main(args) -> int:
     policies = _parse_policies(args.policy)
     curve_modes = ["oracle", "learned"] if args.curves == "both" else [args.curves]
     accountings = ["continuous", "reference"] if args.accounting == "both" else [args.accounting]
+    configuration_modes = ["choose", "full"] if args.configurations == "both" else [args.configurations]
     _check_numbers(args)
     _check_backend(args.milp_backend)
     advisor = _advisor_options(args.advisor)
@@ -306,9 +311,11 @@ def replay_main(args) -> int:
 
     results = []
     for accounting in accountings:
-        for curves in curve_modes:
-            for policy in policies:
-                results.append(_replay_one(args, trace, jobs, nodes, policy, curves, accounting, advisor))
+        for configurations in configuration_modes:
+            for curves in curve_modes:
+                for policy in policies:
+                    results.append(_replay_one(args, trace, jobs, nodes, policy, curves, accounting, configurations,
+                                               advisor))
 
     print()
     for r in results:
@@ -329,10 +336,9 @@ def replay_main(args) -> int:
     return 0
 
 
-def _replay_one(args, trace, jobs, nodes, policy, curves, accounting, advisor) -> "sim.ReplayResult":
-    label = policy if curves == "oracle" else f"{policy}+{curves}"
-    if accounting != "continuous":
-        label += f"/{accounting}"
+def _replay_one(args, trace, jobs, nodes, policy, curves, accounting, configurations,
+                advisor) -> "sim.ReplayResult":
+    label = sim.replay_label(policy, curves, accounting, configurations)
     sys.stdout.flush()
     bar = ProgressBar(label, enabled=not args.quiet)
     try:
@@ -340,6 +346,7 @@ def _replay_one(args, trace, jobs, nodes, policy, curves, accounting, advisor) -
             trace, jobs, policy=policy, curves=curves, max_jobs=args.max_jobs, tfwd_s=args.tfwd,
             nodes=nodes, start_s=args.start, end_s=args.end, milp_backend=args.milp_backend,
             time_limit_s=args.time_limit, advisor=advisor, on_progress=bar, accounting=accounting,
+            configurations=configurations,
         )
     except (ValueError, Error, OSError) as e:
         raise CliError(f"{label}: {e}")

@@ -34,6 +34,10 @@ MAX_MACHINE_NODES = _sim.MAX_MACHINE_NODES
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
 DEFAULT_MILP_TIME_LIMIT_S = _sim.DEFAULT_MILP_TIME_LIMIT_S
+# The one table of a workload job line's fields, (name, required, read by the allocator), and of one
+# of its configurations, (name, required): bft::sim::JobFields() and ConfigurationFields().
+job_fields = _sim.job_fields
+configuration_fields = _sim.configuration_fields
 
 PathLike = Union[str, os.PathLike]
 
@@ -57,11 +61,14 @@ __all__ = [
     "import_swf",
     "read_jobs",
     "parse_jobs",
+    "job_fields",
+    "configuration_fields",
     "write_jobs",
     "generate_synthetic",
     "replay",
     "comparison_table",
     "format_summary",
+    "replay_label",
     "POLICIES",
 ]
 
@@ -253,11 +260,10 @@ class ReplayResult:
 
     @property
     def label(self) -> str:
-        """policy, plus the curve mode when it is not the oracle and the accounting when it is not
-        continuous: "exact", "exact+learned", "exact/reference"."""
-        label = self.policy if self.summary["curves"] == "oracle" else f"{self.policy}+{self.summary['curves']}"
-        accounting = self.summary.get("accounting", "continuous")
-        return label if accounting == "continuous" else f"{label}/{accounting}"
+        """The replay's :func:`replay_label`: "exact", "exact+learned", "exact/full/reference", ..."""
+        s = self.summary
+        return replay_label(self.policy, s["curves"], s.get("accounting", "continuous"),
+                            s.get("configurations", "choose"))
 
     def write_steps_csv(self, path: PathLike) -> None:
         """The per-event step log, one row per event, columns STEP_COLUMNS."""
@@ -267,7 +273,8 @@ class ReplayResult:
         """Per job: submit, admit and finish times (-1: never), work, done, losses, rescales, preemptions,
         node-seconds and the rescale costs the allocator was last given (docs/formats.md)."""
         keys = ("name", "submit_s", "admit_s", "finish_s", "work", "done", "loss_samples", "unpaid_loss_samples",
-                "rescales", "preemptions", "node_seconds", "allocator_scale_up_s", "allocator_scale_down_s")
+                "rescales", "preemptions", "node_seconds", "configuration_switches", "partial_node_seconds",
+                "allocator_scale_up_s", "allocator_scale_down_s")
         _write_columns(path, self.jobs, keys)
 
     def write_summary_json(self, path: PathLike) -> None:
@@ -320,6 +327,7 @@ def replay(
     advisor: Optional[_curve.AdvisorOptions] = None,
     on_progress: Optional[Callable[[float], None]] = None,
     accounting: str = "continuous",
+    configurations: str = "choose",
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
 
@@ -340,6 +348,11 @@ def replay(
 
     ``accounting`` is "continuous" (libbft's, the default) or "reference" (the published BFTrainer
     replayer's: decisions only at trace events, its window and its equal share; docs/sim.md).
+
+    ``configurations`` is "choose" (the policy chooses among the configurations each job declares,
+    structured partial backpropagation: docs/spb.md) or "full" (full backpropagation only: the plain
+    policy). Samples count at full backpropagation: one processed in a configuration of efficiency
+    e counts e.
     """
     if isinstance(nodes, (str, bytes)):
         raise ValueError(f"nodes: expected a list of node names, got the string {nodes!r} (write [{nodes!r}])")
@@ -374,6 +387,7 @@ def replay(
         advisor=advisor,
         on_progress=on_progress,
         accounting=accounting,
+        configurations=configurations,
     )
     return ReplayResult(
         summary=dict(raw["summary"]),
@@ -382,6 +396,16 @@ def replay(
         progress=dict(raw["progress"]),
         assignments=dict(raw["assignments"]),
     )
+
+
+def replay_label(policy: str, curves: str = "oracle", accounting: str = "continuous",
+                 configurations: str = "choose") -> str:
+    """How the replay of a policy is named in tables and file names: the policy, "+learned" for
+    learned curves, "/full" for full backpropagation only, "/reference" for the reference accounting."""
+    label = policy if curves == "oracle" else f"{policy}+{curves}"
+    if configurations != "choose":
+        label += f"/{configurations}"
+    return label if accounting == "continuous" else f"{label}/{accounting}"
 
 
 def _duration(s: float) -> str:
@@ -410,6 +434,8 @@ def format_summary(summary: Dict[str, object]) -> str:
     label = s["policy"] if s["curves"] == "oracle" else f"{s['policy']} (learned curves)"
     if s.get("accounting", "continuous") != "continuous":
         label += f", {s['accounting']} accounting"
+    if s.get("configurations", "choose") != "choose":
+        label += ", full backpropagation only"
     lines = [
         f"policy {label}: {s['nodes']} nodes, window {_duration(float(s['end_s']) - float(s['start_s']))}, "
         f"{s['events']} events",
@@ -420,6 +446,11 @@ def format_summary(summary: Dict[str, object]) -> str:
         f"  jobs                  {s['jobs_finished']} finished of {s['jobs_submitted']} submitted "
         f"({s['jobs_admitted']} admitted)",
     ]
+    if int(s.get("configuration_switches", 0)) or float(s.get("partial_node_hours", 0.0)):
+        lines.append(
+            f"  configurations        {float(s['partial_node_hours']):.1f} node-hours in partial backpropagation, "
+            f"{s['configuration_switches']} switches"
+        )
     if int(s["jobs_finished"]) > 0:
         lines.append(
             f"  makespan              {_duration(s['makespan_s'])}, mean turnaround {_duration(s['mean_turnaround_s'])}"
@@ -460,6 +491,12 @@ def comparison_table(results: Sequence[ReplayResult]) -> str:
         ("allocator max", lambda s: _seconds(s["allocator_max_s"])),
         ("replay wall time", lambda s: _seconds(s["wall_s"])),
     ]
+    if any(float(r.summary["partial_node_hours"]) or r.summary["configurations"] != "choose" for r in results):
+        at = [name for name, _ in rows].index("preemptions") + 1
+        rows[at:at] = [
+            ("partial-backprop node-hours", lambda s: f"{float(s['partial_node_hours']):.1f}"),
+            ("configuration switches", lambda s: str(s["configuration_switches"])),
+        ]
     if results:
         base = float(results[0].summary["samples_done"])
         if base > 0 and len(results) > 1:

@@ -85,6 +85,14 @@ void BindAlloc(py::module_& m) {
       .def_readwrite("objective", &alloc::Configuration::objective)
       .def_readwrite("throughput", &alloc::Configuration::throughput)
       .def_readwrite("efficiency", &alloc::Configuration::efficiency)
+      .def(
+          "is_valid",
+          [](const alloc::Configuration& c) {
+            std::string error;
+            const bool ok = c.IsValid(&error);
+            return py::make_tuple(ok, error);
+          },
+          "(True, '') or (False, why)")
       .def("__repr__", [](const alloc::Configuration& c) {
         return "Configuration('" + c.name + "', efficiency " + std::to_string(c.efficiency) + ")";
       });

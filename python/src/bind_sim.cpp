@@ -32,6 +32,7 @@ py::dict SummaryToDict(const sim::Summary& s) {
   d["policy"] = s.policy;
   d["curves"] = s.curves;
   d["accounting"] = s.accounting;
+  d["configurations"] = s.configurations;
   d["start_s"] = s.start_s;
   d["end_s"] = s.end_s;
   d["nodes"] = s.nodes;
@@ -56,6 +57,8 @@ py::dict SummaryToDict(const sim::Summary& s) {
   d["mean_turnaround_s"] = s.mean_turnaround_s;
   d["rescales"] = s.rescales;
   d["preemptions"] = s.preemptions;
+  d["configuration_switches"] = s.configuration_switches;
+  d["partial_node_hours"] = s.partial_node_hours;
   d["allocator_calls"] = s.allocator_calls;
   d["allocator_p50_s"] = s.allocator_p50_s;
   d["allocator_p99_s"] = s.allocator_p99_s;
@@ -104,6 +107,9 @@ py::dict ResultToDict(const sim::ReplayResult& r) {
   jobs["rescales"] = Column<std::int32_t>(js, [](const J& j) { return j.rescales; });
   jobs["preemptions"] = Column<std::int32_t>(js, [](const J& j) { return j.preemptions; });
   jobs["node_seconds"] = Column<double>(js, [](const J& j) { return j.node_seconds; });
+  jobs["configuration_switches"] =
+      Column<std::int32_t>(js, [](const J& j) { return j.configuration_switches; });
+  jobs["partial_node_seconds"] = Column<double>(js, [](const J& j) { return j.partial_node_seconds; });
   jobs["allocator_scale_up_s"] = Column<double>(js, [](const J& j) { return j.allocator_scale_up_s; });
   jobs["allocator_scale_down_s"] = Column<double>(js, [](const J& j) { return j.allocator_scale_down_s; });
   out["jobs"] = jobs;
@@ -236,6 +242,10 @@ void BindSim(py::module_& m) {
       .def_readwrite("scale_up_s", &sim::JobSpec::scale_up_s)
       .def_readwrite("scale_down_s", &sim::JobSpec::scale_down_s)
       .def_readwrite("weight", &sim::JobSpec::weight)
+      .def_readwrite(
+          "configurations", &sim::JobSpec::configurations,
+          "Other ways to run the job (bft.alloc.Configuration, with throughput set); `work` counts "
+          "samples at full backpropagation (docs/spb.md).")
       .def_property(
           "nodes", [](const sim::JobSpec& j) { return j.throughput.nodes(); },
           [](sim::JobSpec& j, const std::vector<int>& nodes) {
@@ -433,13 +443,22 @@ void BindSim(py::module_& m) {
       },
       "The fields of a workload job line: (name, required, read by the allocator), in file order");
   m.def(
+      "configuration_fields",
+      [] {
+        py::list out;
+        for (const sim::JobField& f : sim::ConfigurationFields())
+          out.append(py::make_tuple(f.name, f.required));
+        return out;
+      },
+      "The fields of one element of a job's \"configurations\": (name, required), in file order");
+  m.def(
       "replay",
       [](const sim::Trace& trace, const std::vector<sim::JobSpec>& jobs, const std::string& policy,
          const std::string& curves, int max_jobs, double tfwd_s, std::vector<std::string> nodes,
          std::optional<double> start_s, std::optional<double> end_s, bool record_job_progress,
          bool record_assignments, std::optional<std::string> milp_backend, std::optional<double> time_limit_s,
          bool isolate, std::optional<curve::AdvisorOptions> advisor, py::object on_progress,
-         const std::string& accounting) {
+         const std::string& accounting, const std::string& configurations) {
         sim::ReplayOptions o;
         if (advisor) o.advisor = *advisor;
         o.solve.solver = alloc::SolverKindFromString(policy);
@@ -448,6 +467,7 @@ void BindSim(py::module_& m) {
         o.solve.milp.isolate = isolate;
         o.curves = sim::CurveModeFromString(curves);
         o.accounting = sim::AccountingFromString(accounting);
+        o.configurations = sim::ConfigurationModeFromString(configurations);
         o.max_jobs = max_jobs;
         o.tfwd_s = tfwd_s;
         o.nodes = std::move(nodes);
@@ -484,6 +504,7 @@ void BindSim(py::module_& m) {
       py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
       py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("advisor") = py::none(),
       py::arg("on_progress") = py::none(), py::arg("accounting") = "continuous",
+      py::arg("configurations") = "choose",
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

@@ -63,6 +63,8 @@ struct Configuration {
   // What one sample processed in this configuration is worth against one with full
   // backpropagation (its statistical efficiency), in (0, 1].
   double efficiency = 1.0;
+  // True if the name, curves and efficiency are as above; else false with the reason in *error.
+  bool IsValid(std::string* error) const;
 };
 
 struct Job {

@@ -182,7 +182,6 @@ class IdleLifetimePredictor {
   std::vector<double> sum_from_ = std::vector<double>(kBins + 1, 0.0);
 };
 
-// One elastic training job of a workload (one line of a jobs JSONL file).
 // One field of a job line of the workload format (docs/formats.md). JobFields() is the one table
 // of them: the workload reader looks fields up in it and lists it in its "unknown field" message,
 // and bft.allocate checks its job dicts against it.
@@ -192,11 +191,15 @@ struct JobField {
   bool for_allocation;  // read by the allocator (bft.allocate); the others are replay-only
 };
 const std::vector<JobField>& JobFields();
+// The fields of one element of a job's "configurations" array (docs/formats.md): name, efficiency,
+// nodes (default: the job's), throughput, objective (default: throughput).
+const std::vector<JobField>& ConfigurationFields();
 
 // The largest throughput or objective value a job may have (JobSpec::IsValid): samples/s times
 // the seconds of any trace stay finite.
 inline constexpr double kMaxSamplesPerS = 1e12;
 
+// One elastic training job of a workload (one line of a jobs JSONL file).
 struct JobSpec {
   std::string name;
   double submit_s = 0.0;  // on the trace's clock
@@ -208,6 +211,10 @@ struct JobSpec {
   curve::ThroughputCurve throughput;  // true samples/s: drives the simulated progress
   curve::ThroughputCurve objective;   // what the allocator maximises (oracle mode)
   double weight = 1.0;
+  // Other ways to run the job (structured partial backpropagation, docs/spb.md), each with its own
+  // curves (throughput always set) and efficiency. `work` counts samples at full backpropagation: a
+  // sample processed in configuration c counts efficiency(c) of one.
+  std::vector<alloc::Configuration> configurations;
 
   bool IsValid(std::string* error) const;
   // The allocator's view of this job with the workload's own curves and rescale costs (what an
@@ -245,6 +252,14 @@ enum class Accounting {
 };
 const char* ToString(Accounting accounting);               // "continuous", "reference"
 Accounting AccountingFromString(const std::string& name);  // throws InvalidArgument
+
+// Which of a job's configurations (JobSpec::configurations) the allocator may choose.
+enum class ConfigurationMode {
+  kChoose,    // every configuration the job declares (the default)
+  kFullOnly,  // full backpropagation only: the plain policy, to compare with
+};
+const char* ToString(ConfigurationMode mode);                       // "choose", "full"
+ConfigurationMode ConfigurationModeFromString(const std::string&);  // throws InvalidArgument
 inline constexpr int kReferenceStartEvent = 1000;
 
 // The MILP options a replay uses unless told otherwise: a time limit per allocation (a MILP
@@ -265,6 +280,7 @@ struct ReplayOptions {
   alloc::SolveOptions solve = DefaultReplaySolveOptions();
   CurveMode curves = CurveMode::kOracle;
   Accounting accounting = Accounting::kContinuous;
+  ConfigurationMode configurations = ConfigurationMode::kChoose;
   curve::AdvisorOptions advisor;  // the profiling advisor of learned mode (docs/curve.md)
   int max_jobs = 10;              // at most this many admitted (unfinished) jobs at once
   double tfwd_s = 10.0;           // the allocator's forward-looking horizon
@@ -331,6 +347,10 @@ struct JobResult {
   int rescales = 0;
   int preemptions = 0;
   double node_seconds = 0.0;
+  // Changes of configuration while running (each charged as a rescale), and the node-seconds spent
+  // in a configuration other than full backpropagation.
+  int configuration_switches = 0;
+  double partial_node_seconds = 0.0;
   // The rescale costs the allocator was last given for the job: the spec's in oracle mode; in
   // learned mode the advisor's measured means (JobProfile) once measured, the spec's until then.
   double allocator_scale_up_s = 0.0;
@@ -374,6 +394,9 @@ struct Summary {
   double mean_turnaround_s = 0.0;
   int rescales = 0;
   int preemptions = 0;
+  std::string configurations;       // ToString(options.configurations)
+  int configuration_switches = 0;   // running jobs that changed configuration (JobResult)
+  double partial_node_hours = 0.0;  // node-hours in a configuration other than full backpropagation
   int allocator_calls = 0;
   double allocator_p50_s = 0.0;
   double allocator_p99_s = 0.0;

@@ -25,6 +25,18 @@ std::string JobName(const Job& job, std::size_t index) {
 
 }  // namespace
 
+bool Configuration::IsValid(std::string* error) const {
+  if (name.empty()) return Fail(error, "name is empty");
+  if (name == "full") return Fail(error, "name 'full' is taken (it is the job's own curves)");
+  if (objective.empty()) return Fail(error, "objective curve is empty");
+  if (!std::isfinite(efficiency) || !(efficiency > 0.0) || efficiency > 1.0) {
+    std::ostringstream os;
+    os << "efficiency " << efficiency << " must be in (0, 1]";
+    return Fail(error, os.str());
+  }
+  return true;
+}
+
 bool Problem::IsValid(std::string* error) const {
   // Messages are built only on failure: this runs on every event, over thousands of nodes.
   if (!std::isfinite(tfwd_s) || !(tfwd_s > 0.0)) {
@@ -77,12 +89,10 @@ bool Problem::IsValid(std::string* error) const {
     for (int k = 0; k < configurations; ++k) {
       const Configuration& c = job.configurations[static_cast<std::size_t>(k)];
       const std::string where = "configurations[" + std::to_string(k) + "]";
-      if (c.name.empty()) return fail(where, ": name is empty");
-      if (!names.insert(c.name).second)
-        return fail(where, ": name '", c.name, "' is taken (\"full\" is the job's own curves)");
-      if (c.objective.empty()) return fail(where, " ('", c.name, "'): objective curve is empty");
-      if (!std::isfinite(c.efficiency) || !(c.efficiency > 0.0) || c.efficiency > 1.0)
-        return fail(where, " ('", c.name, "'): efficiency ", c.efficiency, " must be in (0, 1]");
+      std::string why;
+      if (!c.IsValid(&why))
+        return fail(where, c.name.empty() || c.name == "full" ? "" : " ('" + c.name + "')", ": ", why);
+      if (!names.insert(c.name).second) return fail(where, ": name '", c.name, "' is taken");
       const auto& values = c.objective.values();
       const double term = std::max({tfwd_s, job.scale_up_s, job.scale_down_s}) * job.weight *
                           *std::max_element(values.begin(), values.end());

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "bft/profiling.h"
@@ -477,23 +478,42 @@ bool JobSpec::IsValid(std::string* error) const {
   if (!std::isfinite(weight) || weight <= 0) return fail("weight must be finite and > 0");
   if (throughput.empty()) return fail("throughput: no breakpoints");
   if (objective.empty()) return fail("objective: no breakpoints");
-  std::string why;
-  if (!curve::ThroughputCurve::Check(throughput.nodes(), throughput.values(), &why))
-    return fail("throughput: " + why);
-  if (!curve::ThroughputCurve::Check(objective.nodes(), objective.values(), &why))
-    return fail("objective: " + why);
-  // Samples/s times a replay's seconds must stay finite (1e300 made the summary JSON "Infinity").
-  for (const auto& [field, curve] :
-       {std::pair<const char*, const curve::ThroughputCurve*>{"throughput", &throughput},
-        {"objective", &objective}}) {
-    for (const double v : curve->values()) {
+  // A curve's breakpoints, and samples/s times a replay's seconds must stay finite (1e300 made the
+  // summary JSON "Infinity").
+  auto check_curve = [&](const std::string& field, const curve::ThroughputCurve& curve) {
+    std::string why;
+    if (!curve::ThroughputCurve::Check(curve.nodes(), curve.values(), &why)) return fail(field + ": " + why);
+    for (const double v : curve.values()) {
       if (v > kMaxSamplesPerS) {
-        return fail(std::string(field) + ": " + detail::JsonNumber(v) + " samples/s exceeds " +
+        return fail(field + ": " + detail::JsonNumber(v) + " samples/s exceeds " +
                     detail::JsonNumber(kMaxSamplesPerS));
       }
     }
+    return true;
+  };
+  if (!check_curve("throughput", throughput) || !check_curve("objective", objective)) return false;
+  std::unordered_set<std::string> names;
+  for (std::size_t k = 0; k < configurations.size(); ++k) {
+    const alloc::Configuration& c = configurations[k];
+    const std::string where = "configurations[" + std::to_string(k) + "]";
+    std::string why;
+    if (!c.IsValid(&why)) return fail(where + ": " + why);
+    if (!names.insert(c.name).second) return fail(where + ": name \"" + c.name + "\" is taken");
+    if (c.throughput.empty()) return fail(where + " (\"" + c.name + "\"): throughput: no breakpoints");
+    if (!check_curve(where + " (\"" + c.name + "\"): throughput", c.throughput) ||
+        !check_curve(where + " (\"" + c.name + "\"): objective", c.objective)) {
+      return false;
+    }
   }
   return true;
+}
+
+const std::vector<JobField>& ConfigurationFields() {
+  static const std::vector<JobField> fields = {
+      {"name", true, true},       {"efficiency", true, true}, {"nodes", false, true},
+      {"throughput", true, true}, {"objective", false, true},
+  };
+  return fields;
 }
 
 const std::vector<JobField>& JobFields() {
@@ -502,7 +522,7 @@ const std::vector<JobField>& JobFields() {
       {"name", true, true},         {"submit", true, false}, {"min_nodes", true, true},
       {"max_nodes", true, true},    {"work", true, false},   {"scale_up_s", true, true},
       {"scale_down_s", true, true}, {"nodes", true, true},   {"throughput", true, true},
-      {"objective", false, true},   {"weight", false, true},
+      {"objective", false, true},   {"weight", false, true}, {"configurations", false, true},
   };
   return fields;
 }
@@ -518,23 +538,27 @@ std::vector<JobSpec> ParseJobLines(ForEachLineFn&& for_each_line, const std::str
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;  // blank line: no job
     std::vector<detail::JsonField> fields;
     try {
-      fields = detail::ParseFlatJsonObject(line);
+      fields = detail::ParseJobJsonObject(line);
     } catch (const detail::JsonError& e) {
       fail(std::string("malformed JSON: ") + e.what());
     }
-    // Slots in the order of JobFields().
-    const std::vector<JobField>& table = JobFields();
-    std::vector<const detail::JsonField*> found(table.size(), nullptr);
-    for (const detail::JsonField& f : fields) {
-      const auto it =
-          std::find_if(table.begin(), table.end(), [&](const JobField& e) { return f.key == e.name; });
-      if (it == table.end()) {
-        std::string known;
-        for (const JobField& e : table) known += (known.empty() ? "" : ", ") + std::string(e.name);
-        fail("unknown field \"" + Shorten(f.key) + "\" (known: " + known + ")");
+    // Slots in the order of a field table (JobFields(), ConfigurationFields()).
+    auto slots = [&](const std::vector<detail::JsonField>& object, const std::vector<JobField>& table,
+                     const std::string& where) {
+      std::vector<const detail::JsonField*> found(table.size(), nullptr);
+      for (const detail::JsonField& f : object) {
+        const auto it =
+            std::find_if(table.begin(), table.end(), [&](const JobField& e) { return f.key == e.name; });
+        if (it == table.end()) {
+          std::string known;
+          for (const JobField& e : table) known += (known.empty() ? "" : ", ") + std::string(e.name);
+          fail(where + "unknown field \"" + Shorten(f.key) + "\" (known: " + known + ")");
+        }
+        found[static_cast<std::size_t>(it - table.begin())] = &f;
       }
-      found[static_cast<std::size_t>(it - table.begin())] = &f;
-    }
+      return found;
+    };
+    const std::vector<const detail::JsonField*> found = slots(fields, JobFields(), "");
     const detail::JsonField* const name = found[0];
     const detail::JsonField* const submit = found[1];
     const detail::JsonField* const min_nodes = found[2];
@@ -546,27 +570,51 @@ std::vector<JobSpec> ParseJobLines(ForEachLineFn&& for_each_line, const std::str
     const detail::JsonField* const throughput = found[8];
     const detail::JsonField* const objective = found[9];
     const detail::JsonField* const weight = found[10];
+    const detail::JsonField* const configurations = found[11];
+    // `where` prefixes every message about a field: the job, and the configuration for one of its.
+    std::string where;
     auto require = [&](const detail::JsonField* f, const char* key) {
-      if (f == nullptr) fail(std::string("missing field \"") + key + "\"");
+      if (f == nullptr) fail(where + "missing field \"" + key + "\"");
     };
     require(name, "name");
     if (name->value.kind != detail::JsonValue::Kind::kString) fail("\"name\": expected a string");
     const std::string job = "job \"" + Shorten(name->value.text) + "\": ";
+    where = job;
     auto number = [&](const detail::JsonField* f, const char* key) {
       require(f, key);
-      if (f->value.kind != detail::JsonValue::Kind::kNumber) fail(job + "\"" + key + "\": expected a number");
+      if (f->value.kind != detail::JsonValue::Kind::kNumber)
+        fail(where + "\"" + key + "\": expected a number");
       return f->value.number;
     };
     auto integer = [&](double x, const std::string& what) {
       if (x != std::floor(x) || std::fabs(x) > 1e9)
-        fail(job + what + ": expected a whole number, found " + detail::JsonNumber(x));
+        fail(where + what + ": expected a whole number, found " + detail::JsonNumber(x));
       return static_cast<int>(x);
     };
     auto array = [&](const detail::JsonField* f, const char* key) -> const std::vector<double>& {
       require(f, key);
       if (f->value.kind != detail::JsonValue::Kind::kNumberArray)
-        fail(job + "\"" + key + "\": expected an array of numbers");
+        fail(where + "\"" + key + "\": expected an array of numbers");
       return f->value.array;
+    };
+    auto node_counts = [&](const detail::JsonField* f) {
+      const std::vector<double>& values = array(f, "nodes");
+      std::vector<int> counts;
+      counts.reserve(values.size());
+      for (std::size_t k = 0; k < values.size(); ++k) {
+        counts.push_back(integer(values[k], "\"nodes\"[" + std::to_string(k) + "]"));
+      }
+      return counts;
+    };
+    auto make_curve = [&](const std::vector<int>& counts, const detail::JsonField* f, const char* key) {
+      const std::vector<double>& values = array(f, key);
+      if (values.size() != counts.size()) {
+        fail(where + "\"" + key + "\" has " + std::to_string(values.size()) + " values but \"nodes\" has " +
+             std::to_string(counts.size()));
+      }
+      std::string why;
+      if (!curve::ThroughputCurve::Check(counts, values, &why)) fail(where + "\"" + key + "\": " + why);
+      return curve::ThroughputCurve(counts, values);
     };
     JobSpec spec;
     spec.name = name->value.text;
@@ -578,24 +626,32 @@ std::vector<JobSpec> ParseJobLines(ForEachLineFn&& for_each_line, const std::str
     spec.scale_up_s = number(scale_up, "scale_up_s");
     spec.scale_down_s = number(scale_down, "scale_down_s");
     if (weight != nullptr) spec.weight = number(weight, "weight");
-    const std::vector<double>& node_values = array(nodes, "nodes");
-    std::vector<int> counts;
-    counts.reserve(node_values.size());
-    for (std::size_t k = 0; k < node_values.size(); ++k) {
-      counts.push_back(integer(node_values[k], "\"nodes\"[" + std::to_string(k) + "]"));
-    }
-    auto make_curve = [&](const detail::JsonField* f, const char* key) {
-      const std::vector<double>& values = array(f, key);
-      if (values.size() != counts.size()) {
-        fail(job + "\"" + key + "\" has " + std::to_string(values.size()) + " values but \"nodes\" has " +
-             std::to_string(counts.size()));
+    const std::vector<int> counts = node_counts(nodes);
+    spec.throughput = make_curve(counts, throughput, "throughput");
+    spec.objective = objective != nullptr ? make_curve(counts, objective, "objective") : spec.throughput;
+    if (configurations != nullptr) {
+      // An empty array ([]) reads as numbers: no configurations.
+      const detail::JsonValue& value = configurations->value;
+      if (value.kind != detail::JsonValue::Kind::kObjectArray &&
+          !(value.kind == detail::JsonValue::Kind::kNumberArray && value.array.empty())) {
+        fail(job + "\"configurations\": expected an array of objects");
       }
-      std::string why;
-      if (!curve::ThroughputCurve::Check(counts, values, &why)) fail(job + "\"" + key + "\": " + why);
-      return curve::ThroughputCurve(counts, values);
-    };
-    spec.throughput = make_curve(throughput, "throughput");
-    spec.objective = objective != nullptr ? make_curve(objective, "objective") : spec.throughput;
+      for (std::size_t k = 0; k < value.objects.size(); ++k) {
+        where = job + "\"configurations\"[" + std::to_string(k) + "]: ";
+        const std::vector<const detail::JsonField*> c = slots(value.objects[k], ConfigurationFields(), where);
+        alloc::Configuration configuration;
+        require(c[0], "name");
+        if (c[0]->value.kind != detail::JsonValue::Kind::kString) fail(where + "\"name\": expected a string");
+        configuration.name = c[0]->value.text;
+        configuration.efficiency = number(c[1], "efficiency");
+        const std::vector<int> own_counts = c[2] != nullptr ? node_counts(c[2]) : counts;
+        configuration.throughput = make_curve(own_counts, c[3], "throughput");
+        configuration.objective =
+            c[4] != nullptr ? make_curve(own_counts, c[4], "objective") : configuration.throughput;
+        spec.configurations.push_back(std::move(configuration));
+      }
+      where = job;
+    }
     std::string why;
     if (!spec.IsValid(&why)) fail(why);
     const auto [it, inserted] = first_line.emplace(spec.name, line_number);
@@ -644,6 +700,23 @@ void WriteJobs(const std::vector<JobSpec>& jobs, const std::string& path) {
     out += ", \"throughput\": " + numbers(j.throughput.values());
     out += ", \"objective\": " + numbers(j.objective.values());
     if (j.weight != 1.0) out += ", \"weight\": " + detail::JsonNumber(j.weight);
+    if (!j.configurations.empty()) {
+      out += ", \"configurations\": [";
+      for (std::size_t k = 0; k < j.configurations.size(); ++k) {
+        const alloc::Configuration& c = j.configurations[k];
+        if (c.objective.nodes() != c.throughput.nodes()) {
+          throw InvalidArgument("WriteJobs: job \"" + j.name + "\": configuration \"" + c.name +
+                                "\": objective and throughput must share breakpoints");
+        }
+        out += (k ? ", " : "");
+        out += "{\"name\": " + detail::JsonQuote(c.name);
+        out += ", \"efficiency\": " + detail::JsonNumber(c.efficiency);
+        out += ", \"nodes\": " + numbers(c.throughput.nodes());
+        out += ", \"throughput\": " + numbers(c.throughput.values());
+        out += ", \"objective\": " + numbers(c.objective.values()) + "}";
+      }
+      out += "]";
+    }
     out += "}\n";
   }
   WriteFileMaybeGzip(path, out);

@@ -13,40 +13,8 @@ class Parser {
   explicit Parser(std::string_view text) : s_(text) {}
 
   std::vector<JsonField> ParseObject() {
-    std::vector<JsonField> fields;
     SkipSpace();
-    Expect('{', "expected '{' at the start of the object");
-    SkipSpace();
-    if (Peek() == '}') {
-      ++pos_;
-    } else {
-      while (true) {
-        SkipSpace();
-        if (Peek() != '"') Fail("expected a field name in double quotes");
-        const std::size_t key_column = pos_ + 1;
-        JsonField field;
-        field.key = ParseString();
-        for (const JsonField& f : fields) {
-          if (f.key == field.key) Fail("duplicate field \"" + field.key + "\"", key_column);
-        }
-        SkipSpace();
-        Expect(':', "expected ':' after field name \"" + field.key + "\"");
-        SkipSpace();
-        field.value = ParseValue(field.key);
-        fields.push_back(std::move(field));
-        SkipSpace();
-        const char c = Peek();
-        if (c == ',') {
-          ++pos_;
-          continue;
-        }
-        if (c == '}') {
-          ++pos_;
-          break;
-        }
-        Fail("expected ',' or '}' after the value of \"" + fields.back().key + "\"");
-      }
-    }
+    std::vector<JsonField> fields = ParseObjectBody(/*nested=*/false);
     SkipSpace();
     if (pos_ != s_.size()) Fail("unexpected text after the end of the object");
     return fields;
@@ -69,7 +37,45 @@ class Parser {
     ++pos_;
   }
 
-  JsonValue ParseValue(const std::string& key) {
+  // An object from its '{' to its '}'. A nested object (an element of an array of objects) must be
+  // flat: its values may not be arrays of objects.
+  std::vector<JsonField> ParseObjectBody(bool nested) {
+    std::vector<JsonField> fields;
+    Expect('{', "expected '{' at the start of the object");
+    SkipSpace();
+    if (Peek() == '}' && !AtEnd()) {
+      ++pos_;
+      return fields;
+    }
+    while (true) {
+      SkipSpace();
+      if (Peek() != '"' || AtEnd()) Fail("expected a field name in double quotes");
+      const std::size_t key_column = pos_ + 1;
+      JsonField field;
+      field.key = ParseString();
+      for (const JsonField& f : fields) {
+        if (f.key == field.key) Fail("duplicate field \"" + field.key + "\"", key_column);
+      }
+      SkipSpace();
+      Expect(':', "expected ':' after field name \"" + field.key + "\"");
+      SkipSpace();
+      field.value = ParseValue(field.key, nested);
+      fields.push_back(std::move(field));
+      SkipSpace();
+      const char c = Peek();
+      if (c == ',' && !AtEnd()) {
+        ++pos_;
+        continue;
+      }
+      if (c == '}' && !AtEnd()) {
+        ++pos_;
+        return fields;
+      }
+      Fail("expected ',' or '}' after the value of \"" + fields.back().key + "\"");
+    }
+  }
+
+  JsonValue ParseValue(const std::string& key, bool nested) {
     JsonValue v;
     const char c = Peek();
     if (AtEnd()) Fail("missing value of \"" + key + "\"");
@@ -77,19 +83,29 @@ class Parser {
       v.kind = JsonValue::Kind::kString;
       v.text = ParseString();
     } else if (c == '[') {
-      v.kind = JsonValue::Kind::kNumberArray;
       ++pos_;
       SkipSpace();
       if (Peek() == ']' && !AtEnd()) {
         ++pos_;
+        v.kind = JsonValue::Kind::kNumberArray;
         return v;
+      }
+      v.kind = Peek() == '{' ? JsonValue::Kind::kObjectArray : JsonValue::Kind::kNumberArray;
+      if (v.kind == JsonValue::Kind::kObjectArray && nested) {
+        Fail("\"" + key + "\": objects nested this deep are not supported");
       }
       while (true) {
         SkipSpace();
-        if (!(Peek() == '-' || (Peek() >= '0' && Peek() <= '9')) || AtEnd()) {
-          Fail("\"" + key + "\": arrays may hold numbers only");
+        if (v.kind == JsonValue::Kind::kObjectArray) {
+          if (Peek() != '{' || AtEnd()) Fail("\"" + key + "\": an array of objects may hold objects only");
+          v.object_columns.push_back(pos_ + 1);
+          v.objects.push_back(ParseObjectBody(/*nested=*/true));
+        } else {
+          if (!(Peek() == '-' || (Peek() >= '0' && Peek() <= '9')) || AtEnd()) {
+            Fail("\"" + key + "\": arrays may hold numbers only (or objects only)");
+          }
+          v.array.push_back(ParseNumber(key));
         }
-        v.array.push_back(ParseNumber(key));
         SkipSpace();
         if (Peek() == ',' && !AtEnd()) {
           ++pos_;
@@ -105,7 +121,7 @@ class Parser {
       v.kind = JsonValue::Kind::kNumber;
       v.number = ParseNumber(key);
     } else if (c == '{') {
-      Fail("\"" + key + "\": nested objects are not supported");
+      Fail("\"" + key + "\": an object is not supported as a value (only in an array of objects)");
     } else if (s_.substr(pos_, 4) == "true" || s_.substr(pos_, 5) == "false" ||
                s_.substr(pos_, 4) == "null") {
       Fail("\"" + key +
@@ -257,7 +273,7 @@ class Parser {
 
 }  // namespace
 
-std::vector<JsonField> ParseFlatJsonObject(std::string_view text) { return Parser(text).ParseObject(); }
+std::vector<JsonField> ParseJobJsonObject(std::string_view text) { return Parser(text).ParseObject(); }
 
 std::string JsonQuote(std::string_view s) {
   std::string out = "\"";

@@ -1,6 +1,8 @@
-// A small strict parser for the flat JSON objects of a jobs JSONL line: an object whose values are
-// strings, numbers or arrays of numbers. Anything else (nested objects, true/false/null, arrays of
-// strings, trailing commas, duplicate keys, text after the object) is an error.
+// A small strict parser for the JSON objects of a jobs JSONL line: an object whose values are
+// strings, numbers, arrays of numbers, or arrays of flat objects (objects whose own values are
+// strings, numbers or arrays of numbers: a job's configurations). Anything else (an object as a
+// value, objects nested deeper, true/false/null, arrays of strings, mixed arrays, trailing commas,
+// duplicate keys, text after the object) is an error.
 #pragma once
 
 #include <stdexcept>
@@ -16,12 +18,17 @@ class JsonError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct JsonField;
+
 struct JsonValue {
-  enum class Kind { kString, kNumber, kNumberArray };
+  // An empty array is kNumberArray: `[]` holds neither numbers nor objects.
+  enum class Kind { kString, kNumber, kNumberArray, kObjectArray };
   Kind kind = Kind::kNumber;
-  std::string text;           // kString
-  double number = 0.0;        // kNumber
-  std::vector<double> array;  // kNumberArray
+  std::string text;                             // kString
+  double number = 0.0;                          // kNumber
+  std::vector<double> array;                    // kNumberArray
+  std::vector<std::vector<JsonField>> objects;  // kObjectArray: each object's fields in order
+  std::vector<std::size_t> object_columns;      // kObjectArray: where each object starts (1-based)
 };
 
 struct JsonField {
@@ -30,7 +37,7 @@ struct JsonField {
 };
 
 // Parses one object (surrounding whitespace allowed). Fields are returned in their order.
-std::vector<JsonField> ParseFlatJsonObject(std::string_view text);
+std::vector<JsonField> ParseJobJsonObject(std::string_view text);
 
 // `s` as a JSON string literal, quotes included.
 std::string JsonQuote(std::string_view s);

@@ -38,15 +38,32 @@ struct JobState {
   double rate_before_event = 0.0;
   // What the job's own sample counter shows (learned mode): monotone; a loss appears as a stall.
   double counter = 0.0;
+  int configuration = 0;  // 0: full backpropagation; k: JobSpec::configurations[k - 1]
+  int configuration_switches = 0;
+  double partial_node_seconds = 0.0;
+  // Learned mode: the raw samples processed in each configuration (what that configuration's
+  // advisor sees), and the counter up to which progress has been credited to them.
+  std::vector<double> configuration_samples;
+  double credited_counter = 0.0;
   // The rescale costs the allocator was last given for this job (the spec's until measured).
   double allocator_scale_up_s = 0.0;
   double allocator_scale_down_s = 0.0;
 };
 
-// A job's rate on n nodes: the allocator's definition (bft::alloc's Prepare/Score): the curve at
-// n, unclamped, and 0 below min_nodes (a job below its minimum is not running).
-double RateAt(const JobSpec& spec, int n) {
-  return n >= spec.min_nodes ? spec.throughput.Evaluate(static_cast<double>(n)) : 0.0;
+double Efficiency(const JobSpec& spec, int configuration) {
+  return configuration == 0 ? 1.0
+                            : spec.configurations[static_cast<std::size_t>(configuration - 1)].efficiency;
+}
+
+// A job's progress rate on n nodes in a configuration, in samples at full backpropagation per
+// second: the allocator's definition (bft::alloc's Prepare/Score): efficiency times the curve at n,
+// unclamped, and 0 below min_nodes (a job below its minimum is not running).
+double RateAt(const JobSpec& spec, int configuration, int n) {
+  if (n < spec.min_nodes) return 0.0;
+  const curve::ThroughputCurve& curve =
+      configuration == 0 ? spec.throughput
+                         : spec.configurations[static_cast<std::size_t>(configuration - 1)].throughput;
+  return Efficiency(spec, configuration) * curve.Evaluate(static_cast<double>(n));
 }
 
 // The allocator's view of a job: the spec's bounds and weight with the given curves and rescale
@@ -62,6 +79,7 @@ alloc::Job ToAllocJob(const JobSpec& spec, curve::ThroughputCurve objective,
   job.scale_up_s = scale_up_s;
   job.scale_down_s = scale_down_s;
   job.weight = spec.weight;
+  job.configurations = spec.configurations;
   return job;
 }
 
@@ -101,7 +119,9 @@ class Engine {
   void RunReference();
   void Summarize();
   void Charge(JobState& job, double samples);
-  void MeasuredRescaleCosts(const std::string& job, double* scale_up_s, double* scale_down_s) const;
+  void CreditCounter(JobState& job, const JobSpec& spec);
+  void ReportConfiguration(int j, double t, int configuration, int nodes);
+  alloc::Job LearnedJob(int j);
   double Allocate(double t, int* rescales);
   void CheckInterrupt() const;
   void ReportToAdvisor(double t);
@@ -157,7 +177,9 @@ class Engine {
   alloc::SolveOptions solve_;  // opt_.solve, with reference accounting's equal-share rule
   alloc::Problem problem_;
   std::vector<alloc::Job> oracle_jobs_;
-  std::unique_ptr<curve::ProfilingAdvisor> advisor_;
+  // Learned mode: one profiling advisor per configuration index (0: full backpropagation; k: every
+  // job's k-th configuration), each learning the curve of the jobs' runs in that configuration.
+  std::vector<curve::ProfilingAdvisor> advisors_;
   // lifetime_aware: the idle holes seen so far, and since when each idle node is idle (-1: busy).
   std::unique_ptr<IdleLifetimePredictor> lifetime_;
   std::vector<double> idle_since_;
@@ -242,6 +264,8 @@ void Engine::Advance(double t) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
     job.node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
+    if (job.configuration != 0)
+      job.partial_node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
     if (job.rate <= 0.0) continue;
     if (reference_) {
       const double progress = std::min(job.rate * std::max(dt, 0.0), spec.work - job.done);
@@ -285,7 +309,8 @@ void Engine::RetireFinished(double t) {
     job.nodes.clear();
     job.rate = 0.0;
     job.finish_at = kInf;
-    if (advisor_) advisor_->Forget(specs_[static_cast<std::size_t>(j)].name);
+    for (curve::ProfilingAdvisor& advisor : advisors_)
+      advisor.Forget(specs_[static_cast<std::size_t>(j)].name);
   }
   if (any_finished) {
     last_finish_s_ = t;
@@ -314,10 +339,49 @@ void Engine::Charge(JobState& job, double samples) {
   job.loss += samples;
 }
 
-// Learned mode: the advisor's measured mean overheads of growing and shrinking the job, each
-// once at least one was measured; until then the values passed in (the spec's) stay.
-void Engine::MeasuredRescaleCosts(const std::string& job, double* scale_up_s, double* scale_down_s) const {
-  if (advisor_->HasJob(job)) curve::MeasuredRescaleCosts(advisor_->Profile(job), scale_up_s, scale_down_s);
+// Learned mode: the job as the advisors see it. Each configuration's curves come from its own
+// advisor (curves only as far as the replay has nodes: the allocator never evaluates beyond the
+// pool); the rescale costs are the measured means of the configuration it runs now, once measured,
+// the last ones given (at first the spec's) until then. Efficiencies are the workload's.
+alloc::Job Engine::LearnedJob(int j) {
+  const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+  JobState& state = jobs_[static_cast<std::size_t>(j)];
+  const int top = std::max(1, std::min(spec.max_nodes, subset_size_));
+  const curve::ProfilingAdvisor& current = advisors_[static_cast<std::size_t>(state.configuration)];
+  if (current.HasJob(spec.name)) {
+    curve::MeasuredRescaleCosts(current.Profile(spec.name), &state.allocator_scale_up_s,
+                                &state.allocator_scale_down_s);
+  }
+  curve::AdvisorCurves curves = advisors_[0].Curves(spec.name, top);
+  alloc::Job job = ToAllocJob(spec, std::move(curves.objective), std::move(curves.throughput),
+                              state.allocator_scale_up_s, state.allocator_scale_down_s);
+  if (opt_.configurations == ConfigurationMode::kFullOnly) job.configurations.clear();
+  for (std::size_t k = 0; k < job.configurations.size(); ++k) {
+    curve::AdvisorCurves learned = advisors_[k + 1].Curves(spec.name, top);
+    job.configurations[k].objective = std::move(learned.objective);
+    job.configurations[k].throughput = std::move(learned.throughput);
+  }
+  return job;
+}
+
+// Learned mode: credits the job's new progress (its counter since the last credit) to the
+// configuration it ran in, in raw samples (a sample counts efficiency of one in `done`).
+void Engine::CreditCounter(JobState& job, const JobSpec& spec) {
+  job.counter = std::max(job.counter, job.done);
+  const double progress = job.counter - job.credited_counter;
+  if (progress > 0.0) {
+    job.configuration_samples[static_cast<std::size_t>(job.configuration)] +=
+        progress / Efficiency(spec, job.configuration);
+    job.credited_counter = job.counter;
+  }
+}
+
+// Learned mode: tells a configuration's advisor that from t on the job runs there on `nodes` nodes.
+void Engine::ReportConfiguration(int j, double t, int configuration, int nodes) {
+  const JobState& job = jobs_[static_cast<std::size_t>(j)];
+  advisors_[static_cast<std::size_t>(configuration)].Report(
+      specs_[static_cast<std::size_t>(j)].name, t, nodes,
+      job.configuration_samples[static_cast<std::size_t>(configuration)]);
 }
 
 // Calls the allocator and applies its allocation; returns the wall time of the call.
@@ -326,18 +390,9 @@ double Engine::Allocate(double t, int* rescales) {
   problem_.current.clear();
   for (const int j : active_) {
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
-    if (advisor_) {
-      // Curves only as far as the replay has nodes: the allocator never evaluates beyond the pool.
-      const int top = std::max(1, std::min(spec.max_nodes, subset_size_));
-      JobState& state = jobs_[static_cast<std::size_t>(j)];
-      MeasuredRescaleCosts(spec.name, &state.allocator_scale_up_s, &state.allocator_scale_down_s);
-      curve::AdvisorCurves curves = advisor_->Curves(spec.name, top);
-      problem_.jobs.push_back(ToAllocJob(spec, std::move(curves.objective), std::move(curves.throughput),
-                                         state.allocator_scale_up_s, state.allocator_scale_down_s));
-    } else {
-      problem_.jobs.push_back(oracle_jobs_[static_cast<std::size_t>(j)]);
-    }
+    problem_.jobs.push_back(advisors_.empty() ? oracle_jobs_[static_cast<std::size_t>(j)] : LearnedJob(j));
     const JobState& state = jobs_[static_cast<std::size_t>(j)];
+    problem_.jobs.back().configuration = state.configuration;
     problem_.jobs.back().remaining_samples = std::max(0.0, spec.work - state.done + state.debt);
     for (const NodeId node : state.nodes) problem_.current.push_back({node, spec.name});
   }
@@ -414,10 +469,25 @@ double Engine::Allocate(double t, int* rescales) {
     used_ += n - c;
     // Only a running job (at least min_nodes) is rescaled; a job below its minimum that the
     // allocator releases to 0 or restarts is not (its rate and the allocator's penalty are 0).
-    if (c >= spec.min_nodes && n != c) {
-      ++job.rescales;
-      ++*rescales;
-      Charge(job, (n > c ? spec.scale_up_s : spec.scale_down_s) * RateAt(spec, c));
+    // A change of configuration restarts a running job: at the same count it is charged like a
+    // growth, otherwise the rescale's charge covers it (as the allocator's penalty says).
+    const int before = job.configuration;
+    const int after = n > 0 ? ja.configuration : before;
+    const bool running = c >= spec.min_nodes;
+    if (running && (n != c || after != before)) {
+      Charge(job, (n < c ? spec.scale_down_s : spec.scale_up_s) * RateAt(spec, before, c));
+      if (n != c) {
+        ++job.rescales;
+        ++*rescales;
+      }
+    }
+    if (after != before) {
+      if (running && n > 0) ++job.configuration_switches;
+      job.configuration = after;
+      if (!advisors_.empty()) {
+        ReportConfiguration(j, t, before, 0);
+        ReportConfiguration(j, t, after, n);
+      }
     }
   }
   return seconds;
@@ -425,9 +495,8 @@ double Engine::Allocate(double t, int* rescales) {
 
 void Engine::ReportToAdvisor(double t) {
   for (const int j : active_) {
-    JobState& job = jobs_[static_cast<std::size_t>(j)];
-    advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, static_cast<int>(job.nodes.size()),
-                     job.counter);
+    const JobState& job = jobs_[static_cast<std::size_t>(j)];
+    ReportConfiguration(j, t, job.configuration, static_cast<int>(job.nodes.size()));
   }
 }
 
@@ -513,7 +582,7 @@ void Engine::ApplyTransitions(double t, int* transitions, int* preemptions) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
     job.reclaimed_now = false;
     job.rate_before_event = job.rate;
-    if (advisor_) job.counter = std::max(job.counter, job.done);
+    if (!advisors_.empty()) CreditCounter(job, specs_[static_cast<std::size_t>(j)]);
   }
   const std::vector<Transition>& tr = trace_.transitions;
   for (; next_transition_ < tr.size() && static_cast<double>(tr[next_transition_].time_s) <= t;
@@ -545,10 +614,7 @@ void Engine::ApplyTransitions(double t, int* transitions, int* preemptions) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
     if (!job.reclaimed_now) continue;
     Charge(job, specs_[static_cast<std::size_t>(j)].scale_down_s * job.rate_before_event);
-    if (advisor_) {
-      advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, static_cast<int>(job.nodes.size()),
-                       job.counter);
-    }
+    if (!advisors_.empty()) ReportConfiguration(j, t, job.configuration, static_cast<int>(job.nodes.size()));
   }
 }
 
@@ -577,7 +643,10 @@ bool Engine::Admit(double t, bool* arrived) {
       idle_at_first_admit_ = idle_node_s_;
       used_at_first_admit_ = used_node_s_;
     }
-    if (advisor_) advisor_->Report(specs_[static_cast<std::size_t>(j)].name, t, 0, 0.0);
+    if (!advisors_.empty()) {
+      job.configuration_samples.assign(advisors_.size(), 0.0);
+      ReportConfiguration(j, t, 0, 0);
+    }
   }
   return admitted;
 }
@@ -591,10 +660,10 @@ void Engine::Decide(double t, int transitions, int preemptions, bool allocate) {
   for (const int j : active_) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
-    job.rate = RateAt(spec, static_cast<int>(job.nodes.size()));
+    job.rate = RateAt(spec, job.configuration, static_cast<int>(job.nodes.size()));
     job.finish_at = job.rate > 0.0 ? t + (spec.work - job.done + job.debt) / job.rate : kInf;
   }
-  if (advisor_) ReportToAdvisor(t);
+  if (!advisors_.empty()) ReportToAdvisor(t);
   total_rescales_ += rescales;
   total_preemptions_ += preemptions;
   RecordStep(t, transitions, rescales, preemptions, allocator_s);
@@ -714,11 +783,17 @@ ReplayResult Engine::Run() {
     jobs_[j].allocator_scale_up_s = specs_[j].scale_up_s;
     jobs_[j].allocator_scale_down_s = specs_[j].scale_down_s;
   }
+  const bool choose = opt_.configurations == ConfigurationMode::kChoose;
   if (opt_.curves == CurveMode::kLearned) {
-    advisor_ = std::make_unique<curve::ProfilingAdvisor>(opt_.advisor);
+    std::size_t configurations = 0;
+    for (const JobSpec& spec : specs_) configurations = std::max(configurations, spec.configurations.size());
+    advisors_.assign(1 + (choose ? configurations : 0), curve::ProfilingAdvisor(opt_.advisor));
   } else {
     oracle_jobs_.reserve(specs_.size());
-    for (const JobSpec& spec : specs_) oracle_jobs_.push_back(spec.ToAllocationJob());
+    for (const JobSpec& spec : specs_) {
+      oracle_jobs_.push_back(spec.ToAllocationJob());
+      if (!choose) oracle_jobs_.back().configurations.clear();
+    }
   }
   for (std::size_t j = 0; j < specs_.size(); ++j) {
     if (specs_[j].submit_s <= end_) queue_.push_back(static_cast<int>(j));
@@ -744,6 +819,7 @@ void Engine::Summarize() {
   s.policy = alloc::ToString(opt_.solve.solver);
   s.curves = ToString(opt_.curves);
   s.accounting = ToString(opt_.accounting);
+  s.configurations = ToString(opt_.configurations);
   s.start_s = start_;
   s.end_s = end_;
   s.nodes = subset_size_;
@@ -769,6 +845,10 @@ void Engine::Summarize() {
     r.rescales = job.rescales;
     r.preemptions = job.preemptions;
     r.node_seconds = job.node_seconds;
+    r.configuration_switches = job.configuration_switches;
+    r.partial_node_seconds = job.partial_node_seconds;
+    s.configuration_switches += job.configuration_switches;
+    s.partial_node_hours += job.partial_node_seconds / 3600.0;
     s.samples_done += job.done;
     s.samples_without_losses += job.gross;
     s.loss_samples += job.loss;
@@ -837,7 +917,20 @@ bool ReplayOptions::IsValid(std::string* error) const {
   if (accounting != Accounting::kContinuous && accounting != Accounting::kReference) {
     return fail("accounting is not a known Accounting");
   }
+  if (configurations != ConfigurationMode::kChoose && configurations != ConfigurationMode::kFullOnly) {
+    return fail("configurations is not a known ConfigurationMode");
+  }
   return true;
+}
+
+const char* ToString(ConfigurationMode mode) {
+  return mode == ConfigurationMode::kFullOnly ? "full" : "choose";
+}
+
+ConfigurationMode ConfigurationModeFromString(const std::string& name) {
+  if (name == "choose") return ConfigurationMode::kChoose;
+  if (name == "full") return ConfigurationMode::kFullOnly;
+  throw InvalidArgument("configurations: unknown mode \"" + name + "\" (expected \"choose\" or \"full\")");
 }
 
 const char* ToString(Accounting accounting) {

@@ -292,7 +292,7 @@ TEST(SimJobsReader, ReportsFileLineAndFieldOfBadJobs) {
   EXPECT_EQ(err("not json"), "j.jsonl:2: malformed JSON: column 1: expected '{' at the start of the object");
   EXPECT_EQ(err(with("\"name\": \"a\"", "\"name\": \"b\", \"color\": \"red\"")).substr(0, 36),
             "j.jsonl:2: unknown field \"color\" (kn");
-  EXPECT_EQ(err(with("\"work\": 1000.0, ", "")), "j.jsonl:2: missing field \"work\"");
+  EXPECT_EQ(err(with("\"work\": 1000.0, ", "")), "j.jsonl:2: job \"a\": missing field \"work\"");
   EXPECT_EQ(err(with("\"min_nodes\": 1", "\"min_nodes\": \"1\"")),
             "j.jsonl:2: job \"a\": \"min_nodes\": expected a number");
   EXPECT_EQ(err(with("\"min_nodes\": 1", "\"min_nodes\": 1.5")),
@@ -305,8 +305,10 @@ TEST(SimJobsReader, ReportsFileLineAndFieldOfBadJobs) {
       err(with("\"submit\": 5", "\"submit\": true")),
       "j.jsonl:2: malformed JSON: column 25: \"submit\": true, false and null are not supported (expected a "
       "string, number or array of numbers)");
-  EXPECT_EQ(err(with("\"submit\": 5", "\"submit\": {\"t\": 1}")),
-            "j.jsonl:2: malformed JSON: column 25: \"submit\": nested objects are not supported");
+  EXPECT_EQ(
+      err(with("\"submit\": 5", "\"submit\": {\"t\": 1}")),
+      "j.jsonl:2: malformed JSON: column 25: \"submit\": an object is not supported as a value (only in an "
+      "array of objects)");
   EXPECT_EQ(err(with("\"submit\": 5", "\"submit\": 5, \"submit\": 6")),
             "j.jsonl:2: malformed JSON: column 28: duplicate field \"submit\"");
   EXPECT_EQ(err(with("\"submit\": 5", "\"submit\": 05")),

@@ -13,6 +13,7 @@
 namespace bft::sim {
 namespace {
 
+using testing::CheckInvariants;
 using testing::MakeJob;
 
 // Two nodes; b is reclaimed at 100 and idle again at 200; the replay ends at 300.
@@ -328,49 +329,6 @@ TEST(SimReplay, RejectsInvalidOptionsAndJobs) {
   EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, 1)}, o), InvalidArgument);
   EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, 1), MakeJob("j", 0, 1)}, Options(300)), InvalidArgument);
   EXPECT_THROW(Replay(TinyTrace(), {MakeJob("j", 0, -1)}, Options(300)), InvalidArgument);
-}
-
-// Checks the invariants of one replay; `trace` must be the replayed trace.
-void CheckInvariants(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayResult& r) {
-  const Summary& s = r.summary;
-  EXPECT_LE(s.used_node_hours, s.idle_node_hours * (1 + 1e-12));
-  EXPECT_LE(s.samples_done, s.samples_without_losses * (1 + 1e-12));
-  // Losses are charged in full: done - unpaid = without losses - losses.
-  EXPECT_NEAR(s.samples_done - s.unpaid_loss_samples, s.samples_without_losses - s.loss_samples,
-              1e-9 * s.samples_without_losses);
-  EXPECT_NEAR(s.overhead_efficiency, 1.0 - s.loss_samples / s.samples_without_losses, 1e-12);
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    EXPECT_GE(r.jobs[j].done, 0.0);
-    EXPECT_LE(r.jobs[j].done, jobs[j].work);
-    if (r.jobs[j].finish_s >= 0) {
-      EXPECT_DOUBLE_EQ(r.jobs[j].done, jobs[j].work);
-    }
-  }
-  for (const Step& st : r.steps) {
-    EXPECT_LE(st.used_nodes, st.idle_nodes);
-    EXPECT_LE(st.active_jobs, 10);
-  }
-  // Replays the assignment log against the trace: a node runs at most one job, only while idle.
-  std::vector<int> owner(trace.node_names.size(), -1);
-  std::vector<char> idle(trace.node_names.size(), 0);
-  std::size_t next = 0;
-  for (const AssignmentChange& a : r.assignments) {
-    for (; next < trace.transitions.size() && static_cast<double>(trace.transitions[next].time_s) <= a.time_s;
-         ++next) {
-      const Transition& x = trace.transitions[next];
-      idle[static_cast<std::size_t>(x.node)] = x.state == NodeState::kIdle;
-    }
-    const auto n = static_cast<std::size_t>(a.node);
-    if (a.job >= 0) {
-      ASSERT_EQ(owner[n], -1) << "node " << a.node << " given to job " << a.job << " at " << a.time_s
-                              << " while running job " << owner[n];
-      ASSERT_TRUE(idle[n]) << "node " << a.node << " given to a job at " << a.time_s << " while busy";
-      owner[n] = a.job;
-    } else {
-      ASSERT_NE(owner[n], -1) << "node " << a.node << " released at " << a.time_s << " but held by no job";
-      owner[n] = -1;
-    }
-  }
 }
 
 TEST(SimReplayInvariants, HoldOnSyntheticTracesUnderEveryPolicy) {
