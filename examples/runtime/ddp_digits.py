@@ -5,6 +5,15 @@ images; no download), data-parallel over gloo on CPU, elastic under ``bft manage
 
 Each rank trains on its own shard of every shuffled epoch; the test split's accuracy is printed at
 the end. Runs unchanged as ``python ddp_digits.py`` or under plain ``torchrun``.
+
+It also runs in configurations of structured partial backpropagation (docs/spb.md), which the
+manager chooses when the job declares them:
+
+    bft submit examples/runtime/ddp_digits.py --min 1 --max 4 --samples 300000 \
+        --configuration spb-d2:0.8:1.4 --configuration spb-d3:0.95:1.1
+
+In "spb-dD" half the ranks (rounded up) back-propagate through all 4 stages and the others through
+the last D, taking larger batches in the time they save (bft.train.spb.balanced_batches).
 """
 
 import argparse
@@ -18,6 +27,12 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 import bft.train as bt
+from bft.train.spb import PartialBackprop, balanced_batches
+
+STAGES = 4
+# A partial rank's balanced batch over a full rank's, by depth: the step-time ratios measured on the
+# project's machine by bench/spb_measure.py (docs/spb.md).
+SPB_SPEEDUP = {1: 1.9, 2: 1.9, 3: 1.3}
 
 
 def digits():
@@ -28,11 +43,24 @@ def digits():
     return x[:1500], y[:1500], x[1500:], y[1500:]
 
 
-def model() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
+def stages() -> list:
+    """The CNN as the stages structured partial backpropagation works on."""
+    return [nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU()),
+            nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)),
+            nn.Sequential(nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU()),
+            nn.Linear(64, 10)]
+
+
+def spb_depths(configuration: str, world: int) -> list:
+    """Each rank's backpropagation depth in a configuration: "full", or "spb-dD" (half the ranks,
+    rounded up, at full depth; the others through the last D stages)."""
+    if configuration == "full":
+        return [STAGES] * world
+    prefix, _, depth = configuration.partition("-d")
+    if prefix != "spb" or not depth.isdigit() or not 1 <= int(depth) < STAGES:
+        raise SystemExit(f"ddp_digits.py: unknown configuration {configuration!r} (full or spb-d1..spb-d{STAGES - 1})")
+    full = (world + 1) // 2
+    return [STAGES] * full + [int(depth)] * (world - full)
 
 
 def main() -> None:
@@ -47,7 +75,9 @@ def main() -> None:
     rank, world = bt.rank(), bt.world_size()
     train_x, train_y, test_x, test_y = digits()
     torch.manual_seed(0)
-    net = model()
+    net = nn.Sequential(*stages())
+    depths = spb_depths(bt.configuration(), world)
+    sizes = balanced_batches(depths, args.batch, SPB_SPEEDUP)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     state = bt.resume()
     samples = 0
@@ -57,7 +87,14 @@ def main() -> None:
         samples = state["samples"]
         if rank == 0:
             print(f"resumed from checkpoint at {samples} samples on {world} workers", flush=True)
-    ddp = nn.parallel.DistributedDataParallel(net) if dist.is_initialized() else net
+    if rank == 0:
+        print(f"configuration {bt.configuration()}: depths {depths}, batches {sizes}", flush=True)
+    if min(depths) < STAGES:  # the stages share net's parameters: checkpoints are alike in every configuration
+        spb = PartialBackprop(list(net), depths, batch_sizes=sizes)
+        ddp = spb
+    else:
+        spb = None
+        ddp = nn.parallel.DistributedDataParallel(net) if dist.is_initialized() else net
 
     def save() -> None:
         bt.checkpoint({"model": net.state_dict(), "optimizer": optimizer.state_dict(), "samples": samples})
@@ -68,15 +105,17 @@ def main() -> None:
         # where it stopped, whatever the new world size.
         epoch, offset = divmod(samples, len(train_x))
         order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(epoch))
-        start = offset + rank * args.batch
-        idx = order[start:start + args.batch]
-        if len(idx) < args.batch:  # the epoch's tail: wrap into the next permutation
-            idx = torch.cat([idx, order[: args.batch - len(idx)]])
+        start = offset + sum(sizes[:rank])
+        idx = order[start:start + sizes[rank]]
+        if len(idx) < sizes[rank]:  # the epoch's tail: wrap into the next permutation
+            idx = torch.cat([idx, order[: sizes[rank] - len(idx)]])
         loss = F.cross_entropy(ddp(train_x[idx]), train_y[idx])
         optimizer.zero_grad()
         loss.backward()
+        if spb is not None:
+            spb.sync_gradients()
         optimizer.step()
-        samples += args.batch * world
+        samples += sum(sizes)
         bt.report(samples)
         if bt.should_stop():
             save()

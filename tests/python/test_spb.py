@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bft.train.spb import check_depths, structured_depths  # noqa: E402
+from bft.train.spb import balanced_batches, check_depths, structured_depths  # noqa: E402
 from runtime_util import python_env  # noqa: E402
 
 # One rank of a world: the model, its data and the checks, run by every rank; rank 0 prints "ok".
@@ -27,9 +27,9 @@ dist.init_process_group("gloo", init_method="file://" + sys.argv[4], rank=rank, 
 torch.manual_seed(0)
 def stages():
     return [nn.Sequential(nn.Linear(6, 8), nn.Tanh()), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), nn.Linear(8, 3)]
-def batch(r, step):  # each rank's own data, reproducible anywhere
+def batch(r, step, size=5):  # each rank's own data, reproducible anywhere
     g = torch.Generator().manual_seed(1000 * r + step)
-    return torch.randn(5, 6, generator=g), torch.randint(0, 3, (5,), generator=g)
+    return torch.randn(size, 6, generator=g), torch.randint(0, 3, (size,), generator=g)
 loss_fn = nn.CrossEntropyLoss()
 
 if mode == "ddp":
@@ -48,12 +48,16 @@ if mode == "ddp":
     for a, b in zip(spb.parameters(), ddp.parameters()):
         assert torch.allclose(a, b, rtol=1e-6, atol=1e-7), (a - b).abs().max()
 else:
-    depths = [int(d) for d in mode.split(",")]
-    model = PartialBackprop(stages(), depths=depths)
+    # "3,2,1": depths, equal batches; "3,2,1/4,7,9": depths and per-rank batch sizes.
+    spec, _, sizes = mode.partition("/")
+    depths = [int(d) for d in spec.split(",")]
+    sizes = [int(b) for b in sizes.split(",")] if sizes else None
+    model = PartialBackprop(stages(), depths=depths, batch_sizes=sizes)
+    size = (lambda r: sizes[r]) if sizes else (lambda r: 5)
     reference = stages()  # the same initial weights (same seed): full backprop of each rank's batch
     for p, q in zip(model.parameters(), [p for s in reference for p in s.parameters()]):
         q.data.copy_(p.data)
-    x, y = batch(rank, 0)
+    x, y = batch(rank, 0, size(rank))
     loss_fn(model(x), y).backward()
     # A rank computes gradients only for its suffix of stages.
     for s, stage in enumerate(model.stages):
@@ -64,14 +68,15 @@ else:
     for r in range(world):
         for q in [p for s in reference for p in s.parameters()]:
             q.grad = None
-        xr, yr = batch(r, 0)
+        xr, yr = batch(r, 0, size(r))
         loss_fn(nn.Sequential(*reference)(xr), yr).backward()
         expected.append([[q.grad.clone() for q in s.parameters()] for s in reference])
     for s, stage in enumerate(model.stages):
         ranks = [r for r in range(world) if depths[r] >= 3 - s]
         assert model.contributors[s] == len(ranks)
+        weight = {r: size(r) for r in ranks}  # each rank's mean gradient counts its samples
         for k, p in enumerate(stage.parameters()):
-            mean = sum(expected[r][s][k] for r in ranks) / len(ranks)
+            mean = sum(weight[r] * expected[r][s][k] for r in ranks) / sum(weight.values())
             assert torch.allclose(p.grad, mean, rtol=1e-5, atol=1e-7), (rank, s, (p.grad - mean).abs().max())
 dist.barrier()  # before teardown: gloo can abort a rank that leaves while another still talks
 dist.destroy_process_group()
@@ -83,7 +88,7 @@ if rank == 0:
 def run_world(tmp_path, world: int, mode: str) -> None:
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(WORKER))
-    rendezvous = tmp_path / f"rdv-{mode.replace(',', '-')}"
+    rendezvous = tmp_path / f"rdv-{mode.replace(',', '-').replace('/', '_')}"
     procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), mode, str(rendezvous)],
                               env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(world)]
@@ -106,6 +111,19 @@ def test_full_depth_everywhere_is_data_parallel_training_step_for_step(tmp_path)
 def test_each_stage_gets_the_mean_over_exactly_the_ranks_that_computed_it(tmp_path):
     run_world(tmp_path, 3, "3,2,1")
     run_world(tmp_path, 3, "1,3,1")
+
+
+def test_with_batch_sizes_each_stage_gets_the_mean_over_the_samples_that_reached_it(tmp_path):
+    # Rank 0 at full depth with 4 samples; the partial ranks take 7 and 9 (their steps are faster).
+    run_world(tmp_path, 3, "3,2,1/4,7,9")
+
+
+def test_balanced_batches_give_the_faster_ranks_more_samples():
+    assert balanced_batches([3, 2, 1, 1], 32, {2: 1.1, 1: 2.04}) == [32, 35, 65, 65]
+    with pytest.raises(ValueError, match="no positive finite speedup for depth 1"):
+        balanced_batches([3, 1], 32, {2: 1.1})
+    with pytest.raises(ValueError, match="batch: expected a whole number"):
+        balanced_batches([3, 1], 0, {1: 2.0})
 
 
 def test_configurations_are_checked_naming_the_rank():

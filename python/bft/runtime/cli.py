@@ -78,6 +78,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--samples", type=float, help="the job's work in samples (BFT_TARGET_SAMPLES; shows an ETA)")
     p.add_argument("--curve", type=Path,
                    help="JSON {\"nodes\": [...], \"throughput\": [...]}: a prior throughput curve (samples/s)")
+    p.add_argument("--configuration", action="append", default=[], metavar="NAME:EFFICIENCY[:SPEEDUP]",
+                   help="another way the script can run (structured partial backpropagation, docs/spb.md), "
+                   "repeatable: the script reads NAME from bft.train.configuration(); EFFICIENCY (0..1] is what a "
+                   "sample processed in it is worth against full backpropagation; SPEEDUP (default 1) its samples/s "
+                   "over full backpropagation's, assumed until measured")
     p.add_argument("--retries", type=int, help="retries if the job fails (default: the manager's --max-retries)")
     p.add_argument("--python", default=default_python(), help="Python interpreter for the job (default: this one)")
     _state_dir_arg(p)
@@ -202,15 +207,35 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
             control.check_curve(curve, f"--curve {args.curve}")
         except ValueError as e:
             raise UsageError(str(e)) from None
+    configurations = [_configuration_arg(text) for text in args.configuration]
+    try:
+        control.check_configurations(configurations)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     name = args.name or f"{script.stem}-{time.strftime('%H%M%S')}-{os.getpid() % 1000:03d}"
     request: Dict[str, Any] = {"op": "submit", "name": name, "script": str(script), "args": script_args,
                                "cwd": os.getcwd(), "python": args.python, "min_nodes": args.min_nodes,
-                               "max_nodes": args.max_nodes, "work": args.samples, "curve": curve}
+                               "max_nodes": args.max_nodes, "work": args.samples, "curve": curve,
+                               "configurations": configurations}
     if args.retries is not None:
         request["max_retries"] = args.retries
     answer = control.request(state_dir, request)
     print(answer["job"])
     return 0
+
+
+def _configuration_arg(text: str) -> Dict[str, Any]:
+    """--configuration NAME:EFFICIENCY[:SPEEDUP] as the request's dict (checked by control)."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise UsageError(f"--configuration {text!r}: expected NAME:EFFICIENCY[:SPEEDUP], e.g. spb-d2:0.8:1.4")
+    out: Dict[str, Any] = {"name": parts[0]}
+    for key, value in zip(("efficiency", "speedup"), parts[1:]):
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise UsageError(f"--configuration {text!r}: {key} {value!r} is not a number") from None
+    return out
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -233,9 +258,7 @@ def _status(args: argparse.Namespace, state_dir: Path) -> int:
 def _offline_status(state_dir: Path, why: str) -> Dict[str, Any]:
     """What the state file says while no manager runs."""
     store = StateStore(state_dir / "state.db", create=False, read_only=True)
-    jobs = [{"id": j.id, "state": j.state, "min_nodes": j.min_nodes, "max_nodes": j.max_nodes, "samples": j.samples,
-             "work": j.work, "retries": j.retries, "generation": j.generation, "reason": j.reason,
-             "submitted_s": j.submitted_s, "finished_s": j.finished_s} for j in store.jobs()]
+    jobs = [j.status() for j in store.jobs()]
     store.close()
     return {"manager": None, "offline": why, "nodes": {"pool": [], "used": {}}, "jobs": jobs}
 
@@ -272,12 +295,17 @@ def format_status(status: Dict[str, Any]) -> str:
         used = status["nodes"]["used"]
         lines.append(f"nodes: {len(status['nodes']['pool'])} in the pool, {len(used)} training")
     header = ("JOB", "STATE", "NODES", "RANGE", "SAMPLES", "WORK", "RATE/s", "ETA", "RETRIES")
+    # The configuration column only when a job declares configurations (bft submit --configuration).
+    configurations = any(j.get("configurations") for j in status["jobs"])
+    if configurations:
+        header += ("CONFIGURATION",)
     rows = [header]
     for j in status["jobs"]:
         state = j["state"] + (" (resizing)" if j.get("resizing") else "")
         nodes = str(len(j["nodes"])) if "nodes" in j else "-"
-        rows.append((j["id"], state, nodes, f"{j['min_nodes']}..{j['max_nodes']}", _si(j["samples"]), _si(j["work"]),
-                     _si(j.get("rate")) if "rate" in j else "-", _duration(j.get("eta_s")), str(j["retries"])))
+        row = (j["id"], state, nodes, f"{j['min_nodes']}..{j['max_nodes']}", _si(j["samples"]), _si(j["work"]),
+               _si(j.get("rate")) if "rate" in j else "-", _duration(j.get("eta_s")), str(j["retries"]))
+        rows.append(row + ((j.get("configuration", "full"),) if configurations else ()))
     widths = [max(len(r[k]) for r in rows) for k in range(len(header))]
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

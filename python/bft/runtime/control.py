@@ -16,12 +16,14 @@ import socketserver
 import struct
 import threading
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .state import JobRow
 
 MAX_REQUEST = 1 << 20
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+CONFIGURATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
+MAX_CONFIGURATIONS = 16
 MAX_NODES = 1_000_000
 
 
@@ -152,7 +154,8 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
         raise ValueError(f"--retries: expected an integer in [0, 100], got {retries!r}")
     return JobRow(id=name, seq=0, script=script, args=args, cwd=cwd, python=python, min_nodes=lo, max_nodes=hi,
                   work=float(work) if work is not None else None, curve=check_curve(r.get("curve"), "--curve"),
-                  secret="", state="queued", max_retries=retries)
+                  secret="", state="queued", max_retries=retries,
+                  configurations=check_configurations(r.get("configurations", [])))
 
 
 def _int(r: Dict[str, Any], key: str, flag: str) -> int:
@@ -160,6 +163,35 @@ def _int(r: Dict[str, Any], key: str, flag: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not -MAX_NODES <= v <= MAX_NODES:
         raise ValueError(f"{flag}: expected a node count, got {v!r}")
     return v
+
+
+def check_configurations(configurations: Any) -> List[Dict[str, Any]]:
+    """A job's configurations (structured partial backpropagation, docs/spb.md): a list of
+    {"name", "efficiency", "speedup"}: the name its script is given (BFT_CONFIGURATION), the value of a
+    sample processed in it against one at full backpropagation (0 < efficiency <= 1), and its
+    samples/s over full backpropagation's, the allocator's guess until the configuration is measured."""
+    if not isinstance(configurations, list) or len(configurations) > MAX_CONFIGURATIONS:
+        raise ValueError(f"--configuration: expected at most {MAX_CONFIGURATIONS} configurations")
+    out, names = [], {"full"}
+    for c in configurations:
+        if not isinstance(c, dict) or set(c) - {"name", "efficiency", "speedup"} or "name" not in c:
+            raise ValueError("--configuration: expected NAME:EFFICIENCY[:SPEEDUP]")
+        name = c["name"]
+        if not isinstance(name, str) or not CONFIGURATION_NAME.fullmatch(name):
+            raise ValueError(f"--configuration: {name!r} is not a configuration name (letters, digits, '_', '.', "
+                             "'-'; at most 32; starting with a letter or digit)")
+        if name in names:
+            raise ValueError(f"--configuration {name}: the name is taken" + (" (full backpropagation)"
+                                                                             if name == "full" else ""))
+        names.add(name)
+        efficiency, speedup = c.get("efficiency"), c.get("speedup", 1.0)
+        if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) or not 0 < efficiency <= 1:
+            raise ValueError(f"--configuration {name}: efficiency {efficiency!r} must be a number in (0, 1]")
+        if (isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup)
+                or not 0 < speedup <= 1000):
+            raise ValueError(f"--configuration {name}: speedup {speedup!r} must be a number in (0, 1000]")
+        out.append({"name": name, "efficiency": float(efficiency), "speedup": float(speedup)})
+    return out
 
 
 def check_curve(curve: Any, where: str) -> Optional[Dict[str, list]]:

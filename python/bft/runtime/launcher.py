@@ -63,8 +63,10 @@ def torchrun_argv(spec: LaunchSpec) -> List[str]:
 
 
 def job_environment(job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
-                    checkpoint_dir: Path, work: Optional[float], grace_s: float) -> Dict[str, str]:
+                    checkpoint_dir: Path, work: Optional[float], grace_s: float,
+                    configuration: str = "full") -> Dict[str, str]:
     env = {
+        "BFT_CONFIGURATION": configuration,
         "BFT_MANAGER_ID": identity,
         "BFT_JOB_ID": job,
         "BFT_NODE": node,

@@ -106,8 +106,15 @@ class JobRun:
     round: int = 0  # torchrun's restart count of the current generation's workers
     last_seq: Dict[int, int] = field(default_factory=dict)  # rank -> highest seq this round
     rank_samples: Dict[int, float] = field(default_factory=dict)
-    advisor_samples: float = 0.0  # monotone cumulative count the advisor sees
+    advisor_samples: float = 0.0  # monotone cumulative count of the job's samples
     advisor_offset: float = 0.0
+    # The configuration of the generation that runs (or ran last): its reports are progress in it. The
+    # decided one (row.configuration) takes over when the next generation starts.
+    running: str = "full"
+    # The samples processed in each configuration (what that configuration's advisor key sees), and
+    # the count of advisor_samples up to which they have been credited.
+    configuration_samples: Dict[str, float] = field(default_factory=dict)
+    credited: float = 0.0
     advisor_time: float = 0.0
     recent: Deque[Tuple[float, float]] = field(default_factory=lambda: collections.deque(maxlen=64))
     decided_curve: Optional[List[float]] = None
@@ -170,14 +177,18 @@ class Manager:
             self.store.log_event("recovered", processes_stopped=found, process_rows_closed=len(open_rows))
         interrupted = {job.id for job in self.store.jobs(("running",))}
         for job in self.store.jobs(ACTIVE_STATES):
-            self.runs[job.id] = JobRun(job)
+            self.runs[job.id] = JobRun(job, running=job.configuration)
         for p in self.store.progress():
             run = self.runs.get(p["job"])
             if run is None:
                 continue
-            self._advisor_report(run, p["time_s"], p["nodes"], p["advisor_samples"])
+            configuration = p["configuration"]
+            count = p["advisor_samples"] if p["configuration_samples"] is None else p["configuration_samples"]
+            self._advisor_report(run, p["time_s"], p["nodes"], count, configuration)
             run.advisor_offset = p["advisor_samples"] - p["samples"]
-            run.advisor_samples = p["advisor_samples"]
+            run.advisor_samples = run.credited = p["advisor_samples"]
+            run.configuration_samples[configuration] = count
+            run.running = configuration
         for run in self.runs.values():
             if run.row.curve:
                 self._set_prior(run)
@@ -339,20 +350,38 @@ class Manager:
         # next manager knows every count a job reported.
         self._record(run, len(run.agents) or r.world, now)
 
-    def _record(self, run: JobRun, nodes: int, time_s: Optional[float] = None) -> None:
-        """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) at its current
-        count, and stores the same record, so a restarted manager rebuilds the advisor exactly."""
+    def _record(self, run: JobRun, nodes: int, time_s: Optional[float] = None,
+                configuration: Optional[str] = None) -> None:
+        """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) in a
+        configuration (default: the one it runs in) at its current count, and stores the same record,
+        so a restarted manager rebuilds the advisor exactly."""
         now = max(time.time() if time_s is None else time_s, run.advisor_time)
-        self._advisor_report(run, now, nodes, run.advisor_samples)
-        self.store.add_progress(run.row.id, run.row.generation, now, nodes, run.row.samples, run.advisor_samples)
+        configuration = run.running if configuration is None else configuration
+        # The samples since the last record were processed in the configuration the job ran in.
+        if run.advisor_samples > run.credited:
+            run.configuration_samples[run.running] = (run.configuration_samples.get(run.running, 0.0)
+                                                      + run.advisor_samples - run.credited)
+            run.credited = run.advisor_samples
+        count = run.configuration_samples.get(configuration, 0.0)
+        self._advisor_report(run, now, nodes, count, configuration)
+        self.store.add_progress(run.row.id, run.row.generation, now, nodes, run.row.samples, run.advisor_samples,
+                                configuration, count)
+
+    @staticmethod
+    def _key(run: JobRun, configuration: Optional[str] = None) -> str:
+        """The advisor's name for a job in a configuration (default: the one it runs in): each
+        configuration's curve is learned apart (job names cannot hold '/')."""
+        configuration = run.running if configuration is None else configuration
+        return run.row.id if configuration == "full" else f"{run.row.id}/{configuration}"
 
     def _advisor_nodes(self, run: JobRun) -> int:
-        return self.advisor.profile(run.row.id).current_nodes if self.advisor.has_job(run.row.id) else 0
+        key = self._key(run)
+        return self.advisor.profile(key).current_nodes if self.advisor.has_job(key) else 0
 
-    def _advisor_report(self, run: JobRun, time_s: float, nodes: int, samples: float) -> None:
+    def _advisor_report(self, run: JobRun, time_s: float, nodes: int, samples: float, configuration: str) -> None:
         run.advisor_time = max(run.advisor_time, time_s)
         try:
-            self.advisor.report(run.row.id, run.advisor_time, nodes, samples)
+            self.advisor.report(self._key(run, configuration), run.advisor_time, nodes, samples)
         except (ValueError, Error) as e:  # never let one odd report stop the manager
             self.store.log_event("advisor_rejected", job=run.row.id, error=str(e))
 
@@ -402,10 +431,56 @@ class Manager:
             return "user"
         return "measured" if profile is not None and profile.sizes else "prior"
 
-    def _rescale_costs(self, job: str) -> Tuple[float, float]:
+    def _configuration_curves(self, run: JobRun, configuration: Dict[str, Any], top: int, full: Any) -> Tuple[Any, Any]:
+        """(throughput, objective) of a configuration: the advisor's once it has measured the job in it,
+        else full backpropagation's throughput times the declared speedup from 2 nodes on (on one node
+        a configuration of structured partial backpropagation has no partial rank: it is full)."""
+        key = self._key(run, configuration["name"])
+        if self.advisor.has_job(key) and self.advisor.profile(key).sizes:
+            both = self.advisor.curves(key, top)
+            return both.throughput, both.objective
+        values = [v * (configuration["speedup"] if n >= 2 else 1.0) for n, v in zip(full.nodes, full.values)]
+        guess = curve.ThroughputCurve(list(full.nodes), values)
+        return guess, guess
+
+    def _allocation_job(self, run: JobRun, top: int) -> Any:
+        """The job as the allocator sees it: learned (or given) curves, measured rescale costs, and its
+        configurations with the one it runs in now."""
+        throughput, objective = self._curves(run, min(run.row.max_nodes, top))
+        up, down = self._rescale_costs(run)
+        job = alloc.Job(run.row.id, run.row.min_nodes, run.row.max_nodes, objective, throughput, up, down, 1.0)
+        if run.row.configurations:
+            configurations = []
+            for c in run.row.configurations:
+                rate, value = self._configuration_curves(run, c, min(run.row.max_nodes, top), throughput)
+                configurations.append(alloc.Configuration(c["name"], value, rate, c["efficiency"]))
+            job.configurations = configurations
+            job.configuration = self._configuration_index(run, run.row.configuration)
+        return job
+
+    @staticmethod
+    def _configuration_index(run: JobRun, name: str) -> int:
+        """0 for full backpropagation, k for the job's k-th configuration (alloc.Job.configuration)."""
+        names = [c["name"] for c in run.row.configurations]
+        return names.index(name) + 1 if name in names else 0
+
+    def _configuration_source(self, run: JobRun, configuration: str) -> str:
+        """Which curve the allocator sees for a job in a configuration: full backpropagation's
+        (_curve_source), or for another one "fitted"/"measured" (the advisor's) or "guess" (full
+        backpropagation's times the declared speedup)."""
+        if configuration == "full":
+            return self._curve_source(run)
+        key = self._key(run, configuration)
+        profile = self.advisor.profile(key) if self.advisor.has_job(key) else None
+        if profile is not None and profile.fit.ok:
+            return "fitted"
+        return "measured" if profile is not None and profile.sizes else "guess"
+
+    def _rescale_costs(self, run: JobRun) -> Tuple[float, float]:
         up, down = self.options.scale_up_s, self.options.scale_down_s
-        if self.advisor.has_job(job):
-            return curve.measured_rescale_costs(self.advisor.profile(job), up, down)
+        key = self._key(run)
+        if self.advisor.has_job(key):
+            return curve.measured_rescale_costs(self.advisor.profile(key), up, down)
         return up, down
 
     def _check_curves(self) -> None:
@@ -419,7 +494,7 @@ class Manager:
             if run.decided_curve is None or run.resize_pending or now - run.last_curve_check_s < 1.0:
                 continue  # (a job in the middle of a resize has no steady rate to compare yet)
             run.last_curve_check_s = now
-            values = list(self._curves(run, min(run.row.max_nodes, top))[0].values)
+            values = self._decided_values(self._allocation_job(run, top))
             if len(values) != len(run.decided_curve) or any(
                     abs(a - b) > self.options.curve_change * max(abs(b), 1e-9)
                     for a, b in zip(values, run.decided_curve)):
@@ -443,12 +518,7 @@ class Manager:
             return
         self._update_priors()
         top = max(1, len(self.pool))
-        jobs, curves = [], {}
-        for run in runs:
-            throughput, objective = self._curves(run, min(run.row.max_nodes, top))
-            up, down = self._rescale_costs(run.row.id)
-            jobs.append(alloc.Job(run.row.id, run.row.min_nodes, run.row.max_nodes, objective, throughput, up, down, 1.0))
-            curves[run.row.id] = list(throughput.values)
+        jobs = [self._allocation_job(run, top) for run in runs]
         pool = [self.node_names.find(n) for n in self.pool]
         current = {self.node_names.find(n): run.row.id for run in runs for n in run.target if n in self.pool}
         # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
@@ -466,29 +536,50 @@ class Manager:
         for node_id, job in result.map.items():
             new_targets[job].append(self.node_names.name(node_id))
         self.decisions += 1
-        for run in runs:
-            run.decided_curve = curves[run.row.id]
-            self._apply(run, sorted(new_targets[run.row.id]))
+        for k, (run, job) in enumerate(zip(runs, jobs)):
+            chosen = int(result.configuration[k])
+            configuration = run.row.configurations[chosen - 1]["name"] if chosen else "full"
+            job.configuration = chosen
+            run.decided_curve = self._decided_values(job)
+            self._apply(run, sorted(new_targets[run.row.id]), configuration)
         self.decision_s.append(time.monotonic() - arrived)
 
-    def _apply(self, run: JobRun, target: List[str]) -> None:
-        if target == run.target:
+    @staticmethod
+    def _decided_values(job: Any) -> List[float]:
+        """The throughput curve of the configuration a job runs in, as the allocator saw it: a decision
+        is taken again once it moves by more than curve_change."""
+        c = job.configuration
+        return list((job.throughput if c == 0 else job.configurations[c - 1].throughput).values)
+
+    def _apply(self, run: JobRun, target: List[str], configuration: str) -> None:
+        switch = bool(target) and configuration != run.row.configuration
+        if target == run.target and not switch:
             return
         self.store.log_event("allocate", job=run.row.id, from_nodes=len(run.target), to_nodes=len(target),
-                             nodes=target, curve=self._curve_source(run))
+                             nodes=target, curve=self._curve_source(run), configuration=configuration,
+                             configuration_curve=self._configuration_source(run, configuration))
+        if switch:
+            # Stored before the job is restarted in it: a restarted manager relaunches it so. The
+            # advisor hears of it when the new generation starts (the old one reports until it stops).
+            previous = run.row.configuration
+            run.row.configuration = configuration
+            self.store.update_job(run.row.id, configuration=configuration)
+            self.store.log_event("configuration_changed", job=run.row.id, previous=previous, configuration=configuration,
+                                 nodes=len(target))
         old, run.target = set(run.target), target
         if not run.agents:
             return  # _launch_ready starts it once its nodes are clear
         self._resize_begins(run)
-        if self.options.resize == "membership" and target:
+        if self.options.resize == "membership" and target and not switch:
             for node, agent in run.agents.items():
                 if node not in target:
                     self._stop_agent(agent)
             for node in set(target) - old - set(run.agents):
                 self._launch_agent(run, node)
-        else:
+        else:  # a new configuration restarts every worker, whatever the resize method
             self._stop_run(run, "resize")
-        self._record(run, len(target))  # the rescale starts now: the advisor measures what it costs
+        if not switch:
+            self._record(run, len(target))  # the rescale starts now: the advisor measures what it costs
 
     def _resize_begins(self, run: JobRun) -> None:
         last = run.last_report
@@ -538,7 +629,11 @@ class Manager:
         run.rank_samples.clear()
         self._log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
                                f"({', '.join(run.target)}), resize method {self.options.resize} ===")
-        self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target))
+        self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target),
+                             configuration=row.configuration)
+        if run.running != row.configuration:  # the last generation ran in another configuration
+            self._record(run, 0)
+            run.running = row.configuration
         if self._advisor_nodes(run) != len(run.target):  # a start (a resize was recorded when decided)
             self._record(run, len(run.target))
         for node in run.target:
@@ -556,7 +651,7 @@ class Manager:
             max_nodes=row.max_nodes if membership else len(run.target),
             max_restarts=1000 if membership else 0, log_dir=self._job_dir(row.id) / "workers")
         env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
-                              self._job_dir(row.id) / "checkpoint", row.work, self.options.grace_s)
+                              self._job_dir(row.id) / "checkpoint", row.work, self.options.grace_s, row.configuration)
         proc_row = self.store.add_proc(row.id, row.generation, node)  # recorded before it exists
         try:
             proc = self.source.launch(node, torchrun_argv(spec), env, self._job_dir(row.id) / "output.log",
@@ -649,7 +744,8 @@ class Manager:
         self.store.log_event(state, job=row.id, samples=row.samples)
         run.target = []
         del self.runs[row.id]
-        self.advisor.forget(row.id)
+        for configuration in ["full"] + [c["name"] for c in row.configurations]:
+            self.advisor.forget(self._key(run, configuration))
         self._mark_dirty(time.monotonic())
 
     # -- logs -------------------------------------------------------------------------------------
@@ -733,10 +829,7 @@ class Manager:
         jobs = []
         for row in self.store.jobs():
             run = self.runs.get(row.id)
-            d = {"id": row.id, "state": row.state, "min_nodes": row.min_nodes, "max_nodes": row.max_nodes,
-                 "samples": run.row.samples if run else row.samples, "work": row.work, "retries": row.retries,
-                 "generation": run.row.generation if run else row.generation, "reason": row.reason,
-                 "submitted_s": row.submitted_s, "finished_s": row.finished_s}
+            d = (run.row if run else row).status()
             if run is not None:
                 d["nodes"] = sorted(run.agents)
                 d["target"] = list(run.target)

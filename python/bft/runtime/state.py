@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 APPLICATION_ID = 0x42465452  # "BFTR"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JOB_STATES = ("queued", "running", "finished", "failed", "cancelled")
 ACTIVE_STATES = ("queued", "running")
@@ -29,10 +29,12 @@ CREATE TABLE jobs (
   cwd TEXT NOT NULL, python TEXT NOT NULL, min_nodes INTEGER NOT NULL, max_nodes INTEGER NOT NULL,
   work REAL, curve TEXT, secret TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
   retries INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
-  samples REAL NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, started_s REAL, finished_s REAL);
+  samples REAL NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, started_s REAL, finished_s REAL,
+  configurations TEXT, configuration TEXT NOT NULL DEFAULT 'full');
 CREATE TABLE progress (
   job TEXT NOT NULL, generation INTEGER NOT NULL, time_s REAL NOT NULL, nodes INTEGER NOT NULL,
-  samples REAL NOT NULL, advisor_samples REAL NOT NULL);
+  samples REAL NOT NULL, advisor_samples REAL NOT NULL, configuration TEXT NOT NULL DEFAULT 'full',
+  configuration_samples REAL);
 CREATE INDEX progress_job ON progress (job, time_s);
 CREATE TABLE procs (
   id INTEGER PRIMARY KEY, job TEXT NOT NULL, generation INTEGER NOT NULL, node TEXT NOT NULL,
@@ -41,6 +43,16 @@ CREATE TABLE events (
   id INTEGER PRIMARY KEY, time_s REAL NOT NULL, kind TEXT NOT NULL, job TEXT, node TEXT,
   detail TEXT NOT NULL DEFAULT '{}');
 """
+# Version 1 lacked the jobs' configurations (structured partial backpropagation): its files are
+# upgraded in place, in one transaction.
+_MIGRATIONS = {
+    1: """
+ALTER TABLE jobs ADD COLUMN configurations TEXT;
+ALTER TABLE jobs ADD COLUMN configuration TEXT NOT NULL DEFAULT 'full';
+ALTER TABLE progress ADD COLUMN configuration TEXT NOT NULL DEFAULT 'full';
+ALTER TABLE progress ADD COLUMN configuration_samples REAL;
+""",
+}
 
 
 class StateError(Exception):
@@ -69,12 +81,24 @@ class JobRow:
     submitted_s: float = field(default_factory=time.time)
     started_s: Optional[float] = None
     finished_s: Optional[float] = None
+    # Other ways to run the job ({"name", "efficiency", "speedup"} each; control.check_configurations)
+    # and the one it runs in now ("full": full backpropagation).
+    configurations: List[Dict[str, Any]] = field(default_factory=list)
+    configuration: str = "full"
+
+    def status(self) -> Dict[str, Any]:
+        """What ``bft status`` shows of the job from its row (the manager adds what it knows live)."""
+        return {"id": self.id, "state": self.state, "min_nodes": self.min_nodes, "max_nodes": self.max_nodes,
+                "samples": self.samples, "work": self.work, "retries": self.retries, "generation": self.generation,
+                "reason": self.reason, "submitted_s": self.submitted_s, "finished_s": self.finished_s,
+                "configuration": self.configuration, "configurations": [c["name"] for c in self.configurations]}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "JobRow":
         d = dict(row)
         d["args"] = json.loads(d["args"])
         d["curve"] = json.loads(d["curve"]) if d["curve"] else None
+        d["configurations"] = json.loads(d["configurations"]) if d["configurations"] else []
         return cls(**d)
 
 
@@ -89,6 +113,7 @@ class StateStore:
             raise StateError(f"{self.path}: no manager state here")
         if exists:
             _check_header(self.path)
+        self.read_only = read_only
         uri = f"file:{self.path}?mode=ro" if read_only else f"file:{self.path}"
         try:
             self.db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0,
@@ -115,11 +140,17 @@ class StateStore:
             raise StateError(f"{self.path}: an SQLite database of another program (application id {app:#x}), "
                              "not a libbft state file; choose another --state-dir")
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION and version not in _MIGRATIONS:
             raise StateError(f"{self.path}: state schema version {version}, this libbft reads {SCHEMA_VERSION}")
         check = self.db.execute("PRAGMA quick_check").fetchone()[0]
         if check != "ok":
             raise StateError(f"{self.path}: the state database is corrupt ({check})")
+        if version != SCHEMA_VERSION:
+            if self.read_only:
+                raise StateError(f"{self.path}: state schema version {version}: start a manager (bft manager) "
+                                 f"to upgrade it to version {SCHEMA_VERSION}")
+            steps = "".join(_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION))
+            self.db.executescript(f"BEGIN IMMEDIATE; {steps} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
 
     def close(self) -> None:
         self.db.close()
@@ -158,6 +189,7 @@ class StateStore:
             d = dict(job.__dict__)
             d["args"] = json.dumps(job.args)
             d["curve"] = json.dumps(job.curve) if job.curve else None
+            d["configurations"] = json.dumps(job.configurations) if job.configurations else None
             cols = ", ".join(d)
             self.db.execute(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(d))})", tuple(d.values()))
         return job
@@ -181,10 +213,15 @@ class StateStore:
     # -- progress -------------------------------------------------------------------------------
 
     def add_progress(self, job: str, generation: int, time_s: float, nodes: int, samples: float,
-                     advisor_samples: float) -> None:
+                     advisor_samples: float, configuration: str = "full",
+                     configuration_samples: Optional[float] = None) -> None:
+        """From time_s on the job runs on `nodes` in `configuration`: its own count (`samples`), the
+        monotone count the manager keeps of it (`advisor_samples`), and the samples processed in
+        that configuration so far (`configuration_samples`; None: all of advisor_samples)."""
         with self.transaction():
-            self.db.execute("INSERT INTO progress VALUES (?, ?, ?, ?, ?, ?)",
-                            (job, generation, time_s, nodes, samples, advisor_samples))
+            self.db.execute("INSERT INTO progress VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            (job, generation, time_s, nodes, samples, advisor_samples, configuration,
+                             configuration_samples))
             self.db.execute("UPDATE jobs SET samples = ? WHERE id = ?", (samples, job))
 
     def progress(self) -> Iterator[sqlite3.Row]:

@@ -42,6 +42,7 @@ __all__ = [
     "should_stop",
     "exit_for_resize",
     "target_samples",
+    "configuration",
     "job_id",
     "rank",
     "world_size",
@@ -94,6 +95,14 @@ def target_samples(default: Optional[int] = None) -> Optional[int]:
         return int(float(value)) if value else default
     except ValueError:
         return default
+
+
+def configuration() -> str:
+    """The configuration the manager runs this job in: "full" (full backpropagation), or one of the
+    names given to ``bft submit --configuration`` (structured partial backpropagation: the script
+    sets up bft.train.spb accordingly, docs/spb.md). "full" outside the manager. A change of
+    configuration restarts the job from its checkpoint, so it is fixed for a process's lifetime."""
+    return os.environ.get("BFT_CONFIGURATION") or "full"
 
 
 def report(samples: float, *, all_ranks: bool = False) -> None:
