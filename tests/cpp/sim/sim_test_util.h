@@ -25,6 +25,19 @@ inline JobSpec MakeJob(const std::string& name, double submit, double work, int 
   return j;
 }
 
+// Two nodes; b is reclaimed at 100 and idle again at 200.
+inline Trace TinyTrace() {
+  return ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n");
+}
+
+// Replay options ending at end_s, recording the assignments.
+inline ReplayOptions Options(double end_s) {
+  ReplayOptions o;
+  o.end_s = end_s;
+  o.record_assignments = true;
+  return o;
+}
+
 // Checks the invariants of one replay; `trace` must be the replayed trace.
 inline void CheckInvariants(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayResult& r) {
   const Summary& s = r.summary;

@@ -13,6 +13,8 @@ namespace {
 
 using testing::CheckInvariants;
 using testing::MakeJob;
+using testing::Options;
+using testing::TinyTrace;
 
 // MakeJob's job (10/s on 1 node, 18/s on 2; up 5 s, down 3 s) with a configuration "spb" of
 // efficiency 0.5 processing 12 and 40 samples/s: worth 6 and 20. It wins on 2 nodes (20 > 18) and
@@ -26,16 +28,6 @@ JobSpec JobWithPartialBackprop(const std::string& name, double submit, double wo
   spb.objective = spb.throughput;
   j.configurations = {spb};
   return j;
-}
-
-// Two nodes; b is reclaimed at 100 and idle again at 200.
-Trace TinyTrace() { return ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"); }
-
-ReplayOptions Options(double end_s) {
-  ReplayOptions o;
-  o.end_s = end_s;
-  o.record_assignments = true;
-  return o;
 }
 
 std::string ErrorOf(const std::string& text) {
@@ -93,11 +85,13 @@ TEST(SimJobsConfigurations, BadOnesAreReportedWithFileLineJobAndIndex) {
   };
   EXPECT_EQ(with(R"([{"name": "s", "throughput": [0, 1, 2, 3]}])"),
             "j.jsonl:1: job \"a\": \"configurations\"[0]: missing field \"efficiency\"");
-  EXPECT_EQ(with(R"([{"name": "s", "efficiency": 1, "throughput": [0, 1, 2, 3]}, {"name": "t", "efficiency": 1}])"),
-            "j.jsonl:1: job \"a\": \"configurations\"[1]: missing field \"throughput\"");
-  EXPECT_EQ(with(R"([{"name": "s", "efficiency": 1, "speed": 2, "throughput": [0, 1, 2, 3]}])"),
-            "j.jsonl:1: job \"a\": \"configurations\"[0]: unknown field \"speed\" (known: name, efficiency, nodes, "
-            "throughput, objective)");
+  EXPECT_EQ(
+      with(R"([{"name": "s", "efficiency": 1, "throughput": [0, 1, 2, 3]}, {"name": "t", "efficiency": 1}])"),
+      "j.jsonl:1: job \"a\": \"configurations\"[1]: missing field \"throughput\"");
+  EXPECT_EQ(
+      with(R"([{"name": "s", "efficiency": 1, "speed": 2, "throughput": [0, 1, 2, 3]}])"),
+      "j.jsonl:1: job \"a\": \"configurations\"[0]: unknown field \"speed\" (known: name, efficiency, nodes, "
+      "throughput, objective)");
   EXPECT_EQ(with(R"([{"name": "s", "efficiency": 1, "throughput": [0, 1, 2]}])"),
             "j.jsonl:1: job \"a\": \"configurations\"[0]: \"throughput\" has 3 values but \"nodes\" has 4");
   EXPECT_EQ(with(R"([{"name": "s", "efficiency": 1, "nodes": [1, 2.5], "throughput": [1, 2]}])"),
@@ -119,9 +113,11 @@ TEST(SimJobsConfigurations, BadOnesAreReportedWithFileLineJobAndIndex) {
   EXPECT_EQ(with(R"({"name": "s"})"),
             "j.jsonl:1: malformed JSON: column " + std::to_string(std::string(kHead).size() + 21) +
                 ": \"configurations\": an object is not supported as a value (only in an array of objects)");
-  EXPECT_NE(with(R"([{"name": "s", "inner": [{"x": 1}]}])").find("objects nested this deep are not supported"),
+  EXPECT_NE(
+      with(R"([{"name": "s", "inner": [{"x": 1}]}])").find("objects nested this deep are not supported"),
+      std::string::npos);
+  EXPECT_NE(with(R"([{"name": "s"}, 3])").find("an array of objects may hold objects only"),
             std::string::npos);
-  EXPECT_NE(with(R"([{"name": "s"}, 3])").find("an array of objects may hold objects only"), std::string::npos);
   EXPECT_NE(with(R"([3, {"name": "s"}])").find("arrays may hold numbers only"), std::string::npos);
   EXPECT_NE(with(R"([{"name": "s",}])").find("expected a field name"), std::string::npos);
 }

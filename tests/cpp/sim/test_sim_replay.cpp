@@ -15,16 +15,8 @@ namespace {
 
 using testing::CheckInvariants;
 using testing::MakeJob;
-
-// Two nodes; b is reclaimed at 100 and idle again at 200; the replay ends at 300.
-Trace TinyTrace() { return ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"); }
-
-ReplayOptions Options(double end_s) {
-  ReplayOptions o;
-  o.end_s = end_s;
-  o.record_assignments = true;
-  return o;
-}
+using testing::Options;
+using testing::TinyTrace;
 
 TEST(SimReplay, TinyTraceMatchesTheAccountingComputedByHand) {
   // t in [0,100): 2 nodes at 18/s -> 1800. At 100 b is reclaimed: preemption loss 3 s x 18/s = 54.
