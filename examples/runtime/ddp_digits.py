@@ -10,7 +10,7 @@ It also runs in configurations of structured partial backpropagation (docs/spb.m
 manager chooses when the job declares them:
 
     bft submit examples/runtime/ddp_digits.py --min 1 --max 4 --samples 300000 \
-        --configuration spb-d2:0.8:1.4 --configuration spb-d3:0.95:1.1
+        --configuration spb-d2:0.6:1.9 --configuration spb-d3:0.97:1.25
 
 In "spb-dD" half the ranks (rounded up) back-propagate through all 4 stages and the others through
 the last D, taking larger batches in the time they save (bft.train.spb.balanced_batches).
@@ -30,9 +30,9 @@ import bft.train as bt
 from bft.train.spb import PartialBackprop, balanced_batches
 
 STAGES = 4
-# A partial rank's balanced batch over a full rank's, by depth: the step-time ratios measured on the
-# project's machine by bench/spb_measure.py (docs/spb.md).
-SPB_SPEEDUP = {1: 1.9, 2: 1.9, 3: 1.3}
+# A partial rank's balanced batch over a full rank's, by depth: the batch whose step takes as long as a
+# full rank's step of 32 samples, measured on the project's machine by bench/spb_measure.py (docs/spb.md).
+SPB_SPEEDUP = {1: 3.0, 2: 2.65, 3: 1.5}
 
 
 def digits():

@@ -1,6 +1,7 @@
 """Configurations (structured partial backpropagation) in the job format, bft.allocate and bft replay."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,16 @@ def test_bft_replay_reports_a_bad_configuration_as_one_line(tmp_path, capsys):
     assert cli.main(["replay", "--trace", str(trace_path), "--jobs", str(jobs_path), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "j.jsonl:1: job \"j\": configurations[0]: name 'full' is taken" in err[0]
+
+
+def test_the_measured_digits_workload_reads_and_prefers_partial_backpropagation_on_two_nodes():
+    """examples/workloads/jobs-digits-spb.jsonl (written by bench/spb_measure.py): valid, and on two
+    idle nodes the allocator runs it in a configuration whose measured value beats full's."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "workloads" / "jobs-digits-spb.jsonl"
+    (job,) = sim.read_jobs(path)
+    assert [c.name for c in job.configurations] == ["spb-d2", "spb-d3"]
+    full_two = job.throughput_at(2)
+    values = [c.efficiency * c.throughput.evaluate(2) for c in job.configurations]
+    trace = sim.parse_trace("time,node,state\n0,a,idle\n0,b,idle\n")
+    r = sim.replay(trace, [job], end_s=5)
+    assert (r.summary["partial_node_hours"] > 0) == (max(values) > full_two)

@@ -350,13 +350,12 @@ class Manager:
         # next manager knows every count a job reported.
         self._record(run, len(run.agents) or r.world, now)
 
-    def _record(self, run: JobRun, nodes: int, time_s: Optional[float] = None,
-                configuration: Optional[str] = None) -> None:
-        """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) in a
-        configuration (default: the one it runs in) at its current count, and stores the same record,
-        so a restarted manager rebuilds the advisor exactly."""
+    def _record(self, run: JobRun, nodes: int, time_s: Optional[float] = None) -> None:
+        """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) in the
+        configuration it runs in, at its current count, and stores the same record, so a restarted
+        manager rebuilds the advisor exactly."""
         now = max(time.time() if time_s is None else time_s, run.advisor_time)
-        configuration = run.running if configuration is None else configuration
+        configuration = run.running
         # The samples since the last record were processed in the configuration the job ran in.
         if run.advisor_samples > run.credited:
             run.configuration_samples[run.running] = (run.configuration_samples.get(run.running, 0.0)
