@@ -38,6 +38,17 @@ inline ReplayOptions Options(double end_s) {
   return o;
 }
 
+// Replay options for a synthetic workload: the policy and accounting given, from time 0, recording
+// the assignments.
+inline ReplayOptions PolicyOptions(alloc::SolverKind policy, Accounting accounting) {
+  ReplayOptions o;
+  o.solve.solver = policy;
+  o.accounting = accounting;
+  o.start_s = 0;
+  o.record_assignments = true;
+  return o;
+}
+
 // Checks the invariants of one replay; `trace` must be the replayed trace.
 inline void CheckInvariants(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayResult& r) {
   const Summary& s = r.summary;

@@ -14,6 +14,7 @@ namespace {
 using testing::CheckInvariants;
 using testing::MakeJob;
 using testing::Options;
+using testing::PolicyOptions;
 using testing::TinyTrace;
 
 // MakeJob's job (10/s on 1 node, 18/s on 2; up 5 s, down 3 s) with a configuration "spb" of
@@ -200,10 +201,7 @@ TEST(SimReplayConfigurations, AConfigurationNeverWorthTakingChangesNothing) {
   for (const alloc::SolverKind kind :
        {alloc::SolverKind::kExact, alloc::SolverKind::kEqualShare, alloc::SolverKind::kCompletionAware}) {
     for (const Accounting accounting : {Accounting::kContinuous, Accounting::kReference}) {
-      ReplayOptions o;
-      o.solve.solver = kind;
-      o.accounting = accounting;
-      o.start_s = 0;
+      const ReplayOptions o = PolicyOptions(kind, accounting);
       SCOPED_TRACE(std::string(alloc::ToString(kind)) + " " + ToString(accounting));
       const ReplayResult a = Replay(w.trace, w.jobs, o);
       const ReplayResult b = Replay(w.trace, plain, o);
@@ -222,11 +220,7 @@ TEST(SimReplayConfigurations, AConfigurationWorthMoreIsTakenAndKeepsTheInvariant
   for (const alloc::SolverKind kind :
        {alloc::SolverKind::kExact, alloc::SolverKind::kEqualShare, alloc::SolverKind::kLifetimeAware}) {
     for (const Accounting accounting : {Accounting::kContinuous, Accounting::kReference}) {
-      ReplayOptions o;
-      o.solve.solver = kind;
-      o.accounting = accounting;
-      o.start_s = 0;
-      o.record_assignments = true;
+      ReplayOptions o = PolicyOptions(kind, accounting);
       SCOPED_TRACE(std::string(alloc::ToString(kind)) + " " + ToString(accounting));
       const ReplayResult r = Replay(w.trace, w.jobs, o);
       CheckInvariants(w.trace, w.jobs, r);

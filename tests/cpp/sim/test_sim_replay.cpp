@@ -16,6 +16,7 @@ namespace {
 using testing::CheckInvariants;
 using testing::MakeJob;
 using testing::Options;
+using testing::PolicyOptions;
 using testing::TinyTrace;
 
 TEST(SimReplay, TinyTraceMatchesTheAccountingComputedByHand) {
@@ -335,11 +336,7 @@ TEST(SimReplayInvariants, HoldOnSyntheticTracesUnderEveryPolicy) {
     for (const alloc::SolverKind kind : alloc::AllSolverKinds()) {
       if (kind == alloc::SolverKind::kCountMilp || kind == alloc::SolverKind::kNodeMilp) continue;  // slow
       for (const Accounting accounting : {Accounting::kContinuous, Accounting::kReference}) {
-        ReplayOptions o;
-        o.solve.solver = kind;
-        o.accounting = accounting;
-        o.start_s = 0;
-        o.record_assignments = true;
+        const ReplayOptions o = PolicyOptions(kind, accounting);
         const ReplayResult r = Replay(w.trace, w.jobs, o);
         SCOPED_TRACE("seed " + std::to_string(seed) + " " + alloc::ToString(kind) + " " +
                      ToString(accounting));
