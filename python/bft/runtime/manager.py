@@ -355,16 +355,15 @@ class Manager:
         configuration it runs in, at its current count, and stores the same record, so a restarted
         manager rebuilds the advisor exactly."""
         now = max(time.time() if time_s is None else time_s, run.advisor_time)
-        configuration = run.running
         # The samples since the last record were processed in the configuration the job ran in.
         if run.advisor_samples > run.credited:
             run.configuration_samples[run.running] = (run.configuration_samples.get(run.running, 0.0)
                                                       + run.advisor_samples - run.credited)
             run.credited = run.advisor_samples
-        count = run.configuration_samples.get(configuration, 0.0)
-        self._advisor_report(run, now, nodes, count, configuration)
+        count = run.configuration_samples.get(run.running, 0.0)
+        self._advisor_report(run, now, nodes, count, run.running)
         self.store.add_progress(run.row.id, run.row.generation, now, nodes, run.row.samples, run.advisor_samples,
-                                configuration, count)
+                                run.running, count)
 
     @staticmethod
     def _key(run: JobRun, configuration: Optional[str] = None) -> str:
