@@ -44,7 +44,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-from bft import sim
+from bft import Error, cli, sim
 
 
 def concave_majorant(values: np.ndarray) -> list:
@@ -66,19 +66,22 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", required=True)
     p.add_argument("--jobs", required=True)
-    p.add_argument("--nodes", metavar="A:B", help="positions A:B in the trace's order of first appearance")
+    p.add_argument("--nodes", metavar="SPEC", help="node subset, as bft replay --nodes (e.g. positions A:B in the "
+                   "trace's order of first appearance)")
     p.add_argument("--max-jobs", type=int, default=10)
     p.add_argument("--interval", type=float, default=600.0, help="shortest interval in seconds (default 600)")
     args = p.parse_args()
+    if not args.interval > 0:
+        p.error(f"--interval {args.interval:g}: must be > 0 seconds")
 
-    trace = sim.read_trace(args.trace)
-    jobs = sim.read_jobs(args.jobs)
-    nodes = None
-    if args.nodes:
-        a, b = (int(x) for x in args.nodes.split(":"))
-        nodes = list(trace.node_names)[a:b]
-    exact = {acc: sim.replay(trace, jobs, "exact", nodes=nodes, max_jobs=args.max_jobs, accounting=acc,
-                             record_job_progress=False) for acc in ("continuous", "reference")}
+    try:
+        trace = sim.read_trace(args.trace)
+        jobs = sim.read_jobs(args.jobs)
+        nodes = cli.select_nodes(args.nodes, trace)
+        exact = {acc: sim.replay(trace, jobs, "exact", nodes=nodes, max_jobs=args.max_jobs, accounting=acc,
+                                 record_job_progress=False) for acc in ("continuous", "reference")}
+    except (OSError, ValueError, Error, cli.CliError) as e:  # unreadable or bad files, bad options
+        p.error(str(e))
     steps = exact["continuous"].steps  # the idle count after every event of the subset: any policy's
     times, idle = np.asarray(steps["time_s"], float), np.asarray(steps["idle_nodes"], float)
 

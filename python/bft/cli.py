@@ -81,8 +81,8 @@ def _read_names_file(path: Path) -> List[str]:
     return [name for _, name in _read_lines_file(path, "--nodes")]
 
 
-def _select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]]:
-    """--nodes: a count N (the first N node names in sorted order), positions A:B in the trace's order of first
+def select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]]:
+    """--nodes of `bft replay` (and of the bench scripts that replay): a count N (the first N node names in sorted order), positions A:B in the trace's order of first
     appearance, a comma list of names, or @FILE."""
     if spec is None:
         return None
@@ -298,7 +298,7 @@ def replay_main(args) -> int:
     if args.out is not None:
         _prepare_out(args.out)
     trace, jobs, what = _load_inputs(args)
-    nodes = _select_nodes(args.nodes, trace)
+    nodes = select_nodes(args.nodes, trace)
     print(f"bft replay: {what}", flush=True)
     window = []
     if nodes is not None:
