@@ -1,0 +1,83 @@
+"""Probes of issue 11's turnaround target: the exact policies on altered inputs, in both accountings.
+
+Each row replays the trace with a variant of the workload or of the horizon, and reports the mean
+turnaround over the exact policy's on the unaltered workload at --tfwd (default 10 s) in the same
+accounting, with the overhead efficiency. The variants (docs/sim.md, "How far the target is"):
+
+- tfwd T: a longer forward-looking horizon;
+- no rescale costs: every job's scale_up_s and scale_down_s set to 0 (a diagnostic, not a policy: no
+  real job restarts for free);
+- weights c: each job's weight is min over n of (c + n) / r(n), the node-seconds per sample at its
+  most economical count with c nodes' worth of fixed cost (values jobs in node units, so that slow
+  models are not starved while they hold an admission slot).
+
+    python bench/turnaround_probes.py --trace ../shared/data/summit-idle-nodes-2021-02.csv.gz \\
+        --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --nodes 0:1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bft import Error, cli, sim
+
+ACCOUNTINGS = ("continuous", "reference")
+
+
+# Each variant alters a fresh read of the workload (a JobSpec cannot be copied).
+def without_rescale_costs(jobs):
+    for job in jobs:
+        job.scale_up_s = job.scale_down_s = 0.0
+    return jobs
+
+
+def weighted_by_node_seconds_per_sample(jobs, fixed_nodes: float):
+    for job in jobs:
+        job.weight = min((fixed_nodes + n) / job.throughput_at(n) for n in range(job.min_nodes, job.max_nodes + 1))
+    return jobs
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trace", required=True)
+    p.add_argument("--jobs", required=True)
+    p.add_argument("--nodes", metavar="SPEC", help="node subset, as bft replay --nodes")
+    p.add_argument("--max-jobs", type=int, default=10)
+    p.add_argument("--tfwd", type=float, default=10.0, help="the horizon of the reference rows (default 10 s)")
+    args = p.parse_args()
+    try:
+        trace = sim.read_trace(args.trace)
+        jobs = sim.read_jobs(args.jobs)
+        nodes = cli.select_nodes(args.nodes, trace)
+
+        def replay(policy, workload=jobs, tfwd=args.tfwd):
+            return {acc: sim.replay(trace, workload, policy, nodes=nodes, max_jobs=args.max_jobs, tfwd_s=tfwd,
+                                    accounting=acc, record_job_progress=False).summary for acc in ACCOUNTINGS}
+
+        rows = [("exact", "as given", replay("exact")),
+                ("completion_aware", "as given", replay("completion_aware"))]
+        rows += [("exact", f"tfwd {t:g} s", replay("exact", tfwd=t)) for t in (60, 300, 1200)]
+        rows.append(("completion_aware", "tfwd 30 s", replay("completion_aware", tfwd=30)))
+        free = without_rescale_costs(sim.read_jobs(args.jobs))
+        rows += [(policy, "no rescale costs", replay(policy, free)) for policy in ("exact", "completion_aware")]
+        for c in (1, 10):
+            rows.append(("exact", f"weights c = {c}", replay("exact", weighted_by_node_seconds_per_sample(sim.read_jobs(args.jobs), c))))
+    except (OSError, ValueError, Error, cli.CliError) as e:  # unreadable or bad files, bad options
+        p.error(str(e))
+
+    base = rows[0][2]
+    print("| policy | variant | " + " | ".join(f"{a}: mean turnaround (× exact), efficiency" for a in ACCOUNTINGS) + " |")
+    print("|---|---|" + "---|" * len(ACCOUNTINGS))
+    for policy, variant, summary in rows:
+        cells = []
+        for a in ACCOUNTINGS:
+            s = summary[a]
+            ratio = s["mean_turnaround_s"] / base[a]["mean_turnaround_s"]
+            cells.append(f"{s['mean_turnaround_s'] / 86400:.2f} d ({ratio:.3f}), {s['overhead_efficiency']:.1%}")
+        print(f"| {policy} | {variant} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
