@@ -56,52 +56,60 @@ print(statistics.median(per_call) * 1e9)
 
 
 def bench_decision(jobs: int, nodes: int, events: int) -> None:
-    """Event in -> new map applied, with the manager's own code: 100 learned jobs on 1,000 nodes."""
-    from bft.runtime.local import LocalNodeSource
-    from bft.runtime.manager import JobRun, Manager, ManagerOptions
-    from bft.runtime.nodes import NodeEvent
+    """Event in -> new map, with the manager's own decider and curve book: 100 learned jobs on 1,000 nodes."""
+    from bft.runtime.curvebook import CurveBook
+    from bft.runtime.decider import Decider
+    from bft.runtime.runs import JobRun
     from bft.runtime.state import JobRow, StateStore
 
     tmp = Path(tempfile.mkdtemp())
     try:
         store = StateStore(tmp / "state.db")
-        source = LocalNodeSource("bench", tmp, nodes=nodes)
-        m = Manager(tmp, source, store, "bench", ManagerOptions())
-        for k in range(nodes):
-            m._on_node(NodeEvent("join", f"n{k}"))
+        book = CurveBook(store, warmup_s=3.0, scale_up_s=5.0, scale_down_s=5.0)
+        decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=jobs, curve_change=0.15)
+        pool = {f"n{k}" for k in range(nodes)}
+        names = sorted(pool)
+        runs = []
         t0 = time.time() - 3600
         for j in range(jobs):
             row = JobRow(id=f"job{j}", seq=j + 1, script="/bin/true", args=[], cwd="/", python=sys.executable,
                          min_nodes=1, max_nodes=64, work=None, curve=None, secret="00", state="queued")
-            m.runs[row.id] = run = JobRun(row)
+            run = JobRun(row)
+            runs.append(run)
             # Measured at three sizes, as the advisor would have learned from reports.
             rate = 1000.0 * (1 + j % 7)
             samples, t = 0.0, t0
             for n in (1, 4, 16):
-                m.advisor.report(row.id, t, n, samples)
+                book.advisor.report(row.id, t, n, samples)
                 for _ in range(8):
                     t += 60
                     samples += 60 * rate * n ** 0.8
-                    m.advisor.report(row.id, t, n, samples)
+                    book.advisor.report(row.id, t, n, samples)
             run.advisor_time = t
-        m._decide()  # the initial map
-        m._launch_ready = lambda: None  # measure the decision, not process start-up
-        latencies = []
-        names = list(m.pool)
+
+        def decide() -> None:
+            for p in decider.decide(runs, pool, time.monotonic()):
+                p.run.target = p.nodes  # applied as the job lifecycle would, without starting processes
+
+        decide()  # the initial map
         for e in range(events):
             node = names[(37 * e) % len(names)]
-            kind = "reclaim" if node in m.pool else "join"
-            m._mark_dirty(time.monotonic())
-            m._on_node(NodeEvent(kind, node))
-            m._decide()
-            latencies.append(m.decision_s[-1])
+            if node in pool:  # reclaimed: it leaves the pool and every job's target
+                pool.discard(node)
+                for run in runs:
+                    if node in run.target:
+                        run.target.remove(node)
+            else:
+                pool.add(node)
+            decide()
+        latencies = list(decider.latencies_s)[1:]
         store.close()
     finally:
         shutil.rmtree(tmp)
     lat = sorted(latencies)
     print(f"decision latency, {jobs} jobs x {nodes} nodes, policy exact, learned curves: median "
           f"{statistics.median(lat) * 1e3:.1f} ms, p90 {lat[int(0.9 * len(lat))] * 1e3:.1f} ms over {events} events "
-          "(node reclaimed or joined -> allocator called -> new targets applied and logged; process start-up excluded)")
+          "(node reclaimed or joined -> allocator called -> new targets; process start-up excluded)")
 
 
 def bench_resize(cycles: int, methods: list, nodes: int) -> None:

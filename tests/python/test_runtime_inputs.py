@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from bft.runtime.state import StateStore
-from bft.train import _report
+from bft.train import protocol
 from runtime_util import bft
 
 pytestmark = pytest.mark.runtime
@@ -88,15 +88,15 @@ def test_spoofed_and_malformed_reports_are_dropped(harness, tmp_path):
     row = store.job("victim")
     store.close()
     host, port = addr.rsplit(":", 1)
-    forged = _report.Report("victim", row.generation, 0, 10**6, 0, 1, False, 1e12, 1.7e9)
+    forged = protocol.Report("victim", row.generation, 0, 10**6, 0, 1, False, 1e12, 1.7e9)
     datagrams = [
-        _report.encode(forged, b"\x00" * 32),  # signed with a guessed secret
-        _report.encode(forged, bytes.fromhex(row.secret))[:-4] + b"beef",  # a tampered signature
+        protocol.encode(forged, b"\x00" * 32),  # signed with a guessed secret
+        protocol.encode(forged, bytes.fromhex(row.secret))[:-4] + b"beef",  # a tampered signature
         b"BFT1 victim garbage",
         b"\xff\xfe" * 100,
         b"",
         b"BFT1 " + b"x" * 600,
-        _report.encode(_report.Report("nosuchjob", 1, 0, 1, 0, 1, False, 5.0, 1.7e9), b"k" * 32),
+        protocol.encode(protocol.Report("nosuchjob", 1, 0, 1, 0, 1, False, 5.0, 1.7e9), b"k" * 32),
     ]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for d in datagrams:
@@ -104,9 +104,9 @@ def test_spoofed_and_malformed_reports_are_dropped(harness, tmp_path):
     status = harness.wait(lambda s: s["manager"]["bad_reports"] >= len(datagrams) - 1, 20, "bad reports counted")
     assert status["jobs"][0]["samples"] == 0  # nothing forged was believed
     # A correctly signed report is believed, a replay of it is not.
-    good = _report.encode(_report.Report("victim", row.generation, 0, 1, 0, 1, False, 42.0, 1.7e9 + 1),
+    good = protocol.encode(protocol.Report("victim", row.generation, 0, 1, 0, 1, False, 42.0, 1.7e9 + 1),
                           bytes.fromhex(row.secret))
-    stale = _report.encode(_report.Report("victim", row.generation, 0, 1, 0, 1, False, 99.0, 1.7e9 + 2),
+    stale = protocol.encode(protocol.Report("victim", row.generation, 0, 1, 0, 1, False, 99.0, 1.7e9 + 2),
                            bytes.fromhex(row.secret))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.sendto(good, (host, int(port)))

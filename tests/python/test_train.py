@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bft.train import EXIT_RESIZE, _report
+from bft.train import EXIT_RESIZE, protocol
 from runtime_util import REPO, python_env
 
 SECRET = "5a" * 32
@@ -57,7 +57,7 @@ def test_reports_reach_the_manager_signed_and_the_last_one_at_exit(tmp_path):
         rx.settimeout(1)
         while True:
             try:
-                got.append(_report.decode(rx.recv(1024), bytes.fromhex(SECRET)))
+                got.append(protocol.decode(rx.recv(1024), bytes.fromhex(SECRET)))
             except socket.timeout:
                 break
     assert got, "no report arrived"
@@ -66,7 +66,7 @@ def test_reports_reach_the_manager_signed_and_the_last_one_at_exit(tmp_path):
     assert [g.seq for g in got] == sorted({g.seq for g in got})
     assert {(g.job, g.generation, g.rank, g.world) for g in got} == {("j1", 3, 0, 1)}
     with pytest.raises(ValueError, match="signature"):
-        _report.decode(_report.encode(got[0], b"other secret"), bytes.fromhex(SECRET))
+        protocol.decode(protocol.encode(got[0], b"other secret"), bytes.fromhex(SECRET))
 
 
 def test_checkpoint_is_atomic_and_resume_returns_it(tmp_path):

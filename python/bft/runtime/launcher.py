@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
+from ..train import protocol
+
 RESIZE_METHODS = ("relaunch", "membership")
 
 
@@ -66,21 +68,21 @@ def job_environment(job: str, generation: int, node: str, identity: str, report_
                     checkpoint_dir: Path, work: Optional[float], grace_s: float,
                     configuration: str = "full") -> Dict[str, str]:
     env = {
-        "BFT_CONFIGURATION": configuration,
-        "BFT_MANAGER_ID": identity,
-        "BFT_JOB_ID": job,
-        "BFT_NODE": node,
-        "BFT_GENERATION": str(generation),
-        "BFT_REPORT_ADDR": report_address,
-        "BFT_JOB_SECRET": secret,
-        "BFT_CHECKPOINT_DIR": str(checkpoint_dir),
-        "BFT_GRACE_S": f"{grace_s:g}",
+        protocol.ENV_CONFIGURATION: configuration,
+        protocol.ENV_MANAGER_ID: identity,
+        protocol.ENV_JOB_ID: job,
+        protocol.ENV_NODE: node,
+        protocol.ENV_GENERATION: str(generation),
+        protocol.ENV_REPORT_ADDR: report_address,
+        protocol.ENV_JOB_SECRET: secret,
+        protocol.ENV_CHECKPOINT_DIR: str(checkpoint_dir),
+        protocol.ENV_GRACE_S: f"{grace_s:g}",
         "PYTHONUNBUFFERED": "1",
         # Several virtual nodes share a host's cores; one thread per worker unless the user says otherwise.
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
     if work is not None:
-        env["BFT_TARGET_SAMPLES"] = f"{work:.0f}"
+        env[protocol.ENV_TARGET_SAMPLES] = f"{work:.0f}"
     return env
 
 
@@ -102,11 +104,11 @@ def _environ(pid: int) -> Dict[bytes, bytes]:
 
 def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None) -> List[int]:
     """PIDs of live processes started by the manager ``identity`` (optionally one job's, one node's)."""
-    want = {b"BFT_MANAGER_ID": identity.encode()}
+    want = {protocol.ENV_MANAGER_ID.encode(): identity.encode()}
     if job is not None:
-        want[b"BFT_JOB_ID"] = job.encode()
+        want[protocol.ENV_JOB_ID.encode()] = job.encode()
     if node is not None:
-        want[b"BFT_NODE"] = node.encode()
+        want[protocol.ENV_NODE.encode()] = node.encode()
     me = os.getpid()
     found = []
     for entry in os.listdir("/proc"):

@@ -34,53 +34,11 @@ from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
 
 log = logging.getLogger(__name__)
 
-# The pilot: reports "start", then holds the node until Slurm takes it back. Slurm sends SIGTERM
-# to the job's steps at preemption (SIGKILL after GraceTime), at the time limit and at scancel
-# (SIGKILL after KillWait); the batch shell is not signalled at preemption, so the pilot runs as
-# step 0 of its own job. On the first SIGTERM it reports "term" and keeps holding, so that
-# training steps in the allocation get the whole grace time; it exits at once when the source
-# answers "release" (the source cancelled it) or on a second SIGTERM. It never exits by itself.
-_PILOT_PY = r"""
-import hashlib, hmac, json, os, signal, socket, sys, time
-
-SECRET = bytes.fromhex(os.environ.pop("BFT_PILOT_SECRET"))
-HOST, PORT = os.environ["BFT_PILOT_ADDR"].rsplit(":", 1)
-JOB, NODE = os.environ["SLURM_JOB_ID"], os.environ["SLURMD_NODENAME"]
-IDENTITY = os.environ["BFT_PILOT_IDENTITY"]
-
-
-def report(event):
-    body = json.dumps({"identity": IDENTITY, "job": JOB, "node": NODE, "event": event, "time": time.time()})
-    mac = hmac.new(SECRET, body.encode(), hashlib.sha256).hexdigest()
-    for attempt in range(3):
-        try:
-            with socket.create_connection((HOST, int(PORT)), timeout=2) as s:
-                s.sendall((mac + " " + body + "\n").encode())
-                return s.makefile().readline().strip()
-        except OSError as e:
-            print(f"pilot {JOB}: report {event} to {HOST}:{PORT} failed: {e}", file=sys.stderr, flush=True)
-            time.sleep(0.2)
-    return ""
-
-
-terms = 0
-
-
-def on_term(signum, frame):
-    global terms
-    terms += 1
-    if terms > 1 or report("term") == "release":
-        sys.exit(0)
-
-
-signal.signal(signal.SIGTERM, on_term)
-report("start")
-while True:
-    signal.pause()
-"""
-assert "'" not in _PILOT_PY  # it travels in single quotes
-
-# The batch shell only starts the pilot as step 0 (Slurm does not signal it at preemption).
+# The pilot program (pilot.py beside this file) travels inline in single quotes: compute nodes need
+# only a python3. The batch shell only starts it as step 0 (Slurm does not signal the shell at
+# preemption).
+_PILOT_PY = (Path(__file__).parent / "pilot.py").read_text()
+assert "'" not in _PILOT_PY, "pilot.py must hold no single quote"
 PILOT_SCRIPT = f"""#!/bin/sh
 # libbft pilot job: holds this node for a bft manager (see docs/slurm.md).
 exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{_PILOT_PY}'

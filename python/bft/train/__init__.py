@@ -31,7 +31,8 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from . import _report
+from . import _reporter
+from .protocol import (ENV_CHECKPOINT_DIR, ENV_CONFIGURATION, ENV_GRACE_S, ENV_JOB_ID, ENV_TARGET_SAMPLES)
 
 __all__ = [
     "EXIT_RESIZE",
@@ -80,17 +81,17 @@ def world_size() -> int:
 
 def under_manager() -> bool:
     """True when the job was launched by ``bft manager``."""
-    return "BFT_JOB_ID" in os.environ
+    return ENV_JOB_ID in os.environ
 
 
 def job_id() -> str:
     """The job's id under the manager, else the script's file name without extension."""
-    return os.environ.get("BFT_JOB_ID") or Path(sys.argv[0] or "job").stem or "job"
+    return os.environ.get(ENV_JOB_ID) or Path(sys.argv[0] or "job").stem or "job"
 
 
 def target_samples(default: Optional[int] = None) -> Optional[int]:
     """The job's work in samples (``bft submit --samples``), else ``default``."""
-    value = os.environ.get("BFT_TARGET_SAMPLES")
+    value = os.environ.get(ENV_TARGET_SAMPLES)
     try:
         return int(float(value)) if value else default
     except ValueError:
@@ -102,7 +103,7 @@ def configuration() -> str:
     names given to ``bft submit --configuration`` (structured partial backpropagation: the script
     sets up bft.train.spb accordingly, docs/spb.md). "full" outside the manager. A change of
     configuration restarts the job from its checkpoint, so it is fixed for a process's lifetime."""
-    return os.environ.get("BFT_CONFIGURATION") or "full"
+    return os.environ.get(ENV_CONFIGURATION) or "full"
 
 
 def report(samples: float, *, all_ranks: bool = False) -> None:
@@ -115,14 +116,14 @@ def report(samples: float, *, all_ranks: bool = False) -> None:
     """
     try:
         _install_handler()
-        _report.REPORTER.record(samples, all_ranks)
+        _reporter.REPORTER.record(samples, all_ranks)
     except Exception:  # noqa: BLE001 - the training loop must never see a reporting error
         pass
 
 
 def checkpoint_path() -> Path:
     """Where this job's checkpoint lives (the manager's job directory, else ./bft-checkpoints/<job>)."""
-    base = os.environ.get("BFT_CHECKPOINT_DIR")
+    base = os.environ.get(ENV_CHECKPOINT_DIR)
     directory = Path(base) if base else Path.cwd() / "bft-checkpoints" / job_id()
     return directory / _CHECKPOINT_NAME
 
@@ -163,7 +164,7 @@ def checkpoint(state: Any, *, all_ranks: bool = False) -> Optional[Path]:
         os.fsync(fd)
     finally:
         os.close(fd)
-    _report.REPORTER.flush()
+    _reporter.REPORTER.flush()
     return path
 
 
@@ -211,7 +212,7 @@ def should_stop() -> bool:
 def exit_for_resize() -> None:
     """Ends this worker after :func:`should_stop`: flushes the last report and exits with
     :data:`EXIT_RESIZE` (under the manager) or 0 (a plain run that was asked to stop)."""
-    _report.REPORTER.flush()
+    _reporter.REPORTER.flush()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(EXIT_RESIZE if under_manager() or "TORCHELASTIC_RUN_ID" in os.environ else 0)
@@ -226,7 +227,7 @@ def _distributed():
 
 def _grace_s() -> float:
     try:
-        return max(0.0, float(os.environ.get("BFT_GRACE_S", "20")))
+        return max(0.0, float(os.environ.get(ENV_GRACE_S, "20")))
     except ValueError:
         return 20.0
 

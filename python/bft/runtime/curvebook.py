@@ -1,0 +1,175 @@
+"""The curve book: everything the manager knows of how fast each job trains.
+
+It owns the profiling advisor (``curve.ProfilingAdvisor``, the same one ``bft replay`` learns with)
+and its keys (one per job and configuration), the priors of jobs that have measured nothing yet, and
+the progress records in the state database from which a restarted manager rebuilds the advisor
+exactly. It answers one question for the decider: the job as the allocator should see it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+from .. import Error, alloc, curve
+from .runs import JobRun
+from .state import StateStore
+
+
+class CurveBook:
+    def __init__(self, store: StateStore, warmup_s: float, scale_up_s: float, scale_down_s: float):
+        self.store = store
+        advisor_options = curve.AdvisorOptions()
+        advisor_options.warmup_s = warmup_s
+        self.advisor = curve.ProfilingAdvisor(advisor_options)
+        self.default_costs = (scale_up_s, scale_down_s)  # until the advisor has measured a job's own
+
+    # -- keys and records -------------------------------------------------------------------------
+
+    @staticmethod
+    def key(run: JobRun, configuration: Optional[str] = None) -> str:
+        """The advisor's name for a job in a configuration (default: the one it runs in): each
+        configuration's curve is learned apart (job names cannot hold '/')."""
+        configuration = run.running if configuration is None else configuration
+        return run.id if configuration == "full" else f"{run.id}/{configuration}"
+
+    def _profile(self, key: str) -> Optional[Any]:
+        return self.advisor.profile(key) if self.advisor.has_job(key) else None
+
+    def advisor_nodes(self, run: JobRun) -> int:
+        """The size the advisor believes the job runs at in its current configuration (0: stopped)."""
+        profile = self._profile(self.key(run))
+        return profile.current_nodes if profile is not None else 0
+
+    def record(self, run: JobRun, nodes: int, time_s: Optional[float] = None) -> None:
+        """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) in the
+        configuration it runs in, at its current count, and stores the same record, so a restarted
+        manager rebuilds the advisor exactly."""
+        now = max(time.time() if time_s is None else time_s, run.advisor_time)
+        # The samples since the last record were processed in the configuration the job ran in.
+        if run.advisor_samples > run.credited:
+            run.configuration_samples[run.running] = (run.configuration_samples.get(run.running, 0.0)
+                                                      + run.advisor_samples - run.credited)
+            run.credited = run.advisor_samples
+        count = run.configuration_samples.get(run.running, 0.0)
+        self._report(run, now, nodes, count, run.running)
+        self.store.add_progress(run.id, run.row.generation, now, nodes, run.row.samples, run.advisor_samples,
+                                run.running, count)
+
+    def replay_record(self, run: JobRun, progress: Any) -> None:
+        """Rebuilds the advisor from one stored progress record (a restart)."""
+        configuration = progress["configuration"]
+        count = progress["advisor_samples"] if progress["configuration_samples"] is None \
+            else progress["configuration_samples"]
+        self._report(run, progress["time_s"], progress["nodes"], count, configuration)
+        run.advisor_offset = progress["advisor_samples"] - progress["samples"]
+        run.advisor_samples = run.credited = progress["advisor_samples"]
+        run.configuration_samples[configuration] = count
+        run.running = configuration
+
+    def _report(self, run: JobRun, time_s: float, nodes: int, samples: float, configuration: str) -> None:
+        run.advisor_time = max(run.advisor_time, time_s)
+        try:
+            self.advisor.report(self.key(run, configuration), run.advisor_time, nodes, samples)
+        except (ValueError, Error) as e:  # never let one odd report stop the manager
+            self.store.log_event("advisor_rejected", job=run.id, error=str(e))
+
+    def forget(self, run: JobRun) -> None:
+        """Drops every curve of a job that has ended."""
+        for configuration in ["full"] + [c["name"] for c in run.row.configurations]:
+            self.advisor.forget(self.key(run, configuration))
+
+    # -- priors -----------------------------------------------------------------------------------
+
+    def set_prior(self, run: JobRun) -> None:
+        """The user's curve (``--curve``) as the job's prior: its best per-node rate."""
+        c = run.row.curve
+        per_node = max(v / n for n, v in zip(c["nodes"], c["throughput"]) if n > 0)
+        if per_node > 0:
+            self.advisor.set_prior(run.id, per_node)
+
+    def update_priors(self, runs: Iterable[JobRun]) -> None:
+        """A job with no measurement yet is assumed to scale linearly at the best per-node rate measured
+        so far on this machine: optimistic, so the allocator gives it nodes and the advisor learns it."""
+        best, unmeasured = 0.0, []
+        for run in runs:
+            profile = self._profile(run.id)
+            if profile is not None and profile.sizes:
+                best = max(best, max(s.samples_per_s / s.nodes for s in profile.sizes))
+            elif not run.row.curve:
+                unmeasured.append(run.id)
+        if best > 0:
+            for job in unmeasured:
+                self.advisor.set_prior(job, best)
+
+    # -- what the allocator sees ------------------------------------------------------------------
+
+    def curve_source(self, run: JobRun, configuration: str = "full") -> str:
+        """Which curve the allocator sees for a job in a configuration: "fitted" (the advisor fitted a
+        model to its reports), "measured" (the advisor's per-size measurements and the prior between
+        them), and otherwise for full backpropagation "user" (its --curve) or "prior" (nothing
+        measured yet), for another configuration "guess" (full's times the declared speedup)."""
+        profile = self._profile(self.key(run, configuration))
+        if profile is not None and profile.fit.ok:
+            return "fitted"
+        if configuration == "full" and run.row.curve:
+            return "user"
+        if profile is not None and profile.sizes:
+            return "measured"
+        return "prior" if configuration == "full" else "guess"
+
+    def _curves(self, run: JobRun, top: int) -> Tuple[Any, Any]:
+        """(throughput, objective) of full backpropagation: the advisor's once it has fitted a curve,
+        else the user's curve if one was given, else the advisor's optimistic prior."""
+        if self.curve_source(run) == "user":
+            c = curve.ThroughputCurve([int(n) for n in run.row.curve["nodes"]],
+                                      [float(v) for v in run.row.curve["throughput"]])
+            return c, c
+        both = self.advisor.curves(run.id, top)
+        return both.throughput, both.objective
+
+    def _configuration_curves(self, run: JobRun, configuration: Dict[str, Any], top: int,
+                              full: Any) -> Tuple[Any, Any]:
+        """(throughput, objective) of a configuration: the advisor's once it has measured the job in it,
+        else full backpropagation's throughput times the declared speedup from 2 nodes on (on one node
+        a configuration of structured partial backpropagation has no partial rank: it is full)."""
+        key = self.key(run, configuration["name"])
+        profile = self._profile(key)
+        if profile is not None and profile.sizes:
+            both = self.advisor.curves(key, top)
+            return both.throughput, both.objective
+        values = [v * (configuration["speedup"] if n >= 2 else 1.0) for n, v in zip(full.nodes, full.values)]
+        guess = curve.ThroughputCurve(list(full.nodes), values)
+        return guess, guess
+
+    def rescale_costs(self, run: JobRun) -> Tuple[float, float]:
+        """(scale_up_s, scale_down_s): measured by the advisor, else the manager's defaults."""
+        up, down = self.default_costs
+        profile = self._profile(self.key(run))
+        return curve.measured_rescale_costs(profile, up, down) if profile is not None else (up, down)
+
+    def allocation_job(self, run: JobRun, top: int) -> Any:
+        """The job as the allocator sees it: learned (or given) curves, measured rescale costs, and its
+        configurations with the one it runs in now."""
+        throughput, objective = self._curves(run, min(run.row.max_nodes, top))
+        up, down = self.rescale_costs(run)
+        job = alloc.Job(run.id, run.row.min_nodes, run.row.max_nodes, objective, throughput, up, down, 1.0)
+        if run.row.configurations:
+            configurations = []
+            for c in run.row.configurations:
+                rate, value = self._configuration_curves(run, c, min(run.row.max_nodes, top), throughput)
+                configurations.append(alloc.Configuration(c["name"], value, rate, c["efficiency"]))
+            job.configurations = configurations
+            job.configuration = configuration_index(run, run.row.configuration)
+        return job
+
+
+def configuration_index(run: JobRun, name: str) -> int:
+    """0 for full backpropagation, k for the job's k-th configuration (alloc.Job.configuration)."""
+    names = [c["name"] for c in run.row.configurations]
+    return names.index(name) + 1 if name in names else 0
+
+
+def configuration_name(run: JobRun, index: int) -> str:
+    """The inverse of configuration_index."""
+    return run.row.configurations[index - 1]["name"] if index else "full"

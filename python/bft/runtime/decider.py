@@ -1,0 +1,113 @@
+"""The decider: the allocator's problem in, each job's new nodes and configuration out.
+
+It asks ``bft.allocate`` (the same call ``bft replay`` and a C++ scheduler make) for a node-to-job
+map over the idle pool, with the jobs as the curve book sees them, and notices when a learned curve
+has moved enough since the last decision to decide again. It starts and stops nothing: the job
+lifecycle applies what it returns.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass
+from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence
+
+from .. import alloc
+from .curvebook import CurveBook, configuration_name
+from .runs import JobRun
+from .state import ACTIVE_STATES, StateStore
+
+MILP_POLICIES = ("count_milp", "node_milp")
+MILP_TIME_LIMIT_S = 10.0  # per decision, as the replay's default
+
+
+@dataclass
+class Placement:
+    """What the allocator decided for one job."""
+
+    run: JobRun
+    nodes: List[str]  # sorted
+    configuration: str
+
+
+class Decider:
+    def __init__(self, book: CurveBook, store: StateStore, policy: str, tfwd_s: float, max_jobs: int,
+                 curve_change: float):
+        self.book = book
+        self.store = store
+        self.policy = policy
+        self.tfwd_s = tfwd_s
+        self.max_jobs = max_jobs
+        self.curve_change = curve_change
+        self.node_names = alloc.NodeNames()  # node -> the allocator's id, stable from its first join
+        self.latencies_s: Deque[float] = collections.deque(maxlen=1000)  # event arrival -> map decided
+        self.decisions = 0
+
+    def admitted(self, runs: Iterable[JobRun]) -> List[JobRun]:
+        """The jobs the allocator may give nodes: the oldest `max_jobs` active ones."""
+        active = sorted((r for r in runs if r.row.state in ACTIVE_STATES and r.stop_reason != "cancel"),
+                        key=lambda r: r.row.seq)
+        return active[: self.max_jobs]
+
+    def decide(self, runs: Sequence[JobRun], pool: Iterable[str], arrived: float) -> Optional[List[Placement]]:
+        """A new placement of every admitted job in `runs` on the idle `pool`, or None if the allocator
+        failed (the current map then stays). `arrived` (monotonic) is when the first event behind
+        this decision came in: the latency counts from there."""
+        if not runs:
+            return []
+        pool = list(pool)
+        self.book.update_priors(runs)
+        top = max(1, len(pool))
+        jobs = [self.book.allocation_job(run, top) for run in runs]
+        in_pool = set(pool)
+        ids = [self.node_names.intern(n) for n in pool]
+        current = {self.node_names.find(n): run.id for run in runs for n in run.target if n in in_pool}
+        # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
+        # costs one decision, never the manager.
+        milp = self.policy in MILP_POLICIES
+        # completion_aware reads what each job still has to do (0: a job submitted without --samples).
+        remaining = [max(run.row.work - run.row.samples, 1.0) if run.row.work else 0.0 for run in runs]
+        result = alloc.allocate(jobs, ids, current, tfwd=self.tfwd_s, solver=self.policy, isolate=milp,
+                                time_limit_s=MILP_TIME_LIMIT_S if milp else None, remaining_samples=remaining)
+        if result.status == alloc.AllocationStatus.FAILED:
+            self.store.log_event("allocation_failed", policy=self.policy, message=result.message)
+            return None
+        targets: Dict[str, List[str]] = {run.id: [] for run in runs}
+        for node_id, job in result.map.items():
+            targets[job].append(self.node_names.name(node_id))
+        placements = []
+        for k, (run, job) in enumerate(zip(runs, jobs)):
+            job.configuration = int(result.configuration[k])
+            run.decided_curve = _decided_values(job)
+            placements.append(Placement(run, sorted(targets[run.id]), configuration_name(run, job.configuration)))
+        self.decisions += 1
+        self.latencies_s.append(time.monotonic() - arrived)
+        return placements
+
+    def curve_moved(self, runs: Iterable[JobRun], pool_size: int, now: float) -> Optional[str]:
+        """The first job whose curve, as the allocator would see it now, moved by more than
+        `curve_change` since its last decision (a new decision is due), else None."""
+        runs = list(runs)
+        self.book.update_priors(runs)
+        top = max(1, pool_size)
+        for run in runs:
+            if run.decided_curve is None or run.resize_pending or now - run.last_curve_check_s < 1.0:
+                continue  # (a job in the middle of a resize has no steady rate to compare yet)
+            run.last_curve_check_s = now
+            values = _decided_values(self.book.allocation_job(run, top))
+            if len(values) != len(run.decided_curve) or any(
+                    abs(a - b) > self.curve_change * max(abs(b), 1e-9) for a, b in zip(values, run.decided_curve)):
+                return run.id
+        return None
+
+    def latency_p50_s(self) -> Optional[float]:
+        lat = sorted(self.latencies_s)
+        return lat[len(lat) // 2] if lat else None
+
+
+def _decided_values(job: Any) -> List[float]:
+    """The throughput curve of the configuration a job runs in, as the allocator saw it: a decision
+    is taken again once it moves by more than curve_change."""
+    c = job.configuration
+    return list((job.throughput if c == 0 else job.configurations[c - 1].throughput).values)

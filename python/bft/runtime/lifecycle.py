@@ -1,0 +1,282 @@
+"""Job lifecycle: applying the decider's placements to real processes, and what follows when they exit.
+
+A job runs as generations: each launch of its torchrun agents (one per node) is one generation. This
+part starts generations, stops agents (SIGTERM, then SIGKILL after the grace time), notices agents
+that exit, and decides what that means: finished, failed (retried up to a limit), cancelled, or
+stopped for a resize or a preemption (the job goes on at its new size). Every process is recorded in
+the state database before it is started, so a restarted manager finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+from .curvebook import CurveBook
+from .launcher import (LaunchSpec, job_environment, signal_processes, tagged_processes, terminate_tagged,
+                       torchrun_argv, worker_exit_code, worker_log_tail)
+from .nodes import NodeSource, SourceError
+from .reports import resize_begins
+from .runs import Agent, JobRun
+from .state import StateStore
+
+LOG_TAIL_LINES = 20
+# An agent that dies on its own may have been killed by the batch scheduler taking its node, and
+# the source's word of that can come a moment later: a failure is judged after this long.
+FAILURE_SETTLE_S = 5.0
+
+
+class JobLifecycle:
+    def __init__(self, state_dir: Path, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
+                 runs: Dict[str, JobRun], pool: Dict[str, float], resize: str, grace_s: float,
+                 mark_dirty: Callable[[float], None]):
+        self.state_dir = state_dir
+        self.store = store
+        self.source = source
+        self.identity = identity
+        self.book = book
+        self.runs = runs  # the manager's: active jobs by id
+        self.pool = pool  # the manager's: idle node -> since
+        self.draining: set = set()  # reclaimed nodes that still run something of ours
+        self.resize = resize
+        self.grace_s = grace_s
+        self.mark_dirty = mark_dirty
+        self.store_address = ""  # set once the endpoints are open
+        self.report_address = ""
+
+    # -- applying a decision ----------------------------------------------------------------------
+
+    def apply(self, run: JobRun, target: List[str], configuration: str) -> None:
+        """Moves a job to the nodes and configuration the decider chose."""
+        switch = bool(target) and configuration != run.row.configuration
+        if target == run.target and not switch:
+            return
+        self.store.log_event("allocate", job=run.id, from_nodes=len(run.target), to_nodes=len(target),
+                             nodes=target, curve=self.book.curve_source(run), configuration=configuration,
+                             configuration_curve=self.book.curve_source(run, configuration))
+        if switch:
+            # Stored before the job is restarted in it: a restarted manager relaunches it so. The
+            # advisor hears of it when the new generation starts (the old one reports until it stops).
+            previous = run.row.configuration
+            run.row.configuration = configuration
+            self.store.update_job(run.id, configuration=configuration)
+            self.store.log_event("configuration_changed", job=run.id, previous=previous, configuration=configuration,
+                                 nodes=len(target))
+        old, run.target = set(run.target), target
+        if not run.agents:
+            return  # launch_ready starts it once its nodes are clear
+        resize_begins(run)
+        if self.resize == "membership" and target and not switch:
+            for node, agent in run.agents.items():
+                if node not in target:
+                    self.stop_agent(agent)
+            for node in set(target) - old - set(run.agents):
+                self._launch_agent(run, node)
+        else:  # a new configuration restarts every worker, whatever the resize method
+            self.stop_run(run, "resize")
+        if not switch:
+            self.book.record(run, len(target))  # the rescale starts now: the advisor measures what it costs
+
+    def node_reclaimed(self, node: str) -> None:
+        """The batch scheduler takes `node` back: whatever of ours runs there vacates within the grace time."""
+        self.draining.add(node)
+        for run in self.runs.values():
+            if node in run.target:
+                run.disturbed = True  # the decision that follows takes the node out of its target
+            agent = run.agents.get(node)
+            if agent is None or agent.stopping:
+                continue
+            self.store.log_event("preempted", job=run.id, node=node)
+            if self.resize == "membership":
+                self.stop_agent(agent)
+            else:
+                self.stop_run(run, "resize")
+
+    def stop_agent(self, agent: Agent) -> None:
+        if agent.stopping:
+            return
+        agent.stopping = True
+        try:
+            os.killpg(agent.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        agent.stop_deadline = time.monotonic() + self.grace_s + 10.0  # then SIGKILL
+
+    def stop_run(self, run: JobRun, reason: str) -> None:
+        """Stops every agent of a job; the first reason given sticks (resize, cancel, shutdown)."""
+        run.stop_reason = run.stop_reason or reason
+        run.disturbed = True
+        for agent in run.agents.values():
+            self.stop_agent(agent)
+
+    def busy_nodes(self) -> Dict[str, str]:
+        """node -> job, for every node where an agent of ours still runs."""
+        return {node: job for job, run in self.runs.items() for node in run.agents}
+
+    # -- starting ---------------------------------------------------------------------------------
+
+    def launch_ready(self, admitted: List[JobRun]) -> None:
+        """Starts every job that has nodes, no live agents, and whose nodes no other job still occupies."""
+        busy = self.busy_nodes()
+        for run in admitted:
+            if run.agents or not run.target or run.stop_reason or run.settle_until is not None:
+                continue
+            if any(node in busy or node not in self.pool for node in run.target):
+                continue
+            self._start_generation(run)
+
+    def _start_generation(self, run: JobRun) -> None:
+        row = run.row
+        row.generation += 1
+        row.started_s = row.started_s or time.time()
+        row.state = "running"
+        self.store.update_job(row.id, generation=row.generation, state="running", started_s=row.started_s)
+        run.completed, run.failed_code, run.disturbed = False, None, False
+        run.round = 0
+        run.last_seq.clear()
+        run.rank_samples.clear()
+        self.log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
+                              f"({', '.join(run.target)}), resize method {self.resize} ===")
+        self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target),
+                             configuration=row.configuration)
+        if run.running != row.configuration:  # the last generation ran in another configuration
+            self.book.record(run, 0)
+            run.running = row.configuration
+        if self.book.advisor_nodes(run) != len(run.target):  # a start (a resize was recorded when decided)
+            self.book.record(run, len(run.target))
+        for node in run.target:
+            self._launch_agent(run, node)
+        if not run.agents:
+            self._generation_ended(run)
+
+    def _launch_agent(self, run: JobRun, node: str) -> None:
+        row = run.row
+        membership = self.resize == "membership"
+        spec = LaunchSpec(
+            job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python, node=node,
+            node_address=self.source.address(node), store_address=self.store_address,
+            min_nodes=row.min_nodes if membership else len(run.target),
+            max_nodes=row.max_nodes if membership else len(run.target),
+            max_restarts=1000 if membership else 0, log_dir=self.job_dir(row.id) / "workers")
+        env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
+                              self.job_dir(row.id) / "checkpoint", row.work, self.grace_s, row.configuration)
+        proc_row = self.store.add_proc(row.id, row.generation, node)  # recorded before it exists
+        try:
+            proc = self.source.launch(node, torchrun_argv(spec), env, self.job_dir(row.id) / "output.log",
+                                      cwd=Path(row.cwd))
+        except (SourceError, OSError) as e:
+            self.store.end_proc(proc_row, None)
+            self.store.log_event("launch_failed", job=row.id, node=node, error=str(e))
+            run.failed_code, run.failed_at = -1, time.monotonic()
+            return
+        self.store.set_proc_pid(proc_row, proc.pid)
+        run.agents[node] = Agent(row.id, row.generation, node, proc, proc_row)
+
+    # -- agents exiting ---------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Reaps agents that exited, judges failures whose settle time has come, and hands vacated
+        reclaimed nodes back to the source."""
+        now = time.monotonic()
+        for run in list(self.runs.values()):
+            had_agents = bool(run.agents)
+            for node, agent in list(run.agents.items()):
+                code = agent.proc.poll()
+                if code is None:
+                    if agent.stop_deadline is not None and now > agent.stop_deadline:
+                        terminate_tagged(self.identity, 0.0, job=run.id, node=node)
+                    continue
+                del run.agents[node]
+                self.store.end_proc(agent.row, code)
+                if code == 0:
+                    run.completed = True
+                elif not agent.stopping and node in self.pool and node in run.target and not run.disturbed:
+                    run.failed_code, run.failed_at = code, time.monotonic()
+                    if self.resize == "relaunch":  # the others cannot go on without it
+                        for other in run.agents.values():
+                            self.stop_agent(other)
+            if had_agents and not run.agents:
+                self._generation_ended(run)
+            elif run.settle_until is not None and now >= run.settle_until and not run.agents:
+                self._generation_ended(run)
+        if self.draining:
+            busy = self.busy_nodes()
+            for node in [n for n in self.draining if n not in busy]:
+                self.draining.discard(node)
+                self.source.reclaim_done(node)  # vacated: a batch source may hand it back at once
+
+    def _generation_ended(self, run: JobRun) -> None:
+        row = run.row
+        if (run.failed_code is not None and not run.disturbed and not run.completed
+                and run.stop_reason not in ("cancel", "shutdown")):
+            run.settle_until = run.failed_at + FAILURE_SETTLE_S
+            if time.monotonic() < run.settle_until:
+                return  # judged by a later poll
+        run.settle_until = None
+        # Its agents are gone; a worker that outlived its agent (torchrun gives each its own session)
+        # must not train on: the tag finds it.
+        signal_processes(tagged_processes(self.identity, job=row.id), signal.SIGKILL)
+        reason, run.stop_reason = run.stop_reason, ""
+        if not run.target or reason in ("cancel", "shutdown") or run.completed or run.failed_code is not None:
+            self.book.record(run, 0)
+        if run.completed and reason != "cancel":
+            self.end_job(run, "finished", "")
+        elif reason == "cancel":
+            self.end_job(run, "cancelled", "cancelled by the user")
+        elif reason == "shutdown":
+            self.store.update_job(row.id, state="queued")
+            row.state = "queued"
+        elif run.failed_code is not None and not run.disturbed:
+            row.retries += 1
+            self.store.update_job(row.id, retries=row.retries)
+            tail = self.log_tail(row.id)
+            code = worker_exit_code(self.output_tail(row.id)) or run.failed_code
+            self.store.log_event("job_failed", job=row.id, exit_code=code, retry=row.retries, tail=tail)
+            if row.retries > row.max_retries:
+                self.end_job(run, "failed", f"the script exited with code {code} ({row.retries} attempts)\n{tail}")
+                return
+            self.mark_dirty(time.monotonic())
+        else:
+            # Stopped for a resize or by a preemption: it goes on at its new size (or waits for nodes).
+            if not run.target:
+                row.state = "queued"
+                self.store.update_job(row.id, state="queued")
+            self.mark_dirty(time.monotonic())
+
+    def end_job(self, run: JobRun, state: str, reason: str) -> None:
+        row = run.row
+        row.state, row.reason, row.finished_s = state, reason, time.time()
+        self.store.update_job(row.id, state=state, reason=reason, finished_s=row.finished_s, samples=row.samples)
+        self.store.log_event(state, job=row.id, samples=row.samples)
+        run.target = []
+        del self.runs[row.id]
+        self.book.forget(run)
+        self.mark_dirty(time.monotonic())
+
+    # -- a job's files ----------------------------------------------------------------------------
+
+    def job_dir(self, job: str) -> Path:
+        d = self.state_dir / "jobs" / job
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def log_line(self, job: str, line: str) -> None:
+        with open(self.job_dir(job) / "output.log", "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+
+    def log_tail(self, job: str, lines: int = LOG_TAIL_LINES) -> str:
+        """What the job's workers printed last, else the end of the job's output log."""
+        workers = worker_log_tail(self.job_dir(job) / "workers", lines)
+        return workers or "\n".join(self.output_tail(job).splitlines()[-lines:])
+
+    def output_tail(self, job: str, size: int = 64 * 1024) -> str:
+        try:
+            with open(self.job_dir(job) / "output.log", "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - size))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""

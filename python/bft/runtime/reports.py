@@ -1,0 +1,98 @@
+"""Report intake: progress datagrams from the jobs' workers, authenticated, deduplicated and turned
+into samples the curve book records. Also measures each resize's gap (last step at the old size ->
+first step at the new one) from the reports around it.
+
+Every datagram that is not believed is dropped and counted by kind (``DROP_KINDS``), which
+``bft status --json`` shows: a flood of one kind says who is misbehaving.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable, Dict, Optional
+
+from ..train import protocol
+from .curvebook import CurveBook
+from .runs import JobRun
+from .state import StateStore
+
+# unknown_job: not ours or no such active job; bad_mac: forged or tampered; malformed: signed but
+# unreadable or out of range; stale_generation: from a launch or worker round that has ended;
+# replay: a sequence number already seen.
+DROP_KINDS = ("unknown_job", "bad_mac", "malformed", "stale_generation", "replay")
+
+
+class ReportIntake:
+    def __init__(self, store: StateStore, book: CurveBook, resize_method: str):
+        self.store = store
+        self.book = book
+        self.resize_method = resize_method
+        self.dropped: Dict[str, int] = collections.Counter({kind: 0 for kind in DROP_KINDS})
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    def _drop(self, kind: str) -> None:
+        self.dropped[kind] += 1
+
+    def on_datagram(self, data: bytes, find: Callable[[str], Optional[JobRun]]) -> None:
+        """Takes one datagram; `find` maps a job id to its active run."""
+        job = protocol.peek_job(data)
+        run = find(job) if job else None
+        if run is None:
+            self._drop("unknown_job")
+            return
+        try:
+            r = protocol.decode(data, bytes.fromhex(run.row.secret))
+        except protocol.BadSignature:
+            self._drop("bad_mac")
+            return
+        except ValueError:
+            self._drop("malformed")
+            return
+        if r.job != job or (not r.all_ranks and r.rank != 0):
+            self._drop("malformed")  # signed, yet inconsistent: not what our sender writes
+            return
+        if r.generation != run.row.generation or r.round < run.round:
+            self._drop("stale_generation")  # a late datagram of a previous launch or of restarted workers
+            return
+        if r.round > run.round:  # torchrun restarted the workers (membership change): new processes
+            run.round = r.round
+            run.last_seq.clear()
+            run.rank_samples.clear()
+        if r.seq <= run.last_seq.get(r.rank, 0):
+            self._drop("replay")
+            return
+        self._accept(run, r)
+
+    def _accept(self, run: JobRun, r: protocol.Report) -> None:
+        run.last_seq[r.rank] = r.seq
+        run.rank_samples[r.rank] = r.samples
+        samples = sum(v for k, v in run.rank_samples.items() if k < r.world) if r.all_ranks else r.samples
+        prev = run.last_report
+        if run.resize_pending and prev is not None and (prev.generation, prev.round) != (r.generation, r.round):
+            start, run.gap_start, run.resize_pending = run.gap_start, None, False
+            if start is not None and start.world != r.world:
+                self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
+                                     method=self.resize_method, gap_s=r.time_s - start.time_s)
+        run.last_report = r
+        now = max(r.time_s, run.advisor_time)
+        if samples + run.advisor_offset < run.advisor_samples:
+            # Resumed from a checkpoint older than the last report: the advisor's count stays monotone.
+            run.advisor_offset = run.advisor_samples - samples
+        run.advisor_samples = samples + run.advisor_offset
+        run.recent.append((now, samples))
+        run.row.samples = samples
+        # Every report is stored (a transaction each, a few per second per job): after kill -9 the
+        # next manager knows every count a job reported.
+        self.book.record(run, len(run.agents) or r.world, now)
+
+
+def resize_begins(run: JobRun) -> None:
+    """Marks the start of a resize, so the intake measures its gap from the reports around it."""
+    last = run.last_report
+    current = last is not None and (last.generation, last.round) == (run.row.generation, run.round)
+    # A second resize before the first step at the new size makes the first one unmeasurable.
+    run.gap_start = last if current and not run.resize_pending else None
+    run.resize_pending = True

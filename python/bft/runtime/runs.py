@@ -1,0 +1,74 @@
+"""What the manager tracks of each active job besides its database row: its agents (one torchrun
+process per node), its reports, and the bookkeeping of resizes and failures."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+from ..train import protocol
+from .state import JobRow
+
+
+@dataclass
+class Agent:
+    """One torchrun agent: a job's process on one node."""
+
+    job: str
+    generation: int
+    node: str
+    proc: Any  # subprocess.Popen
+    row: int  # procs table row
+    stopping: bool = False
+    stop_deadline: Optional[float] = None  # SIGKILL after this (monotonic) once stopping
+
+
+@dataclass
+class JobRun:
+    """An active job: its row, the nodes the allocator gave it, its live agents and its progress."""
+
+    row: JobRow
+    target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
+    agents: Dict[str, Agent] = field(default_factory=dict)  # node -> live agent
+    stop_reason: str = ""  # why the live agents are being stopped: resize, cancel, shutdown
+    completed: bool = False  # an agent exited 0: the script finished
+    failed_code: Optional[int] = None  # an agent failed on its own
+    failed_at: float = 0.0  # when (monotonic)
+    settle_until: Optional[float] = None  # a failure is judged at this time, unless a reclaim explains it
+    disturbed: bool = False  # a node of this generation was reclaimed or stopped on purpose
+    last_report: Optional[protocol.Report] = None
+    round: int = 0  # torchrun's restart count of the current generation's workers
+    last_seq: Dict[int, int] = field(default_factory=dict)  # rank -> highest seq this round
+    rank_samples: Dict[int, float] = field(default_factory=dict)
+    advisor_samples: float = 0.0  # monotone cumulative count of the job's samples
+    advisor_offset: float = 0.0
+    # The configuration of the generation that runs (or ran last): its reports are progress in it. The
+    # decided one (row.configuration) takes over when the next generation starts.
+    running: str = "full"
+    # The samples processed in each configuration (what that configuration's advisor key sees), and
+    # the count of advisor_samples up to which they have been credited.
+    configuration_samples: Dict[str, float] = field(default_factory=dict)
+    credited: float = 0.0
+    advisor_time: float = 0.0
+    recent: Deque[Tuple[float, float]] = field(default_factory=lambda: collections.deque(maxlen=64))
+    decided_curve: Optional[List[float]] = None
+    last_curve_check_s: float = 0.0
+    # The last report before a pending resize, if the resize is measurable: the job had reported at
+    # its current size, and no second resize came before its first step at the new size.
+    gap_start: Optional[protocol.Report] = None
+    resize_pending: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    def recent_rate(self, window_s: float = 10.0) -> float:
+        """Samples per second over the last `window_s` of reports (0 with fewer than two)."""
+        if len(self.recent) < 2:
+            return 0.0
+        t1, s1 = self.recent[-1]
+        for t0, s0 in self.recent:
+            if t1 - t0 <= window_s and t1 > t0:
+                return max(0.0, (s1 - s0) / (t1 - t0))
+        return 0.0

@@ -1,0 +1,104 @@
+"""What passes between the manager and a training process: the environment a worker is started
+with, and the progress report, one UDP datagram. The sender (bft.train) and the receiver (the
+manager, bft.runtime) both use this module, so the two cannot disagree::
+
+    BFT1 <job> <generation> <round> <seq> <rank> <world> <all_ranks 0|1> <samples> <time_s> <hmac>
+
+``hmac`` is HMAC-SHA256 (hex) of everything before it, keyed with the job's secret, which the
+manager hands to the job in its environment (BFT_JOB_SECRET) and nobody else sees. ``generation``
+counts the manager's launches of the job, ``round`` torchrun's restarts of its workers within one
+launch (TORCHELASTIC_RESTART_COUNT), and ``seq`` the datagrams of one worker process: so a
+replayed or stale datagram is recognised and dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+# The environment of every worker the manager starts (docs/runtime.md lists them with their meaning).
+ENV_MANAGER_ID = "BFT_MANAGER_ID"  # the manager's identity: tags every process it started
+ENV_JOB_ID = "BFT_JOB_ID"
+ENV_NODE = "BFT_NODE"
+ENV_GENERATION = "BFT_GENERATION"  # the manager's launch count of the job
+ENV_REPORT_ADDR = "BFT_REPORT_ADDR"  # host:port of the report receiver
+ENV_JOB_SECRET = "BFT_JOB_SECRET"  # hex key of the reports' HMAC
+ENV_CHECKPOINT_DIR = "BFT_CHECKPOINT_DIR"
+ENV_GRACE_S = "BFT_GRACE_S"  # seconds between SIGTERM and SIGKILL
+ENV_TARGET_SAMPLES = "BFT_TARGET_SAMPLES"  # the job's work, if the user gave one
+ENV_CONFIGURATION = "BFT_CONFIGURATION"  # the configuration to run in ("full" or a declared name)
+ENV_REPORT_INTERVAL_S = "BFT_REPORT_INTERVAL_S"  # optional: seconds between reports (default 0.5)
+
+MAGIC = "BFT1"
+MAX_DATAGRAM = 512
+_FIELDS = 11
+
+
+@dataclass(frozen=True)
+class Report:
+    job: str
+    generation: int
+    round: int
+    seq: int
+    rank: int
+    world: int
+    all_ranks: bool
+    samples: float
+    time_s: float
+
+
+class BadSignature(ValueError):
+    """A datagram whose HMAC does not match the job's secret: forged, tampered or of another job."""
+
+
+def _mac(secret: bytes, body: bytes) -> str:
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def encode(report: Report, secret: bytes) -> bytes:
+    body = (f"{MAGIC} {report.job} {report.generation} {report.round} {report.seq} {report.rank} {report.world} "
+            f"{1 if report.all_ranks else 0} {report.samples!r} {report.time_s!r}").encode()
+    return body + b" " + _mac(secret, body).encode()
+
+
+def peek_job(datagram: bytes) -> Optional[str]:
+    """The job id a datagram claims to come from (unauthenticated), or None if it is not ours."""
+    parts = datagram.split(b" ", 2)
+    if len(parts) < 3 or parts[0] != MAGIC.encode():
+        return None
+    try:
+        return parts[1].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+def decode(datagram: bytes, secret: bytes) -> Report:
+    """Parses and authenticates one datagram. Raises ValueError saying what is wrong."""
+    if len(datagram) > MAX_DATAGRAM:
+        raise ValueError(f"datagram of {len(datagram)} bytes (at most {MAX_DATAGRAM})")
+    body, _, mac = datagram.rpartition(b" ")
+    if not hmac.compare_digest(_mac(secret, body).encode(), mac):
+        raise BadSignature("bad signature")
+    try:
+        parts = body.decode("ascii").split(" ")
+    except UnicodeDecodeError:
+        raise ValueError("not ASCII") from None
+    if len(parts) != _FIELDS - 1 or parts[0] != MAGIC:
+        raise ValueError(f"expected {_FIELDS} fields starting with {MAGIC}")
+    try:
+        r = Report(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), int(parts[6]),
+                   parts[7] == "1", float(parts[8]), float(parts[9]))
+    except ValueError as e:
+        raise ValueError(f"bad field: {e}") from None
+    if not (r.samples >= 0 and r.samples < 1e18 and 0 <= r.rank < r.world <= 1_000_000 and r.time_s > 0
+            and r.time_s < 1e11):
+        raise ValueError("a field is out of range")
+    return r
+
+
+def parse_address(spec: str) -> Tuple[str, int]:
+    """host:port (IPv6 hosts in brackets) as a (host, port) pair."""
+    host, _, port = spec.rpartition(":")
+    return host.strip("[]"), int(port)
