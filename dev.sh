@@ -72,6 +72,13 @@ build() {
   cmake --build "$dir" -j "$JOBS" "$@"
 }
 
+# .venv/bin/bft runs the development build, so the README's runtime lines work as written.
+console_script() {
+  printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" -m bft "$@"\n' \
+    "$ROOT/$BUILD_DIR/python" "$PY" >"$VENV/bin/bft"
+  chmod +x "$VENV/bin/bft"
+}
+
 run_pytest() {
   # pytest exits 5 when it collects nothing; that is a failure of the suite, not a pass.
   PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" -m pytest -q tests/python "$@"
@@ -85,10 +92,10 @@ case "$cmd" in
     PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" -m bft replay "$@"
     ;;
   build)
-    setup; configure "$BUILD_DIR"; build "$BUILD_DIR"
+    setup; configure "$BUILD_DIR"; build "$BUILD_DIR"; console_script
     ;;
   test)
-    setup; configure "$BUILD_DIR"; build "$BUILD_DIR"
+    setup; configure "$BUILD_DIR"; build "$BUILD_DIR"; console_script
     log "C++ tests (ctest)"
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
     log "Python tests (pytest)"

@@ -62,10 +62,8 @@ def add_parsers(sub) -> None:
                    help="address the rendezvous store and the report socket listen on (default 127.0.0.1)")
     p.add_argument("--store-port", type=int, default=0, help="rendezvous store port (default: any free)")
     p.add_argument("--report-port", type=int, default=0, help="progress report UDP port (default: any free)")
-    from .nodes import _SOURCES
-
-    for cls in _SOURCES.values():
-        cls.add_arguments(p)
+    for name in source_names():
+        source_class(name).add_arguments(p)
 
     p = sub.add_parser("submit", help="submit a training script to the manager",
                        description="Submit an elastic training job: SCRIPT runs under torchrun on 0 or "
@@ -152,12 +150,9 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     cls = source_class(args.source)
-    try:
-        import torch.distributed  # noqa: F401
-    except ImportError:
-        raise UsageError("the manager needs PyTorch: pip install 'libbft[runtime]' (torch==2.13.0)") from None
+    # The lock first: from here on `bft submit` waits for this manager instead of saying none runs.
     _private_dir(state_dir)
-    lock = open(state_dir / "manager.lock", "a+")
+    lock = open(state_dir / control.LOCK_NAME, "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -167,6 +162,10 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     lock.truncate()
     lock.write(str(os.getpid()))
     lock.flush()
+    try:
+        import torch.distributed  # noqa: F401
+    except ImportError:
+        raise UsageError("the manager needs PyTorch: pip install 'libbft[runtime]' (torch==2.13.0)") from None
     store = StateStore(state_dir / "state.db")
     identity = store.meta("identity")
     if identity is None:

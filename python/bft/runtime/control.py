@@ -7,6 +7,7 @@ submit, cancel or stop. One request per connection, one JSON object per line eac
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -15,11 +16,15 @@ import socket
 import socketserver
 import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from .state import JobRow
 
+SOCKET_NAME = "manager.sock"  # in the state directory
+LOCK_NAME = "manager.lock"  # held (flock) by the running manager, from before its socket exists
+STARTUP_WAIT_S = 60.0  # how long a request waits for a manager that holds the lock but is still starting
 MAX_REQUEST = 1 << 20
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CONFIGURATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
@@ -43,11 +48,19 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.handler = handler
         if path.exists() or path.is_symlink():
             path.unlink()  # a dead manager's socket; the state lock says no other manager runs
+        self.path = path
         old = os.umask(0o177)
         try:
             super().__init__(str(path), _RequestHandler)
         finally:
             os.umask(old)
+
+    def server_close(self) -> None:
+        super().server_close()
+        try:
+            self.path.unlink()  # no stale socket once the manager has stopped
+        except FileNotFoundError:
+            pass
 
 
 class _RequestHandler(socketserver.StreamRequestHandler):
@@ -87,9 +100,26 @@ class _RequestHandler(socketserver.StreamRequestHandler):
             pass
 
 
+def manager_starting(state_dir: Path) -> bool:
+    """True while a manager holds the state directory's lock (it may not listen yet)."""
+    try:
+        with open(state_dir / LOCK_NAME, "rb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False  # nobody holds it
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False  # no lock file (never started), or not ours to read
+
+
 def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 60.0) -> Dict[str, Any]:
-    """Sends one request to the manager of ``state_dir``; raises ControlError if none answers."""
-    path = state_dir / "manager.sock"
+    """Sends one request to the manager of ``state_dir``; raises ControlError if none answers. A
+    manager that is still starting (it holds the lock, its socket is not up yet) is waited for, so
+    `bft manager &` followed at once by `bft submit` works."""
+    path = state_dir / SOCKET_NAME
+    deadline = time.monotonic() + STARTUP_WAIT_S
+    while not path.exists() and time.monotonic() < deadline and manager_starting(state_dir):
+        time.sleep(0.1)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout_s)
     try:
