@@ -51,6 +51,9 @@ def test_jobs_grow_shrink_survive_kill9_and_finish(harness):
         done = re.findall(r"done: (\d+) samples", harness.job_log(name))
         assert done and int(done[-1]) >= work, harness.job_log(name)[-2000:]
         assert final[name]["samples"] >= before[name]
+        # Resizes, preemptions and the restart are planned stops: one line each, no stack dump.
+        assert "Traceback" not in harness.job_log(name), harness.job_log(name)[-3000:]
+        assert "=== generation 1 stopped: " in harness.job_log(name)
     allocations = harness.events("allocate")
     sizes = {name: _sizes(allocations, name) for name in ("a", "b")}
     # Grown and shrunk as the allocator decided: every launch ran on the nodes of the last decision.

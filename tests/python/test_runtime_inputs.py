@@ -32,6 +32,9 @@ def test_submit_errors_are_one_line(harness, tmp_path):
     _one_line_error(bft("submit", str(tmp_path / "missing.py"), "--state-dir", state), "no such training script")
     _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "0"), "--min")
     _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "4", "--max", "2"), "--max")
+    # More nodes than the source can ever offer: refused at submit, not queued forever.
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "2", "--max", "2"),
+                    "--min 2: the local source offers at most 1 node")
     _one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "bad name!"), "--name")
     _one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "-5"), "--samples")
     _one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "nan"), "--samples")

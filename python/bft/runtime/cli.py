@@ -56,10 +56,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--grace", type=float, default=20.0,
                    help="seconds a job has to checkpoint after SIGTERM before it is killed (default 20)")
     p.add_argument("--max-retries", type=int, default=2, help="retries of a failing job (default 2)")
+    p.add_argument("--report-timeout", type=float, default=60.0,
+                   help="seconds a running job may go without a progress report before it is flagged and gets "
+                        "the lowest priority (default 60)")
     p.add_argument("--scale-up-s", type=float, default=5.0, help="grow cost assumed until measured (default 5)")
     p.add_argument("--scale-down-s", type=float, default=5.0, help="shrink cost assumed until measured (default 5)")
-    p.add_argument("--bind", default="127.0.0.1",
-                   help="address the rendezvous store and the report socket listen on (default 127.0.0.1)")
+    p.add_argument("--bind", default="",
+                   help="address the rendezvous store and the report socket listen on (default: the address the "
+                        "source's nodes reach the manager at; 127.0.0.1 for the local source)")
     p.add_argument("--store-port", type=int, default=0, help="rendezvous store port (default: any free)")
     p.add_argument("--report-port", type=int, default=0, help="progress report UDP port (default: any free)")
     for name in source_names():
@@ -104,6 +108,9 @@ COMMANDS = ("manager", "submit", "status", "cancel", "logs")
 
 def main(args: argparse.Namespace) -> int:
     state_dir = args.state_dir if args.state_dir is not None else default_state_dir()
+    if state_dir.exists() and not os.access(state_dir, os.R_OK | os.X_OK):
+        # Another user's manager: every verb gets the same one line.
+        raise UsageError(f"permission denied: {state_dir} belongs to another user")
     try:
         if args.command == "manager":
             return _stop(state_dir) if args.action == "stop" else _run_manager(args, state_dir)
@@ -144,12 +151,14 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     options = ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, max_jobs=args.max_jobs,
                              bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
                              grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
-                             max_retries=args.max_retries)
+                             max_retries=args.max_retries, report_timeout_s=args.report_timeout)
     try:
         options.check()
     except ValueError as e:
         raise UsageError(str(e)) from None
     cls = source_class(args.source)
+    # Everything the manager and its jobs create (state, logs, checkpoints) is owner-only.
+    os.umask(0o077)
     # The lock first: from here on `bft submit` waits for this manager instead of saying none runs.
     _private_dir(state_dir)
     lock = open(state_dir / control.LOCK_NAME, "a+")
@@ -309,8 +318,12 @@ def format_status(status: Dict[str, Any]) -> str:
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for j in status["jobs"]:
-        if j["state"] == "failed" and j["reason"]:
-            lines.append(f"{j['id']} failed: {j['reason'].splitlines()[0]} (bft logs {j['id']})")
+        if j["state"] in ("failed", "incomplete") and j["reason"]:
+            lines.append(f"{j['id']} {j['state']}: {j['reason'].splitlines()[0]} (bft logs {j['id']})")
+        elif j.get("waiting"):
+            lines.append(f"{j['id']} waiting {_duration(j.get('waiting_s'))} since submit: {j['waiting']}")
+        elif j.get("warning"):
+            lines.append(f"{j['id']}: {j['warning']}")
     return "\n".join(lines)
 
 

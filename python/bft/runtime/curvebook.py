@@ -4,6 +4,13 @@ It owns the profiling advisor (``curve.ProfilingAdvisor``, the same one ``bft re
 and its keys (one per job and configuration), the priors of jobs that have measured nothing yet, and
 the progress records in the state database from which a restarted manager rebuilds the advisor
 exactly. It answers one question for the decider: the job as the allocator should see it.
+
+Unproven curves are probed, not trusted (MalleTrain's job profiling): until the advisor has fitted
+a job's curve, the allocator may give it at most its fair share of the pool while it has measured
+nothing, then at most twice the largest size it has measured. So an optimistic prior never takes
+every node of a job whose curve is measured. A silent job (running without any progress report for
+``report_timeout_s``) loses its prior: it is valued at a nominal rate with the lowest weight, so it
+only gets nodes no other job can use.
 """
 
 from __future__ import annotations
@@ -12,6 +19,9 @@ import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .. import Error, alloc, curve
+
+SILENT_RATE = 1.0  # samples/s per node the allocator assumes for a silent job
+SILENT_WEIGHT = 1e-6  # its weight: below every job that reports
 from .runs import JobRun
 from .state import StateStore
 
@@ -105,10 +115,13 @@ class CurveBook:
     # -- what the allocator sees ------------------------------------------------------------------
 
     def curve_source(self, run: JobRun, configuration: str = "full") -> str:
-        """Which curve the allocator sees for a job in a configuration: "fitted" (the advisor fitted a
-        model to its reports), "measured" (the advisor's per-size measurements and the prior between
-        them), and otherwise for full backpropagation "user" (its --curve) or "prior" (nothing
-        measured yet), for another configuration "guess" (full's times the declared speedup)."""
+        """Which curve the allocator sees for a job in a configuration: "silent" (no reports: a nominal
+        curve at the lowest weight), "fitted" (the advisor fitted a model to its reports), "measured"
+        (the advisor's per-size measurements and the prior between them), and otherwise for full
+        backpropagation "user" (its --curve) or "prior" (nothing measured yet), for another
+        configuration "guess" (full's times the declared speedup)."""
+        if run.silent:
+            return "silent"
         profile = self._profile(self.key(run, configuration))
         if profile is not None and profile.fit.ok:
             return "fitted"
@@ -148,16 +161,35 @@ class CurveBook:
         profile = self._profile(self.key(run))
         return curve.measured_rescale_costs(profile, up, down) if profile is not None else (up, down)
 
-    def allocation_job(self, run: JobRun, top: int) -> Any:
+    def probe_limit(self, run: JobRun, fair_share: int) -> Optional[int]:
+        """The most nodes the allocator may give a job whose curve is not proven yet (None: no limit):
+        its fair share of the pool while it has measured nothing, then twice its largest measured
+        size, until the advisor has fitted its curve. Never below its --min."""
+        profile = self._profile(run.id)
+        if profile is not None and profile.fit.ok and not run.silent:
+            return None
+        measured = [s.nodes for s in profile.sizes] if profile is not None else []
+        limit = 2 * max(measured) if measured and not run.silent else fair_share
+        return max(run.row.min_nodes, min(run.row.max_nodes, limit))
+
+    def allocation_job(self, run: JobRun, top: int, fair_share: Optional[int] = None) -> Any:
         """The job as the allocator sees it: learned (or given) curves, measured rescale costs, and its
-        configurations with the one it runs in now."""
-        throughput, objective = self._curves(run, min(run.row.max_nodes, top))
+        configurations with the one it runs in now; limited to its probe size while its curve is
+        unproven (`fair_share`: the pool's nodes per admitted job; None: no limit)."""
+        limit = self.probe_limit(run, fair_share) if fair_share is not None else None
+        max_nodes = run.row.max_nodes if limit is None else limit
+        if run.silent:
+            n = max(1, min(max_nodes, top))
+            nominal = curve.ThroughputCurve(list(range(1, n + 1)), [SILENT_RATE * k for k in range(1, n + 1)])
+            up, down = self.default_costs
+            return alloc.Job(run.id, run.row.min_nodes, max_nodes, nominal, nominal, up, down, SILENT_WEIGHT)
+        throughput, objective = self._curves(run, min(max_nodes, top))
         up, down = self.rescale_costs(run)
-        job = alloc.Job(run.id, run.row.min_nodes, run.row.max_nodes, objective, throughput, up, down, 1.0)
+        job = alloc.Job(run.id, run.row.min_nodes, max_nodes, objective, throughput, up, down, 1.0)
         if run.row.configurations:
             configurations = []
             for c in run.row.configurations:
-                rate, value = self._configuration_curves(run, c, min(run.row.max_nodes, top), throughput)
+                rate, value = self._configuration_curves(run, c, min(max_nodes, top), throughput)
                 configurations.append(alloc.Configuration(c["name"], value, rate, c["efficiency"]))
             job.configurations = configurations
             job.configuration = configuration_index(run, run.row.configuration)

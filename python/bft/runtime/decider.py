@@ -45,9 +45,10 @@ class Decider:
         self.decisions = 0
 
     def admitted(self, runs: Iterable[JobRun]) -> List[JobRun]:
-        """The jobs the allocator may give nodes: the oldest `max_jobs` active ones."""
+        """The jobs the allocator may give nodes: the oldest `max_jobs` active ones, silent jobs last
+        (submission order otherwise, also after a restart: `seq` is stored)."""
         active = sorted((r for r in runs if r.row.state in ACTIVE_STATES and r.stop_reason != "cancel"),
-                        key=lambda r: r.row.seq)
+                        key=lambda r: (r.silent, r.row.seq))
         return active[: self.max_jobs]
 
     def decide(self, runs: Sequence[JobRun], pool: Iterable[str], arrived: float) -> Optional[List[Placement]]:
@@ -59,7 +60,8 @@ class Decider:
         pool = list(pool)
         self.book.update_priors(runs)
         top = max(1, len(pool))
-        jobs = [self.book.allocation_job(run, top) for run in runs]
+        share = fair_share(len(pool), len(runs))
+        jobs = [self.book.allocation_job(run, top, share) for run in runs]
         in_pool = set(pool)
         ids = [self.node_names.intern(n) for n in pool]
         current = {self.node_names.find(n): run.id for run in runs for n in run.target if n in in_pool}
@@ -85,17 +87,17 @@ class Decider:
         self.latencies_s.append(time.monotonic() - arrived)
         return placements
 
-    def curve_moved(self, runs: Iterable[JobRun], pool_size: int, now: float) -> Optional[str]:
-        """The first job whose curve, as the allocator would see it now, moved by more than
-        `curve_change` since its last decision (a new decision is due), else None."""
-        runs = list(runs)
+    def curve_moved(self, runs: Sequence[JobRun], pool_size: int, now: float) -> Optional[str]:
+        """The first of the admitted `runs` whose curve, as the allocator would see it now, moved by
+        more than `curve_change` since its last decision (a new decision is due), else None."""
         self.book.update_priors(runs)
         top = max(1, pool_size)
+        share = fair_share(pool_size, len(runs))
         for run in runs:
             if run.decided_curve is None or run.resize_pending or now - run.last_curve_check_s < 1.0:
                 continue  # (a job in the middle of a resize has no steady rate to compare yet)
             run.last_curve_check_s = now
-            values = _decided_values(self.book.allocation_job(run, top))
+            values = _decided_values(self.book.allocation_job(run, top, share))
             if len(values) != len(run.decided_curve) or any(
                     abs(a - b) > self.curve_change * max(abs(b), 1e-9) for a, b in zip(values, run.decided_curve)):
                 return run.id
@@ -104,6 +106,11 @@ class Decider:
     def latency_p50_s(self) -> Optional[float]:
         lat = sorted(self.latencies_s)
         return lat[len(lat) // 2] if lat else None
+
+
+def fair_share(pool_size: int, jobs: int) -> int:
+    """The nodes of the pool per admitted job (at least 1): an unproven job's first probe size."""
+    return max(1, pool_size // max(1, jobs))
 
 
 def _decided_values(job: Any) -> List[float]:

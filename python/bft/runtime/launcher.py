@@ -49,7 +49,7 @@ def torchrun_argv(spec: LaunchSpec) -> List[str]:
     """
     rdzv_conf = "is_host=false,join_timeout=120,last_call_timeout=1,close_timeout=5"
     return [
-        spec.python, "-m", "torch.distributed.run",
+        spec.python, "-m", "bft.runtime.agent",  # torchrun, quiet about planned stops
         f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
         "--nproc-per-node=1",
         "--rdzv-backend=c10d",

@@ -32,7 +32,7 @@ FAILURE_SETTLE_S = 5.0
 class JobLifecycle:
     def __init__(self, state_dir: Path, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
                  runs: Dict[str, JobRun], pool: Dict[str, float], resize: str, grace_s: float,
-                 mark_dirty: Callable[[float], None]):
+                 report_timeout_s: float, mark_dirty: Callable[[float], None]):
         self.state_dir = state_dir
         self.store = store
         self.source = source
@@ -43,6 +43,7 @@ class JobLifecycle:
         self.draining: set = set()  # reclaimed nodes that still run something of ours
         self.resize = resize
         self.grace_s = grace_s
+        self.report_timeout_s = report_timeout_s
         self.mark_dirty = mark_dirty
         self.store_address = ""  # set once the endpoints are open
         self.report_address = ""
@@ -135,6 +136,10 @@ class JobLifecycle:
         row.state = "running"
         self.store.update_job(row.id, generation=row.generation, state="running", started_s=row.started_s)
         run.completed, run.failed_code, run.disturbed = False, None, False
+        run.launched_at = time.monotonic()
+        if run.nodeless_since is not None:
+            run.nodeless_s += time.time() - run.nodeless_since
+            run.nodeless_since = None
         run.round = 0
         run.last_seq.clear()
         run.rank_samples.clear()
@@ -202,11 +207,25 @@ class JobLifecycle:
                 self._generation_ended(run)
             elif run.settle_until is not None and now >= run.settle_until and not run.agents:
                 self._generation_ended(run)
+            elif run.agents and not run.silent and run.launched_at is not None:
+                self._check_silence(run, now)
         if self.draining:
             busy = self.busy_nodes()
             for node in [n for n in self.draining if n not in busy]:
                 self.draining.discard(node)
                 self.source.reclaim_done(node)  # vacated: a batch source may hand it back at once
+
+    def _check_silence(self, run: JobRun, now: float) -> None:
+        """A job that has run `report_timeout_s` without a report since its start (or since its last
+        report) is silent: its script may never call bft.train.report()."""
+        since = max(run.launched_at, run.reported_at or 0.0)
+        if now - since < self.report_timeout_s:
+            return
+        run.silent = True
+        self.store.log_event("no_reports", job=run.id, seconds=round(now - since, 1))
+        self.log_line(run.id, f"=== no progress report for {now - since:.0f} s: the job now gets only nodes no "
+                              "other job can use (does the script call bft.train.report()?) ===")
+        self.mark_dirty(now)
 
     def _generation_ended(self, run: JobRun) -> None:
         row = run.row
@@ -215,14 +234,26 @@ class JobLifecycle:
             run.settle_until = run.failed_at + FAILURE_SETTLE_S
             if time.monotonic() < run.settle_until:
                 return  # judged by a later poll
+        if run.completed and row.work and row.samples < row.work and run.settle_until is None:
+            # Its last report is sent as it exits and may be a moment behind the exit status.
+            run.settle_until = time.monotonic() + FAILURE_SETTLE_S
+            return
         run.settle_until = None
         # Its agents are gone; a worker that outlived its agent (torchrun gives each its own session)
         # must not train on: the tag finds it.
         signal_processes(tagged_processes(self.identity, job=row.id), signal.SIGKILL)
         reason, run.stop_reason = run.stop_reason, ""
+        if reason or run.disturbed:  # a planned stop: one line in the job's log, no stack dumps
+            why = reason if reason != "resize" else f"resize to {len(run.target)} nodes" if run.target else "preempted"
+            self.log_line(row.id, f"=== generation {row.generation} stopped: {why} ===")
         if not run.target or reason in ("cancel", "shutdown") or run.completed or run.failed_code is not None:
             self.book.record(run, 0)
-        if run.completed and reason != "cancel":
+        if not run.target:
+            run.nodeless_since = time.time()
+        if run.completed and reason != "cancel" and row.work and row.samples < row.work:
+            self.end_job(run, "incomplete", f"the script exited at {row.samples:.0f} of {row.work:.0f} samples "
+                                            "(it reported no more)")
+        elif run.completed and reason != "cancel":
             self.end_job(run, "finished", "")
         elif reason == "cancel":
             self.end_job(run, "cancelled", "cancelled by the user")

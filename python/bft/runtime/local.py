@@ -162,6 +162,9 @@ class LocalNodeSource(NodeSource):
     def nodes(self) -> List[str]:
         return [n for n, idle in self._idle.items() if idle]
 
+    def capacity(self) -> Optional[int]:
+        return len(self.node_names)
+
     def describe(self) -> Dict[str, object]:
         d: Dict[str, object] = {"source": self.name, "nodes": len(self.node_names)}
         if self._events:

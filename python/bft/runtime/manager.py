@@ -49,7 +49,7 @@ class ManagerOptions:
     resize: str = "relaunch"
     tfwd_s: float = 10.0
     max_jobs: int = 10
-    bind_address: str = "127.0.0.1"  # where the rendezvous store and the report socket listen
+    bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
     store_port: int = 0  # 0: any free port
     report_port: int = 0
     grace_s: float = 20.0  # a job's time to checkpoint after SIGTERM before it is killed
@@ -61,6 +61,8 @@ class ManagerOptions:
     # Reports after a (re)start that still count as warm-up. The first report of a process comes
     # after its first step, so a short warm-up suffices (the replay's default, 30 s, is for Summit).
     advisor_warmup_s: float = 3.0
+    # A running job with no progress report for this long is silent (lowest priority, flagged).
+    report_timeout_s: float = 60.0
 
     def check(self) -> None:
         if self.policy not in alloc.SOLVERS:
@@ -68,7 +70,7 @@ class ManagerOptions:
         if self.resize not in RESIZE_METHODS:
             raise ValueError(f"--resize: unknown method {self.resize!r} (choose from {', '.join(RESIZE_METHODS)})")
         for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "curve_change",
-                     "min_decision_interval_s"):
+                     "min_decision_interval_s", "report_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{name.replace('_', '-')}: expected a finite number >= 0, got {value}")
@@ -89,13 +91,14 @@ class Manager:
         self.options = options
         self.inbox: "queue.Queue[Tuple[float, str, Any]]" = queue.Queue()
         self.pool: Dict[str, float] = {}  # idle node -> since
+        self.largest_pool = 0  # the most nodes the pool has held at once
         self.runs: Dict[str, JobRun] = {}
         self.book = CurveBook(store, options.advisor_warmup_s, options.scale_up_s, options.scale_down_s)
         self.reports = ReportIntake(store, self.book, options.resize)
         self.decider = Decider(self.book, store, options.policy, options.tfwd_s, options.max_jobs,
                                options.curve_change)
         self.jobs = JobLifecycle(state_dir, store, source, identity, self.book, self.runs, self.pool,
-                                 options.resize, options.grace_s, self._mark_dirty)
+                                 options.resize, options.grace_s, options.report_timeout_s, self._mark_dirty)
         self._dirty = False
         self._dirty_since: Optional[float] = None
         self._last_decision = 0.0
@@ -109,10 +112,14 @@ class Manager:
         import torch.distributed as dist  # the runtime extra; imported here so bft imports without torch
 
         # The rendezvous store of every job lives here, not in an agent: losing a node never loses it.
-        self.rdzv_store = dist.TCPStore(self.options.bind_address, self.options.store_port, is_master=True,
-                                        wait_for_workers=False, use_libuv=True)
+        # It listens on a socket bound here, to --bind only: TCPStore alone would take every address.
+        bind = self.options.bind_address or self.source.listen_address()
+        self.store_sock = socket.create_server((bind, self.options.store_port), backlog=512)
+        self.rdzv_store = dist.TCPStore(bind, self.store_sock.getsockname()[1], is_master=True,
+                                        wait_for_workers=False, use_libuv=True,
+                                        master_listen_fd=self.store_sock.fileno())
         self.report_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.report_sock.bind((self.options.bind_address, self.options.report_port))
+        self.report_sock.bind((bind, self.options.report_port))
         host = self.source.manager_address()
         self.jobs.store_address = f"{host}:{self.rdzv_store.port}"
         self.jobs.report_address = f"{host}:{self.report_sock.getsockname()[1]}"
@@ -231,6 +238,7 @@ class Manager:
         if ev.kind == "join":
             self.jobs.draining.discard(ev.node)
             self.pool.setdefault(ev.node, time.time())
+            self.largest_pool = max(self.largest_pool, len(self.pool))
         else:
             self.pool.pop(ev.node, None)
             self.jobs.node_reclaimed(ev.node)
@@ -240,7 +248,7 @@ class Manager:
         now = time.monotonic()
         if self._dirty or now - self._last_decision < self.options.min_decision_interval_s:
             return
-        moved = self.decider.curve_moved(self.runs.values(), len(self.pool), now)
+        moved = self.decider.curve_moved(self.decider.admitted(self.runs.values()), len(self.pool), now)
         if moved is not None:
             self.store.log_event("curve_changed", job=moved)
             self._mark_dirty(now)
@@ -278,6 +286,10 @@ class Manager:
 
     def _submit(self, request: Dict[str, Any], arrived: float) -> Dict[str, Any]:
         job = control.job_from_request(request, self.options.max_retries)
+        capacity = self.source.capacity()
+        if capacity is not None and job.min_nodes > capacity:
+            raise ValueError(f"--min {job.min_nodes}: the {self.source.name} source offers at most {capacity} "
+                             f"node{'s' if capacity != 1 else ''}")
         job.secret = secrets.token_hex(32)
         self.store.add_job(job)
         self.store.log_event("submitted", job=job.id, min_nodes=job.min_nodes, max_nodes=job.max_nodes)
@@ -303,8 +315,24 @@ class Manager:
         self._mark_dirty(arrived)
         return {"ok": True, "job": job}
 
+    def _waiting_reason(self, run: JobRun, admitted: List[JobRun]) -> str:
+        """Why a job holds no nodes (bft status)."""
+        if run.silent:
+            return "no progress reports: does the script call bft.train.report()?"
+        if run not in admitted:
+            return f"admission cap reached ({self.options.max_jobs} jobs admitted, --max-jobs)"
+        if run.settle_until is not None or (run.row.retries and run.failed_code is not None):
+            return f"backing off after a failure (retry {run.row.retries} of {run.row.max_retries})"
+        if run.row.min_nodes > self.largest_pool:
+            return (f"needs {run.row.min_nodes} nodes; the pool has never had more than {self.largest_pool}")
+        if run.target:
+            return "waiting for its nodes to be vacated"
+        return "waiting for idle nodes"
+
     def status(self) -> Dict[str, Any]:
         jobs = []
+        admitted = self.decider.admitted(self.runs.values())
+        now = time.time()
         for row in self.store.jobs():
             run = self.runs.get(row.id)
             d = (run.row if run else row).status()
@@ -316,6 +344,11 @@ class Manager:
                 d["resizing"] = bool(run.stop_reason) or set(run.agents) != set(run.target)
                 if row.work and d["rate"] > 0:
                     d["eta_s"] = max(0.0, (row.work - d["samples"]) / d["rate"])
+                if run.silent:
+                    d["warning"] = "no progress reports: does the script call bft.train.report()?"
+                if not run.agents:
+                    d["waiting"] = self._waiting_reason(run, admitted)
+                    d["waiting_s"] = now - run.row.submitted_s  # since submit
             jobs.append(d)
         return {
             "manager": {"identity": self.identity, "pid": os.getpid(), "policy": self.options.policy,

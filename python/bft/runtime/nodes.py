@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -86,12 +87,25 @@ class NodeSource(abc.ABC):
         """The address the nodes use to reach the manager (rendezvous store, progress reports)."""
         return "127.0.0.1"
 
+    def listen_address(self) -> str:
+        """The local address the manager's sockets bind to unless --bind says otherwise: the one the
+        nodes reach the manager at (an IP, never a wildcard)."""
+        host = self.manager_address()
+        try:
+            return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+        except OSError as e:
+            raise SourceError(f"{self.name}: cannot resolve the manager's address {host!r}: {e}") from None
+
     def reclaim_done(self, node: str) -> None:
         """The manager has vacated a reclaimed node (nothing of it runs there any more)."""
 
     def nodes(self) -> List[str]:
         """Nodes the source currently holds (for a restarted manager: what it found again)."""
         return []
+
+    def capacity(self) -> Optional[int]:
+        """The most nodes the source can ever offer at once, if it knows (a job needing more is refused)."""
+        return None
 
     def describe(self) -> Dict[str, object]:
         """A few facts for ``bft status`` (source name, configuration, counts)."""

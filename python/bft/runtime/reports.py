@@ -9,6 +9,7 @@ Every datagram that is not believed is dropped and counted by kind (``DROP_KINDS
 from __future__ import annotations
 
 import collections
+import time
 from typing import Callable, Dict, Optional
 
 from ..train import protocol
@@ -67,15 +68,21 @@ class ReportIntake:
         self._accept(run, r)
 
     def _accept(self, run: JobRun, r: protocol.Report) -> None:
+        run.reported_at = time.monotonic()
+        run.silent = False
         run.last_seq[r.rank] = r.seq
         run.rank_samples[r.rank] = r.samples
         samples = sum(v for k, v in run.rank_samples.items() if k < r.world) if r.all_ranks else r.samples
         prev = run.last_report
         if run.resize_pending and prev is not None and (prev.generation, prev.round) != (r.generation, r.round):
             start, run.gap_start, run.resize_pending = run.gap_start, None, False
-            if start is not None and start.world != r.world:
+            nodeless_s, run.nodeless_s = run.nodeless_s, 0.0
+            if start is not None and (start.world != r.world or nodeless_s > 0):
+                # "resize": straight from the old size to the new; "restart": the job held no nodes for a
+                # while in between, which is waiting, not the resize's cost, and is left out of gap_s.
                 self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
-                                     method=self.resize_method, gap_s=r.time_s - start.time_s)
+                                     method=self.resize_method, gap="restart" if nodeless_s > 0 else "resize",
+                                     gap_s=r.time_s - start.time_s - nodeless_s, nodeless_s=nodeless_s)
         run.last_report = r
         now = max(r.time_s, run.advisor_time)
         if samples + run.advisor_offset < run.advisor_samples:
@@ -96,3 +103,4 @@ def resize_begins(run: JobRun) -> None:
     # A second resize before the first step at the new size makes the first one unmeasurable.
     run.gap_start = last if current and not run.resize_pending else None
     run.resize_pending = True
+    run.nodeless_s = 0.0

@@ -58,6 +58,15 @@ class JobRun:
     # its current size, and no second resize came before its first step at the new size.
     gap_start: Optional[protocol.Report] = None
     resize_pending: bool = False
+    # Time (wall clock) the job held no nodes between a resize's last step and its next first step:
+    # not part of the resize's gap.
+    nodeless_since: Optional[float] = None
+    nodeless_s: float = 0.0
+    # Reports: when the current generation started and when the last report was believed
+    # (monotonic); a job running that long without any is silent (ManagerOptions.report_timeout_s).
+    launched_at: Optional[float] = None
+    reported_at: Optional[float] = None
+    silent: bool = False
 
     @property
     def id(self) -> str:

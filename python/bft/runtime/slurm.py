@@ -298,14 +298,14 @@ class SlurmNodeSource(NodeSource):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("0.0.0.0", self.port))
+            s.bind((self.listen_address(), self.port))
         except OSError as e:
             if self.port == 0:
                 s.close()
                 raise SourceError(f"slurm: cannot listen for pilot reports: {e}") from None
             # The previous manager's port is taken: its adopted pilots now reach us only by poll.
             log.warning("slurm: port %d unavailable (%s); listening on a new one", self.port, e)
-            s.bind(("0.0.0.0", 0))
+            s.bind((self.listen_address(), 0))
         s.listen(64)
         s.settimeout(0.5)
         return s
@@ -408,6 +408,9 @@ class SlurmNodeSource(NodeSource):
     def nodes(self) -> List[str]:
         with self._lock:
             return sorted(p.node for p in self._pilots.values() if p.state == "running")
+
+    def capacity(self) -> Optional[int]:
+        return self.max_nodes or None  # without --slurm-max-nodes, whatever the partition holds
 
     def describe(self) -> Dict[str, object]:
         with self._lock:

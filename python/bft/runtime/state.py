@@ -19,7 +19,8 @@ from typing import Any, Dict, Iterator, List, Optional
 APPLICATION_ID = 0x42465452  # "BFTR"
 SCHEMA_VERSION = 2
 
-JOB_STATES = ("queued", "running", "finished", "failed", "cancelled")
+# incomplete: the script exited normally before its --samples were reported.
+JOB_STATES = ("queued", "running", "finished", "incomplete", "failed", "cancelled")
 ACTIVE_STATES = ("queued", "running")
 
 _SCHEMA = """

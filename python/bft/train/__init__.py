@@ -139,7 +139,8 @@ def _serialize(state: Any) -> bytes:
 
 
 def checkpoint(state: Any, *, all_ranks: bool = False) -> Optional[Path]:
-    """Saves ``state`` atomically (temporary file, fsync, rename, fsync of the directory).
+    """Saves ``state`` atomically (temporary file, fsync, rename, fsync of the directory), readable
+    by its owner only (0600 in a 0700 directory).
 
     Only rank 0 writes (data-parallel ranks hold the same state) unless ``all_ranks``; returns the
     path written, or None on the other ranks. Uses ``torch.save`` when torch is imported, pickle
@@ -151,10 +152,11 @@ def checkpoint(state: Any, *, all_ranks: bool = False) -> Optional[Path]:
     path = checkpoint_path()
     if all_ranks:
         path = path.with_name(f"{path.stem}.rank{rank()}{path.suffix}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)  # owner-only whatever the umask: a checkpoint holds the model
     data = _serialize(state)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

@@ -1,0 +1,164 @@
+"""The manager's parts on their own, without processes: the decider and curve book (probing of
+unmeasured jobs, silent jobs, the queue's order) and report intake (resize gaps, dropped datagrams by
+kind). Fast: no torch, no manager process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bft.runtime.curvebook import CurveBook
+from bft.runtime.reports import ReportIntake, resize_begins
+from bft.train import protocol
+from bft.runtime.decider import Decider, fair_share
+from bft.runtime.runs import JobRun
+from bft.runtime.state import JobRow, StateStore
+
+NODES = [f"n{k}" for k in range(4)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = StateStore(tmp_path / "state.db")
+    yield s
+    s.close()
+
+
+def make_run(store: StateStore, name: str, max_nodes: int = 4, min_nodes: int = 1) -> JobRun:
+    row = JobRow(id=name, seq=0, script="/bin/true", args=[], cwd="/", python="python3", min_nodes=min_nodes,
+                 max_nodes=max_nodes, work=None, curve=None, secret="00", state="queued")
+    return JobRun(store.add_job(row))
+
+
+def measure(book: CurveBook, run: JobRun, rates: dict, minutes: int = 5) -> None:
+    """Feeds the advisor what a job reporting at each size would: `rates` maps nodes -> samples/s."""
+    t = run.advisor_time or time.time() - 3600
+    profile = book.advisor.profile(run.id) if book.advisor.has_job(run.id) else None
+    samples = profile.cumulative_samples if profile is not None else 0.0
+    for nodes, rate in rates.items():
+        book.advisor.report(run.id, t, nodes, samples)
+        for _ in range(minutes * 6):
+            t += 10
+            samples += 10 * rate
+            book.advisor.report(run.id, t, nodes, samples)
+    run.advisor_time = t
+
+
+def decide(decider: Decider, runs, pool=NODES):
+    placements = decider.decide(decider.admitted(runs), pool, time.monotonic())
+    for p in placements:
+        p.run.target = p.nodes
+    return {p.run.id: p.nodes for p in placements}
+
+
+def test_an_unmeasured_job_is_probed_on_its_fair_share_not_given_every_node(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    decider = Decider(book, store, "exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+    measured = make_run(store, "measured")
+    # Sublinear: its best per-node rate (1 node) is what the optimistic prior gives a new job at every size.
+    measure(book, measured, {1: 1000.0, 2: 1500.0, 4: 2000.0})
+    measured.target = list(NODES)
+    new = make_run(store, "new", max_nodes=4)
+    got = decide(decider, [measured, new])
+    assert len(got["new"]) <= fair_share(len(NODES), 2) == 2
+    assert len(got["measured"]) >= 2  # the unproven prior never takes every node of a measured job
+    assert book.probe_limit(new, 2) == 2
+
+
+def test_a_probe_grows_to_twice_the_largest_measured_size_until_a_curve_is_fitted(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    run = make_run(store, "job", max_nodes=64)
+    assert book.probe_limit(run, fair_share=3) == 3  # nothing measured: its fair share
+    measure(book, run, {2: 500.0})
+    assert book.probe_limit(run, fair_share=3) == 4
+    measure(book, run, {4: 900.0, 8: 1500.0, 16: 2200.0})
+    assert book.advisor.profile("job").fit.ok
+    assert book.probe_limit(run, fair_share=3) is None  # proven: the allocator decides freely
+
+
+def test_a_silent_job_gets_only_nodes_no_other_job_can_use(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    decider = Decider(book, store, "exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+    silent = make_run(store, "silent", max_nodes=4)
+    silent.silent = True
+    silent.target = list(NODES)  # it held every node when it was found silent
+    reporting = make_run(store, "reporting", max_nodes=3)
+    measure(book, reporting, {1: 100.0, 2: 190.0, 3: 270.0})
+    got = decide(decider, [silent, reporting])
+    assert len(got["reporting"]) == 3
+    assert len(got["silent"]) <= 1  # what is left over
+    assert book.curve_source(silent) == "silent"
+    # Behind every reporting job for admission, whatever its age.
+    assert [r.id for r in Decider(book, store, "exact", 10.0, 1, 0.15).admitted([silent, reporting])] == ["reporting"]
+
+
+def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    for name in ("first", "second", "third"):
+        make_run(store, name)
+    store.close()
+    store = StateStore(path)  # a restarted manager
+    runs = [JobRun(row) for row in reversed(store.jobs())]
+    decider = Decider(CurveBook(store, 0.0, 5.0, 5.0), store, "exact", 10.0, 2, 0.15)
+    assert [r.id for r in decider.admitted(runs)] == ["first", "second"]
+    store.close()
+
+
+def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    intake = ReportIntake(store, book, "relaunch")
+    run = make_run(store, "job")
+    run.row.secret = "ab" * 32
+    run.row.generation = 1
+    t0 = time.time()
+
+    def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
+        report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
+        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
+
+    def next_generation() -> None:  # as the job lifecycle starts one
+        run.row.generation += 1
+        run.last_seq.clear()
+
+    send(1, 1, 2, 100.0, t0)
+    resize_begins(run)
+    run.nodeless_s = 30.0  # stopped, then no nodes for 30 s (the job lifecycle measures this)
+    next_generation()
+    send(2, 1, 1, 150.0, t0 + 34.0)
+    (gap,) = store.events(("resize_gap",))
+    assert gap["gap"] == "restart" and gap["gap_s"] == pytest.approx(4.0) and gap["nodeless_s"] == 30.0
+    resize_begins(run)
+    next_generation()
+    send(3, 1, 2, 200.0, t0 + 40.0)
+    assert store.events(("resize_gap",))[-1]["gap"] == "resize"
+    assert store.events(("resize_gap",))[-1]["gap_s"] == pytest.approx(6.0)
+
+
+def test_every_dropped_report_is_counted_by_kind(store):
+    intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0), "relaunch")
+    run = make_run(store, "job")
+    run.row.secret = "ab" * 32
+    run.row.generation = 2
+    key = bytes.fromhex(run.row.secret)
+    find = {"job": run}.get
+
+    def report(generation: int = 2, seq: int = 1, samples: float = 1.0) -> bytes:
+        return protocol.encode(protocol.Report("job", generation, 0, seq, 0, 1, False, samples, time.time()), key)
+
+    datagrams = {
+        "unknown_job": [b"not ours", protocol.encode(protocol.Report("other", 1, 0, 1, 0, 1, False, 1.0, 1e9), key)],
+        "bad_mac": [report()[:-4] + b"beef", protocol.encode(protocol.Report("job", 2, 0, 1, 0, 1, False, 1.0, 1e9),
+                                                             b"guessed")],
+        "malformed": [protocol.encode(protocol.Report("job", 2, 0, 1, 0, 1, False, -5.0, 1e9), key)],
+        "stale_generation": [report(generation=1)],
+    }
+    for d in [d for ds in datagrams.values() for d in ds]:
+        intake.on_datagram(d, find)
+    intake.on_datagram(report(seq=1), find)  # believed
+    intake.on_datagram(report(seq=1, samples=99.0), find)  # the same sequence number again
+    want = {kind: len(ds) for kind, ds in datagrams.items()}
+    want["replay"] = 1
+    assert dict(intake.dropped) == want and intake.dropped_total == sum(want.values())
+    assert run.row.samples == 1.0
