@@ -56,10 +56,12 @@ def test_no_socket_of_the_manager_or_its_jobs_listens_on_a_wildcard_address(harn
     proc = harness.start("--local-nodes", "2")
     harness.submit("ddp", "--min", "2", "--max", "2", "--samples", "100000000")  # rank 0's agent hosts a store
     harness.wait(lambda s: s["jobs"][0]["samples"] > 0, 120, "the job to report")
-    pids = {proc.pid, *tagged_processes(harness.identity)}
-    sockets = listening_sockets(pids)
-    assert {p for _, _, p in sockets} >= {proc.pid}, sockets  # the manager's store and report socket are seen
-    assert any(pid != proc.pid for _, _, pid in sockets), sockets  # and the agents'
+    keeper = harness.keeper_pid()
+    agents = set(tagged_processes(harness.identity))
+    sockets = listening_sockets({proc.pid, keeper, *agents})
+    # The store and the report socket (in the keeper) and the store of the job's rank-0 agent are seen.
+    assert {proto for proto, _, pid in sockets if pid == keeper} == {"tcp", "udp"}, sockets
+    assert any(pid in agents for _, _, pid in sockets), sockets
     assert [s for s in sockets if s[1] in WILDCARDS] == [], sockets
 
 

@@ -298,7 +298,9 @@ def format_status(status: Dict[str, Any]) -> str:
         lines.append(f"manager {m['identity']} (pid {m['pid']}): source {src.get('source')}, policy {m['policy']}, "
                      f"resize {m['resize']}; {m['decisions']} decisions"
                      + (f", median {p50 * 1e3:.1f} ms" if p50 is not None else "")
-                     + (f"; {m['bad_reports']} bad reports dropped" if m["bad_reports"] else "")
+                     + (f"; {m['bad_reports']} reports dropped ("
+                        + ", ".join(f"{k} {v}" for k, v in m.get("dropped_reports", {}).items() if v) + ")"
+                        if m["bad_reports"] else "")
                      + ("; stopping" if m["stopping"] else ""))
         used = status["nodes"]["used"]
         lines.append(f"nodes: {len(status['nodes']['pool'])} in the pool, {len(used)} training")
