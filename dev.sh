@@ -9,7 +9,8 @@
 #   ./dev.sh bench [args] the Google Benchmark programs in bench/ (args go to each program)
 #   ./dev.sh wheel        `pip install .` into a fresh virtual environment and solve a small MILP
 #   ./dev.sh slurm-demo   an 8-node Slurm test cluster, a main-queue workload and two training jobs
-#   ./dev.sh format       reformat the C++ sources with clang-format (format-check: only check)
+#   ./dev.sh format       reformat the C++ sources (clang-format) and apply ruff's safe fixes to the
+#                         Python ones; format-check only checks, with clang-format and ruff
 # Environment: BFT_BUILD_DIR (default build/dev), BFT_JOBS (default: number of cores).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +24,7 @@ APT_PACKAGES=(g++ pkg-config libglpk-dev libeigen3-dev libgtest-dev libgmock-dev
 # torch is pinned: 2.13.0 is a CPU build that pip finds on this project's machines; an unpinned
 # torch pulls gigabytes of CUDA packages. scikit-learn ships the runtime examples' dataset.
 PY_PACKAGES=("cmake>=3.22" ninja "pybind11>=2.12" "scikit-build-core>=0.10" "numpy>=1.22" scipy
-             matplotlib "pytest>=7" hypothesis "torch==2.13.0" scikit-learn)
+             matplotlib "pytest>=7" hypothesis "torch==2.13.0" scikit-learn ruff)
 
 log() { printf '\033[1m[dev.sh]\033[0m %s\n' "$*" >&2; }
 
@@ -151,7 +152,16 @@ case "$cmd" in
   format|format-check)
     setup
     mapfile -t files < <(git ls-files '*.cpp' '*.h' | grep -v '^\.')
-    if [ "$cmd" = format ]; then clang-format -i "${files[@]}"; else clang-format --dry-run --Werror "${files[@]}"; fi
+    mapfile -t py_files < <(git ls-files '*.py' | grep -v '^\.')
+    # ruff reads its rules from pyproject.toml; `format` applies the fixes ruff calls safe and lists
+    # the findings left to fix by hand (format-check fails on them).
+    if [ "$cmd" = format ]; then
+      clang-format -i "${files[@]}"
+      "$VENV/bin/ruff" check --fix --exit-zero "${py_files[@]}"
+    else
+      clang-format --dry-run --Werror "${files[@]}"
+      "$VENV/bin/ruff" check "${py_files[@]}"
+    fi
     ;;
   *)
     sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'

@@ -4,7 +4,6 @@ this build has (a backend that was not built is reported as skipped)."""
 import itertools
 import math
 import threading
-import time
 
 import numpy as np
 import pytest
