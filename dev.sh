@@ -2,7 +2,9 @@
 # libbft developer entry point. Installs what is missing (apt packages, a Python virtual
 # environment), configures and builds incrementally, then runs what was asked:
 #   ./dev.sh run [args]   the main job: `bft replay` (trace replay) with the built-in default
-#   ./dev.sh test         every C++ (ctest/GoogleTest) and Python (pytest) test
+#   ./dev.sh test [args]  every C++ (ctest/GoogleTest) and Python (pytest) test; args go to pytest
+#   ./dev.sh test --quick the fast loop: the same without the Python tests marked runtime, slurm or
+#                         slow (the end-to-end runtime runs and the Slurm test cluster)
 #   ./dev.sh build        set up and build everything (library, tests, Python module)
 #   ./dev.sh asan         the C++ suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./dev.sh fuzz         the libFuzzer targets (clang), each for BFT_FUZZ_SECONDS (default 30)
@@ -89,11 +91,16 @@ case "$cmd" in
     setup; configure "$BUILD_DIR"; build "$BUILD_DIR"
     ;;
   test)
+    quick=()
+    if [ "${1:-}" = --quick ]; then
+      shift
+      quick=(-m "not runtime and not slurm and not slow")
+    fi
     setup; configure "$BUILD_DIR"; build "$BUILD_DIR"
     log "C++ tests (ctest)"
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
-    log "Python tests (pytest)"
-    run_pytest "$@"
+    log "Python tests (pytest${quick:+, without the runtime, slurm and slow markers})"
+    run_pytest "${quick[@]}" "$@"
     ;;
   asan)
     setup; BUILD_DIR=build/asan
@@ -164,7 +171,7 @@ case "$cmd" in
     fi
     ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^[^#]/p' "$0" | sed -n 's/^# \{0,1\}//p'  # the comment block at the top
     [ -z "$cmd" ] && exit 0 || exit 2
     ;;
 esac
