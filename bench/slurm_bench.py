@@ -10,7 +10,9 @@ job on the node is torn down, which is most of "freed -> join".
 Reclaim: a main-partition job is submitted -> it runs, on an idle cluster (no pilots), on nodes
 all held by pilots that the manager releases as soon as it is told (reclaim_done on the reclaim
 event: nothing to vacate), and on nodes held by pilots that are never released (Slurm enforces
-the partition's GraceTime). Medians over --repeat samples; measurements, never pass/fail.
+the partition's GraceTime). Where pilots hold the nodes, also submitted -> the source emits the
+reclaim (the pilot's own report, which carries the grace time). Medians over --repeat samples;
+measurements, never pass/fail.
 
     PYTHONPATH=build/dev/python .venv/bin/python bench/slurm_bench.py [--repeat 7] [--cluster-dir DIR]
 """
@@ -108,7 +110,7 @@ def adoption(repeat, state_dir, out_dir):
         for i in range(repeat):
             # n8 busy with a main job (preempting the pilot of the previous round), a pilot pending.
             hold = sbatch("--partition=main", "--nodes=1", "--nodelist=n8", "--wrap=sleep 3600")
-            wait_until(lambda: running(hold), 20, "main job on n8")
+            wait_until(lambda hold=hold: running(hold), 20, "main job on n8")
             wait_until(lambda: any(r["state"] == "PENDING" for r in squeue(f"--name={src.job_name}")), 10,
                        "a pending pilot")
             since = len(ev.items)
@@ -137,22 +139,27 @@ def adoption(repeat, state_dir, out_dir):
     return samples
 
 
-def main_job_waits(repeat, src=None, ev=None):
-    waits = []
+def main_job_waits(repeat, ev=None):
+    """Submitted -> running for each main job; with pilots (ev), also submitted -> reclaim emitted."""
+    waits, announced = [], []
     for _ in range(repeat):
         if ev is not None:  # every node held by a pilot, so that the main job has to preempt one
             wait_until(lambda: len(ev.held()) == 8, 30, "8 nodes held", step_s=0.1)
+            since = len(ev.items)
         t = time.time()
         job = sbatch("--partition=main", "--nodes=1", "--wrap=sleep 3600")
-        wait_until(lambda: running(job), 60, "main job running")
+        wait_until(lambda job=job: running(job), 60, "main job running")
         waits.append(time.time() - t)
+        if ev is not None:
+            announced.append(ev.wait_new("reclaim", since, 30).time_s - t)
         subprocess.run(["scancel", job], check=True)
-        wait_until(lambda: gone(job), 30, "main job gone")
-    return waits
+        wait_until(lambda job=job: gone(job), 30, "main job gone")
+    return waits, announced
 
 
 def reclaim(repeat, state_dir):
-    result = {"no pilots": main_job_waits(repeat)}
+    """Main-job waits per mode, and the reclaim announcement latencies of the pilot modes."""
+    result, announced = {"no pilots": main_job_waits(repeat)[0]}, {}
     for mode, release in (("pilots, released at once", True), ("pilots, held for the grace time", False)):
         src = SlurmNodeSource(f"bench-{'release' if release else 'hold'}", state_dir / mode.replace(" ", "_"),
                               partition="pilot", manager_address="127.0.0.1", pending=8, max_nodes=8,
@@ -162,11 +169,11 @@ def reclaim(repeat, state_dir):
             ev.on_reclaim = lambda e, s=src: s.reclaim_done(e.node)
         try:
             src.start(ev)
-            result[mode] = main_job_waits(repeat, src, ev)
+            result[mode], announced[mode] = main_job_waits(repeat, ev)
         finally:
             src.stop(release=True)
             wait_until(lambda: not squeue(), 30, "empty queue", step_s=0.2)
-    return result
+    return result, announced
 
 
 def fmt(xs):
@@ -192,7 +199,7 @@ def main():
             print(f"Slurm test cluster: 8 nodes, pilot partition GraceTime={grace} s, {args.repeat} samples each",
                   flush=True)
             adopt = adoption(args.repeat, tmp / "state", tmp)
-            waits = reclaim(args.repeat, tmp / "state")
+            waits, announced = reclaim(args.repeat, tmp / "state")
         finally:
             if args.cluster_dir is None:
                 subprocess.run([str(CLUSTER_SH), "stop", str(cluster)], capture_output=True)
@@ -205,6 +212,8 @@ def main():
     print(f"| node freed -> command running | {fmt(cols[4])} |")
     for mode, w in waits.items():
         print(f"| main job submitted -> running, {mode} | {fmt(w)} |")
+    for mode, w in announced.items():
+        print(f"| main job submitted -> reclaim emitted (pilot's report), {mode} | {fmt(w)} |")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,32 @@ class Events:
         return held
 
 
+class Polls:
+    """Counts the squeue polls a source has completed, so that a test can wait until the source has
+    looked at the queue again (instead of sleeping for a few poll periods)."""
+
+    def __init__(self, source):
+        self.count = 0
+        self.cond = threading.Condition()
+        reconcile = source._reconcile  # the last step of each poll
+
+        def counted(*args, **kwargs):
+            try:
+                return reconcile(*args, **kwargs)
+            finally:
+                with self.cond:
+                    self.count += 1
+                    self.cond.notify_all()
+
+        source._reconcile = counted
+
+    def wait_more(self, n, timeout_s):
+        """Returns once n more polls have completed; so with n >= 2 at least one began after the call."""
+        with self.cond:
+            target = self.count + n
+            assert self.cond.wait_for(lambda: self.count >= target, timeout_s), f"no {n} polls within {timeout_s} s"
+
+
 def wait_until(pred, timeout_s, what, step_s=0.1):
     deadline = time.monotonic() + timeout_s
     while True:
@@ -97,19 +123,39 @@ def pilots_of(source):
     return squeue(f"--name={source.job_name}")
 
 
-def submit_main(nodes=1, seconds=120):
-    """A main-queue job; returns (job id, submit time)."""
-    t = time.time()
-    out = subprocess.run(["sbatch", "--parsable", "--partition=main", f"--nodes={nodes}", "--job-name=main-load",
-                          "--output=/dev/null", f"--wrap=sleep {seconds}"], check=True, capture_output=True, text=True)
-    return out.stdout.strip(), t
+def submit_main(nodes=1, seconds=120, nodelist=None):
+    """A main-queue job (on nodelist, if given); returns its id."""
+    where = [f"--nodelist={nodelist}"] if nodelist else []
+    out = subprocess.run(["sbatch", "--parsable", "--partition=main", f"--nodes={nodes}", *where,
+                          "--job-name=main-load", "--output=/dev/null", f"--wrap=sleep {seconds}"],
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def state_of(job_id):
+    """The job's squeue state, "" once it has left the queue."""
+    rows = squeue(f"--jobs={job_id}")
+    return rows[0]["state"] if rows else ""
 
 
 def wait_running(job_id, timeout_s):
-    """The time the job was first seen running, and its node list."""
+    """The job's node list, once it runs."""
     rows = wait_until(lambda: [r for r in squeue(f"--jobs={job_id}") if r["state"] == "RUNNING"], timeout_s,
                       f"main job {job_id} running", step_s=0.05)
-    return time.time(), rows[0]["node"]
+    return rows[0]["node"]
+
+
+def ended_state(job_id, timeout_s=30):
+    """The final state of a job once it has left the queue (slurmctld keeps it for MinJobAge, 60 s in
+    cluster.sh): CANCELLED for a pilot the source cancelled, PREEMPTED for one killed at the end of
+    the grace time."""
+
+    def final():
+        out = subprocess.run(["scontrol", "show", "job", job_id], check=True, capture_output=True, text=True).stdout
+        state = re.search(r"JobState=(\w+)", out).group(1)
+        return None if state in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING") else state
+
+    return wait_until(final, timeout_s, f"job {job_id} ended", step_s=0.2)
 
 
 def cancel_and_wait_empty(timeout_s=30):

@@ -285,7 +285,8 @@ def test_policy_and_solver_names_come_from_one_list():
     assert set(alloc.SOLVERS) == {core.solver_name(kind) for kind in alloc.SolverKind}
     for name in alloc.SOLVERS:
         assert core.solver_name(core.solver_kind_from_string(name)) == name
-    with pytest.raises(ValueError, match="expected one of exact, equal_share, completion_aware, lifetime_aware, count_milp, node_milp"):
+    names = "exact, equal_share, completion_aware, lifetime_aware, count_milp, node_milp"
+    with pytest.raises(ValueError, match=f"expected one of {names}"):
         core.solver_kind_from_string("simplex")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import bft
-from bft import alloc, cli, sim
+from bft import cli, sim
 
 TRACE = "time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"
 # 10/s on 1 node, 18 on 2; "spb" processes 12 and 40 at efficiency 0.5: worth 6 and 20.

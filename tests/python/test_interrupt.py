@@ -1,14 +1,17 @@
 """Ctrl-C (SIGINT) stops long C++ calls, and isolated MILP solves give the same results.
 
-Each interrupt test runs a child interpreter, waits until it is inside the long call, sends SIGINT
-and expects KeyboardInterrupt. The 60 s bound only detects a call that ignores Ctrl-C (before the
-fix: a MILP solve ran to its end, minutes later); it is not a measurement.
+Each interrupt test runs a child interpreter, waits until it is inside the long call (it has used
+CPU time since it said so), sends SIGINT and expects KeyboardInterrupt. The 60 s bounds only detect
+a call that ignores Ctrl-C (before the fix: a MILP solve ran to its end, minutes later) or never
+starts; they are not measurements.
 """
 
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +67,27 @@ def _sigint_default():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _cpu_s(pid):
+    """CPU seconds used so far by pid and its live descendants (an isolated solve runs in a forked
+    child); 0 for a process that has gone meanwhile."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return own + sum(_cpu_s(c) for c in children)
+
+
+def _wait_computing(pid, cpu_s=0.5, timeout_s=60):
+    """Returns once pid (with its descendants) has used cpu_s more CPU time: it is inside the call."""
+    start, deadline = _cpu_s(pid), time.monotonic() + timeout_s
+    while _cpu_s(pid) < start + cpu_s:
+        assert time.monotonic() < deadline, f"the child used less than {cpu_s} s of CPU in {timeout_s} s"
+        time.sleep(0.05)
+
+
 def interrupt_child(code, *args):
     child = subprocess.Popen(
         [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -71,7 +95,7 @@ def interrupt_child(code, *args):
     )
     try:
         assert child.stdout.readline().strip() == "solving"
-        time.sleep(1.0)  # let it get deep into the call
+        _wait_computing(child.pid)
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=60)
     finally:

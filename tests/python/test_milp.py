@@ -4,7 +4,6 @@ this build has (a backend that was not built is reported as skipped)."""
 import itertools
 import math
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -308,7 +307,7 @@ def test_time_limit_is_honoured_on_a_hard_instance(backend):
 def test_solve_releases_the_gil(backend):
     # While one thread is inside a long solve, another thread runs Python code to completion. Only
     # the order of events is checked: the Python task (about a thousand bytecodes) must finish
-    # while the solve (5 s on an instance branch and bound cannot close) is still running.
+    # while the solve (1 s on an instance branch and bound cannot close) is still running.
     # With the GIL held, the task could only finish after the solve had returned.
     m = market_split(6, 50, 7)
     inside = threading.Event()
@@ -317,7 +316,7 @@ def test_solve_releases_the_gil(backend):
 
     def solve():
         inside.set()
-        results.append(milp.solve(m, backend=backend, time_limit_s=5))
+        results.append(milp.solve(m, backend=backend, time_limit_s=1))
         finished.set()
 
     solver = threading.Thread(target=solve)

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from bft import sim
-
 from reference_oracle import read_jobs_jsonl, read_trace_csv, replay_reference
 
 TRACE_FILE = "summit-idle-nodes-2021-02.csv.gz"

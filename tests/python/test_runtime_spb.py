@@ -42,7 +42,8 @@ def test_configurations_default_to_a_speedup_of_one():
 def test_submit_reports_a_bad_configuration_in_one_line(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
-    for arg, needle in (("spb", "expected NAME:EFFICIENCY[:SPEEDUP]"), ("spb:high", "efficiency 'high' is not a number"),
+    for arg, needle in (("spb", "expected NAME:EFFICIENCY[:SPEEDUP]"),
+                        ("spb:high", "efficiency 'high' is not a number"),
                         ("spb:1.5", "efficiency 1.5 must be"), ("spb:0.5:0", "speedup 0.0 must be")):
         r = bft("submit", str(script), "--state-dir", str(tmp_path / "state"), "--configuration", arg)
         lines = r.stderr.strip().splitlines()

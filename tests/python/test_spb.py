@@ -15,16 +15,18 @@ torch = pytest.importorskip("torch")
 from bft.train.spb import balanced_batches, check_depths, structured_depths  # noqa: E402
 from runtime_util import python_env  # noqa: E402
 
-# One rank of a world: the model, its data and the checks, run by every rank; rank 0 prints "ok".
+# One rank of a world of 3; every rank runs each mode given on its command line in turn, in one process
+# group (starting torch once per rank, not once per mode), and prints "<mode> ok" or "<mode> FAIL <why>".
+# Every check of a mode comes after its collectives, so that a failing rank cannot leave the others
+# waiting in one: the next modes still run and report.
 WORKER = """
-import os, sys
+import copy, os, sys, traceback
 import torch, torch.distributed as dist
 from torch import nn
 from bft.train.spb import PartialBackprop
 
-rank, world, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-dist.init_process_group("gloo", init_method="file://" + sys.argv[4], rank=rank, world_size=world)
-torch.manual_seed(0)
+rank, world, rendezvous, modes = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=rank, world_size=world)
 def stages():
     return [nn.Sequential(nn.Linear(6, 8), nn.Tanh()), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), nn.Linear(8, 3)]
 def batch(r, step, size=5):  # each rank's own data, reproducible anywhere
@@ -32,9 +34,9 @@ def batch(r, step, size=5):  # each rank's own data, reproducible anywhere
     return torch.randn(size, 6, generator=g), torch.randint(0, 3, (size,), generator=g)
 loss_fn = nn.CrossEntropyLoss()
 
-if mode == "ddp":
+def ddp():
     base = stages()
-    spb = PartialBackprop([s for s in __import__("copy").deepcopy(base)], depths=[3] * world)
+    spb = PartialBackprop(copy.deepcopy(base), depths=[3] * world)
     ddp = nn.parallel.DistributedDataParallel(nn.Sequential(*base))
     opts = [torch.optim.SGD(m.parameters(), lr=0.5) for m in (spb, ddp)]
     for step in range(4):
@@ -45,9 +47,10 @@ if mode == "ddp":
             if model is spb:
                 spb.sync_gradients()
             opt.step()
-    for a, b in zip(spb.parameters(), ddp.parameters()):
-        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7), (a - b).abs().max()
-else:
+    return lambda: [torch.allclose(a, b, rtol=1e-6, atol=1e-7) or (a - b).abs().max()
+                    for a, b in zip(spb.parameters(), ddp.parameters())]
+
+def partial(mode):
     # "3,2,1": depths, equal batches; "3,2,1/4,7,9": depths and per-rank batch sizes.
     spec, _, sizes = mode.partition("/")
     depths = [int(d) for d in spec.split(",")]
@@ -60,62 +63,78 @@ else:
     x, y = batch(rank, 0, size(rank))
     loss_fn(model(x), y).backward()
     # A rank computes gradients only for its suffix of stages.
-    for s, stage in enumerate(model.stages):
-        has = all(p.grad is not None for p in stage.parameters())
-        assert has == (s >= 3 - model.depth), (rank, s, has)
+    computed = [all(p.grad is not None for p in stage.parameters()) for stage in model.stages]
     model.sync_gradients()
-    expected = []
-    for r in range(world):
-        for q in [p for s in reference for p in s.parameters()]:
-            q.grad = None
-        xr, yr = batch(r, 0, size(r))
-        loss_fn(nn.Sequential(*reference)(xr), yr).backward()
-        expected.append([[q.grad.clone() for q in s.parameters()] for s in reference])
-    for s, stage in enumerate(model.stages):
-        ranks = [r for r in range(world) if depths[r] >= 3 - s]
-        assert model.contributors[s] == len(ranks)
-        weight = {r: size(r) for r in ranks}  # each rank's mean gradient counts its samples
-        for k, p in enumerate(stage.parameters()):
-            mean = sum(weight[r] * expected[r][s][k] for r in ranks) / sum(weight.values())
-            assert torch.allclose(p.grad, mean, rtol=1e-5, atol=1e-7), (rank, s, (p.grad - mean).abs().max())
-dist.barrier()  # before teardown: gloo can abort a rank that leaves while another still talks
+
+    def check():
+        assert computed == [s >= 3 - model.depth for s in range(3)], (rank, computed)
+        expected = []
+        for r in range(world):
+            for q in [p for s in reference for p in s.parameters()]:
+                q.grad = None
+            xr, yr = batch(r, 0, size(r))
+            loss_fn(nn.Sequential(*reference)(xr), yr).backward()
+            expected.append([[q.grad.clone() for q in s.parameters()] for s in reference])
+        for s, stage in enumerate(model.stages):
+            ranks = [r for r in range(world) if depths[r] >= 3 - s]
+            assert model.contributors[s] == len(ranks), (s, model.contributors)
+            weight = {r: size(r) for r in ranks}  # each rank's mean gradient counts its samples
+            for k, p in enumerate(stage.parameters()):
+                mean = sum(weight[r] * expected[r][s][k] for r in ranks) / sum(weight.values())
+                assert torch.allclose(p.grad, mean, rtol=1e-5, atol=1e-7), (s, (p.grad - mean).abs().max())
+    return check
+
+for mode in modes:
+    torch.manual_seed(0)  # every rank starts each mode from the same weights
+    check = ddp() if mode == "ddp" else partial(mode)
+    try:
+        result = check()
+        if mode == "ddp":
+            assert all(r is True for r in result), ("parameters differ from DDP's by", result)
+        print(mode, "ok", flush=True)
+    except AssertionError as e:
+        print(mode, "FAIL", repr(e.args), flush=True)
+    dist.barrier()
 dist.destroy_process_group()
-if rank == 0:
-    print("ok")
 """
+MODES = ("ddp", "3,2,1", "1,3,1", "3,2,1/4,7,9")
 
 
-def run_world(tmp_path, world: int, mode: str) -> None:
-    script = tmp_path / "worker.py"
+@pytest.fixture(scope="module")
+def world_results(tmp_path_factory):
+    """Each mode's line from each of 3 ranks: {mode: [rank 0's, rank 1's, rank 2's]}."""
+    tmp = tmp_path_factory.mktemp("spb")
+    script = tmp / "worker.py"
     script.write_text(textwrap.dedent(WORKER))
-    rendezvous = tmp_path / f"rdv-{mode.replace(',', '-').replace('/', '_')}"
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), mode, str(rendezvous)],
+    world = 3
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), str(tmp / "rendezvous"), *MODES],
                               env=python_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(world)]
     try:
-        outs = [p.communicate(timeout=120) for p in procs]
+        outs = [p.communicate(timeout=180) for p in procs]
     finally:
         for p in procs:  # a rank stuck in a collective after another failed
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for r, (p, (out, err)) in enumerate(zip(procs, outs)):
+    for r, (p, (_, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"rank {r}: {err[-2000:]}"
-    assert outs[0][0].strip() == "ok"
+    lines = [dict(line.split(" ", 1) for line in out.splitlines()) for out, _ in outs]
+    return {mode: [rank.get(mode, "missing") for rank in lines] for mode in MODES}
 
 
-def test_full_depth_everywhere_is_data_parallel_training_step_for_step(tmp_path):
-    run_world(tmp_path, 2, "ddp")
+def test_full_depth_everywhere_is_data_parallel_training_step_for_step(world_results):
+    assert world_results["ddp"] == ["ok"] * 3
 
 
-def test_each_stage_gets_the_mean_over_exactly_the_ranks_that_computed_it(tmp_path):
-    run_world(tmp_path, 3, "3,2,1")
-    run_world(tmp_path, 3, "1,3,1")
+def test_each_stage_gets_the_mean_over_exactly_the_ranks_that_computed_it(world_results):
+    assert world_results["3,2,1"] == ["ok"] * 3
+    assert world_results["1,3,1"] == ["ok"] * 3
 
 
-def test_with_batch_sizes_each_stage_gets_the_mean_over_the_samples_that_reached_it(tmp_path):
+def test_with_batch_sizes_each_stage_gets_the_mean_over_the_samples_that_reached_it(world_results):
     # Rank 0 at full depth with 4 samples; the partial ranks take 7 and 9 (their steps are faster).
-    run_world(tmp_path, 3, "3,2,1/4,7,9")
+    assert world_results["3,2,1/4,7,9"] == ["ok"] * 3
 
 
 def test_balanced_batches_give_the_faster_ranks_more_samples():

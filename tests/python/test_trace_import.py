@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from bft import cli, sim
-
 from test_cli import one_line_error, run_module
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -53,10 +52,10 @@ def test_sacct_import_matches_a_second_by_second_oracle(tmp_path):
                 sim.import_sacct(log, "c[00-05]")
             continue
 
-        def held_at(t):  # a job holds its nodes from its start (or the window's) until its end, if the window sees it
-            return {x for s, e, n in ran if max(s, origin) <= t and (e is None or e > end or t < e) for x in n}
-
-        want = {t: set(machine) - held_at(t) for t in range(origin, end)}
+        # A job holds its nodes from its start (or the window's) until its end, if the window sees it.
+        want = {t: set(machine) - {x for s, e, n in ran if max(s, origin) <= t and (e is None or e > end or t < e)
+                                   for x in n}
+                for t in range(origin, end)}
         try:
             imported = sim.import_sacct(log, "c[00-05]", **{k: str(v) for k, v in window.items()})
         except ValueError as e:
