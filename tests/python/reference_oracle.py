@@ -126,8 +126,8 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
     # Initial state: transitions up to the start; a node is busy before its first one.
     idle = set()
     # time -> [(node, becomes idle)] in file order; dicts keep insertion order. Every time in it but the
-    # start changes some subset node's state: the published replayer's events, all counted, even those
-    # after the window ends.
+    # start changes some subset node's state: the published replayer's events, up to the one at which the
+    # last job finishes.
     events = {start: []}
     rows = np.isin(trace.nodes, list(subset)) & (trace.times <= bound)
     for t, node, becomes_idle in zip(trace.times[rows].tolist(), trace.nodes[rows].tolist(), trace.idle[rows].tolist()):
@@ -142,7 +142,9 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
     holder = {}  # node -> JobState holding it
     idle_node_s = used_node_s = ideal = 0.0
     previous = None
+    processed = 0  # events looked at, the one that ends the window included
     for t, transitions in events.items():
+        processed += 1
         running = [j for j in states.values() if j.finish is None]
         # a. Progress over (previous, t] at the rates decided at the previous event, even past the work.
         if previous is not None:
@@ -220,7 +222,7 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
         "mean_turnaround_s": float(np.mean([j.finish - j.spec["submit"] for j in finished])) if finished else None,
         "preemptions": sum(j.preemptions for j in states.values()),
         "rescales": sum(j.rescales for j in states.values()),
-        "events": len(events),
+        "events": processed,
     }
     per_job = {
         j.spec["name"]: {"finish_s": j.finish, "done": j.done, "preemptions": j.preemptions, "rescales": j.rescales}

@@ -248,8 +248,7 @@ enum class Accounting {
   // capped at the work: a job finishes at the first event at which its samples done, net of every
   // charge so far (that event's preemption charges included), reach its work, and what it made
   // beyond its work is a loss; losses are taken in full out of the samples done, which may go
-  // below zero; Summary::events counts the replayed nodes' state changes up to end_s, also after
-  // the window ended; equal share gives a job its share only if it exceeds min_nodes
+  // below zero; equal share gives a job its share only if it exceeds min_nodes
   // (alloc::SolveOptions::equal_share_above_min); subset nodes absent from the trace are allowed
   // (always busy).
   kReference,
@@ -368,12 +367,11 @@ struct Summary {
   std::string accounting;  // ToString(options.accounting)
   double start_s = 0.0;
   double end_s = 0.0;
-  int nodes = 0;  // nodes in the replayed subset
-  // Rows of the step log; reference accounting adds the replayed nodes' state changes after the
-  // window's early end, up to end_s (the published replayer counts them).
-  int events = 0;
+  int nodes = 0;   // nodes in the replayed subset
+  int events = 0;  // rows of the step log
   double samples_done = 0.0;
-  // What the same allocations would have done with no rescale or preemption loss.
+  // What the same allocations would have done with no rescale or preemption loss (reference: not
+  // capped at a job's work, up to the event that notices its finish).
   double samples_without_losses = 0.0;
   double loss_samples = 0.0;         // as JobResult::loss_samples, over all jobs
   double unpaid_loss_samples = 0.0;  // the part of loss_samples jobs still owed at the end

@@ -172,9 +172,6 @@ class Engine {
   int allocator_failures_ = 0;
   int total_rescales_ = 0;
   int total_preemptions_ = 0;
-  // Reference accounting: the subset's state changes after the window ended early (every job done)
-  // and up to end_s, which the published replayer counts as events too.
-  int events_after_window_ = 0;
   double next_progress_ = 0.0;  // the next fraction of the window to report to on_progress
   // Allocator state reused between calls.
   alloc::SolveOptions solve_;  // opt_.solve, with reference accounting's equal-share rule
@@ -737,8 +734,7 @@ void Engine::RunContinuous() {
 }
 
 // Reference accounting: one event at the window's start, then one at each later time at which a
-// node of the subset changes state, up to end_s; stops early once every job has finished (the
-// later state changes are still counted as events).
+// node of the subset changes state, up to end_s; stops early once every job has finished.
 void Engine::RunReference() {
   const std::vector<Transition>& tr = trace_.transitions;
   double t = start_;
@@ -768,14 +764,6 @@ void Engine::RunReference() {
     bool arrived = false;
     Admit(t, &arrived);
     Decide(t, transitions, preemptions, true);
-  }
-  for (double last = t; next_transition_ < tr.size(); ++next_transition_) {
-    const Transition& x = tr[next_transition_];
-    const auto time = static_cast<double>(x.time_s);
-    if (time > end_) break;
-    if (!in_subset_[static_cast<std::size_t>(x.node)] || time == last) continue;
-    last = time;
-    ++events_after_window_;
   }
   end_ = now_;
 }
@@ -844,7 +832,7 @@ void Engine::Summarize() {
   s.start_s = start_;
   s.end_s = end_;
   s.nodes = subset_size_;
-  s.events = static_cast<int>(result_.steps.size()) + events_after_window_;
+  s.events = static_cast<int>(result_.steps.size());
   double first_submit = kInf;
   double last_finish = -kInf;
   double turnaround = 0.0;
