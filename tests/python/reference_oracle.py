@@ -61,8 +61,8 @@ class JobState:
     rescales: int = 0
 
     def charge(self, loss: float):
-        # A charge never takes done below 0; the part it cannot take is forgotten.
-        self.done -= min(loss, self.done)
+        # Taken in full: done may go below 0.
+        self.done -= loss
 
 
 @dataclass
@@ -125,7 +125,10 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
 
     # Initial state: transitions up to the start; a node is busy before its first one.
     idle = set()
-    events = {start: []}  # time -> [(node, becomes idle)] in file order; dicts keep insertion order
+    # time -> [(node, becomes idle)] in file order; dicts keep insertion order. Every time in it but the
+    # start changes some subset node's state: the published replayer's events, up to the one at which the
+    # last job finishes.
+    events = {start: []}
     rows = np.isin(trace.nodes, list(subset)) & (trace.times <= bound)
     for t, node, becomes_idle in zip(trace.times[rows].tolist(), trace.nodes[rows].tolist(), trace.idle[rows].tolist()):
         if t <= start:
@@ -139,15 +142,16 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
     holder = {}  # node -> JobState holding it
     idle_node_s = used_node_s = ideal = 0.0
     previous = None
+    processed = 0  # events looked at, the one that ends the window included
     for t, transitions in events.items():
+        processed += 1
         running = [j for j in states.values() if j.finish is None]
-        # a. Progress over (previous, t] at the rates decided at the previous event.
+        # a. Progress over (previous, t] at the rates decided at the previous event, even past the work.
         if previous is not None:
             dt = t - previous
             for j in running:
-                credited = min(j.rate * dt, j.spec["work"] - j.done)
-                j.done += credited
-                ideal += credited
+                j.done += j.rate * dt
+                ideal += j.rate * dt
             idle_node_s += len(idle) * dt
             used_node_s += len(holder) * dt
         previous = t
@@ -166,9 +170,10 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
         for j in preempted:
             j.preemptions += 1
             j.charge(j.spec["scale_down_s"] * j.rate)
-        # c. Completions free their nodes.
+        # c. Completions, judged after the charges, free their nodes; what a job made past its work is lost.
         for j in running:
             if j.done >= j.spec["work"]:
+                j.done = j.spec["work"]
                 j.finish = t
                 for node in j.nodes:
                     del holder[node]
@@ -202,12 +207,14 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
             j.rate = throughput(j.spec, n) if n >= j.spec["min_nodes"] else 0.0
     end = previous
 
+    samples_done = sum(j.done for j in states.values())
     finished = [j for j in states.values() if j.finish is not None]
     summary = {
         "start_s": start,
         "end_s": end,
-        "samples_done": sum(j.done for j in states.values()),
+        "samples_done": samples_done,
         "samples_without_losses": ideal,
+        "overhead_efficiency": samples_done / ideal if ideal > 0 else 1.0,
         "idle_node_hours": idle_node_s / 3600,
         "used_node_hours": used_node_s / 3600,
         "jobs_finished": len(finished),
@@ -215,6 +222,7 @@ def replay_reference(trace: CsvTrace, jobs: list, policy: str, node_names: list,
         "mean_turnaround_s": float(np.mean([j.finish - j.spec["submit"] for j in finished])) if finished else None,
         "preemptions": sum(j.preemptions for j in states.values()),
         "rescales": sum(j.rescales for j in states.values()),
+        "events": processed,
     }
     per_job = {
         j.spec["name"]: {"finish_s": j.finish, "done": j.done, "preemptions": j.preemptions, "rescales": j.rescales}

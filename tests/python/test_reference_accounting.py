@@ -13,9 +13,9 @@ TRACE_FILE = "summit-idle-nodes-2021-02.csv.gz"
 JOBS_FILE = "jobs-imagenet-throughput-1001.jsonl"
 DAY_S = 86400
 SUMMIT_START_S = 72743  # the trace's 1,000th distinct time, the reference window's default start
-AMOUNTS = ("samples_done", "samples_without_losses", "idle_node_hours", "used_node_hours", "makespan_s",
-           "mean_turnaround_s")
-EXACTLY = ("start_s", "end_s", "jobs_finished", "preemptions", "rescales")
+AMOUNTS = ("samples_done", "samples_without_losses", "overhead_efficiency", "idle_node_hours", "used_node_hours",
+           "makespan_s", "mean_turnaround_s")
+EXACTLY = ("start_s", "end_s", "jobs_finished", "preemptions", "rescales", "events")
 
 
 def close(value):
@@ -114,7 +114,7 @@ def linear_job(name, submit, min_nodes, max_nodes, work, scale_down_s, nodes, th
 
 # In file order B, A, C: FCFS admits A first; C arrives after end_s, outside the window.
 HAND_JOBS = [
-    linear_job("B", 15, 2, 4, 600.0, 15.0, [2, 4], [20.0, 30.0]),
+    linear_job("B", 15, 2, 4, 800.0, 15.0, [2, 4], [20.0, 30.0]),
     linear_job("A", 0, 1, 4, 900.0, 2.0, [1, 4], [10.0, 40.0]),
     linear_job("C", 200, 1, 4, 100.0, 1.0, [1, 4], [10.0, 40.0]),
 ]
@@ -132,15 +132,19 @@ def hand_made(tmp_path):
 def test_hand_made_equal_share_matches_the_oracle_and_a_hand_count(hand_made):
     traces, jobs_path = hand_made
     engine, oracle = replay_both(traces, HAND_JOBS, jobs_path, "equal_share", HAND_NODES, **HAND_WINDOW)
-    # Counted by hand: A runs on 4 nodes from 10, loses n1 at 30 (charge 2 s x 40/s) and finishes at 40; B
-    # then runs on 4, loses n2 and n3 (charges of 15 s x 30/s and 15 s x 25/s, which take all it has done),
-    # grows back at 70 and 80 (charges of 1 s x 20/s and 1 s x 25/s) and finishes at 100, ending the window.
+    # Counted by hand: A runs on 4 nodes from 10 (800 by 30), loses n1 at 30 (charge 2 s x 40/s), makes 300
+    # more on 3 and finishes at 40 (1,020 of its 900: 120 lost). B then runs on 4 (300 by 50), loses n2 and n3
+    # (charges of 15 s x 30/s and 15 s x 25/s take it to -150 and, after 250 more, -275), grows back at 70
+    # and 80 (200 and 250 more; charges of 1 s x 20/s and 1 s x 25/s: 130 at 80) and has 730 of its 800 at
+    # 100, the last event before end_s (had its losses stopped at 0 it would have 1,005 and be done).
+    # Events: the start and the subset's 7 changes up to end_s.
     assert oracle.summary == {
-        "start_s": 10.0, "end_s": 100.0, "samples_done": 1500.0, "samples_without_losses": 2175.0,
-        "idle_node_hours": 310 / 3600, "used_node_hours": 310 / 3600, "jobs_finished": 2, "makespan_s": 90.0,
-        "mean_turnaround_s": 62.5, "preemptions": 3, "rescales": 2,
+        "start_s": 10.0, "end_s": 100.0, "samples_done": 1630.0, "samples_without_losses": 2700.0,
+        "overhead_efficiency": 1630 / 2700, "idle_node_hours": 310 / 3600, "used_node_hours": 310 / 3600,
+        "jobs_finished": 1, "makespan_s": 30.0, "mean_turnaround_s": 40.0, "preemptions": 3, "rescales": 2,
+        "events": 8,
     }
-    assert {name: job["finish_s"] for name, job in oracle.jobs.items()} == {"A": 40.0, "B": 100.0}
+    assert {name: job["finish_s"] for name, job in oracle.jobs.items()} == {"A": 40.0, "B": None}
     assert_agree(engine, oracle)
 
 

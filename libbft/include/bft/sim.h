@@ -244,10 +244,13 @@ enum class Accounting {
   // The published BFTrainer replayer's: the window starts at the trace's kReferenceStartEvent-th
   // distinct time (the state after it is the initial one) and stops when every job is finished or
   // at the end of the trace; decisions only at the times at which the replayed nodes change state
-  // (arrivals wait for the next one, a finished job keeps its nodes until it); losses are taken
-  // out of the samples done as far as they go; equal share gives a job its share only if it
-  // exceeds min_nodes (alloc::SolveOptions::equal_share_above_min); subset nodes absent from the
-  // trace are allowed (always busy).
+  // (arrivals wait for the next one, a finished job keeps its nodes until it); progress is not
+  // capped at the work: a job finishes at the first event at which its samples done, net of every
+  // charge so far (that event's preemption charges included), reach its work, and what it made
+  // beyond its work is a loss; losses are taken in full out of the samples done, which may go
+  // below zero; equal share gives a job its share only if it exceeds min_nodes
+  // (alloc::SolveOptions::equal_share_above_min); subset nodes absent from the trace are allowed
+  // (always busy).
   kReference,
 };
 const char* ToString(Accounting accounting);               // "continuous", "reference"
@@ -341,8 +344,9 @@ struct JobResult {
   double admit_s = -1.0;   // -1: never admitted
   double finish_s = -1.0;  // -1: not finished in the window
   double work = 0.0;
-  double done = 0.0;                 // net of losses; == work if finished
-  double loss_samples = 0.0;         // rescale and preemption losses charged, in full
+  double done = 0.0;  // net of losses; == work if finished (reference: may be < 0)
+  // Rescale and preemption losses charged, in full (reference: and the progress beyond the work).
+  double loss_samples = 0.0;
   double unpaid_loss_samples = 0.0;  // the part of loss_samples still owed at the end (0 if finished)
   int rescales = 0;
   int preemptions = 0;
@@ -366,9 +370,10 @@ struct Summary {
   int nodes = 0;   // nodes in the replayed subset
   int events = 0;  // rows of the step log
   double samples_done = 0.0;
-  // What the same allocations would have done with no rescale or preemption loss.
+  // What the same allocations would have done with no rescale or preemption loss (reference: not
+  // capped at a job's work, up to the event that notices its finish).
   double samples_without_losses = 0.0;
-  double loss_samples = 0.0;         // rescale and preemption losses, in full
+  double loss_samples = 0.0;         // as JobResult::loss_samples, over all jobs
   double unpaid_loss_samples = 0.0;  // the part of loss_samples jobs still owed at the end
   double idle_node_hours = 0.0;
   double used_node_hours = 0.0;

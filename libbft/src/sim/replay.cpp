@@ -20,7 +20,7 @@ struct JobState {
   enum class Phase { kWaiting, kActive, kFinished };
   Phase phase = Phase::kWaiting;
   std::vector<NodeId> nodes;  // sorted
-  double done = 0.0;          // net of losses, never below 0
+  double done = 0.0;          // net of losses; never below 0 in continuous accounting
   double gross = 0.0;         // sum of rate * dt: what the allocations would have done without losses
   double loss = 0.0;          // every loss charged, in full
   // The part of the losses not yet taken out of `done` (a loss larger than the samples done):
@@ -253,7 +253,8 @@ double Engine::NextFinish() const {
 
 // Moves the clock to t: node-seconds and progress at the rates set at the last event. Continuous:
 // a job whose finish time is reached gets exactly its work and finishes at t. Reference: progress
-// is capped at the work; whether the job finishes is decided after the event's preemptions.
+// is not capped at the work; whether the job finishes is decided after the event's preemption
+// charges, and what it made beyond its work is then a loss (RetireFinished).
 void Engine::Advance(double t) {
   const double dt = t - now_;
   if (dt > 0) {
@@ -268,7 +269,7 @@ void Engine::Advance(double t) {
       job.partial_node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
     if (job.rate <= 0.0) continue;
     if (reference_) {
-      const double progress = std::min(job.rate * std::max(dt, 0.0), spec.work - job.done);
+      const double progress = job.rate * std::max(dt, 0.0);
       job.gross += progress;
       job.done += progress;
     } else if (job.finish_at <= t + kTimeEps) {
@@ -288,13 +289,18 @@ void Engine::Advance(double t) {
   if (!reference_) RetireFinished(t);
 }
 
-// Finished jobs leave and free their nodes (reference: every job whose work is done finishes now).
+// Finished jobs leave and free their nodes (reference: every job whose work is done finishes now,
+// credited with its work only: the progress beyond it counts as a loss, as the published replayer's).
 void Engine::RetireFinished(double t) {
   bool any_finished = false;
   for (const int j : active_) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
-    if (reference_ && job.done >= specs_[static_cast<std::size_t>(j)].work)
+    const double work = specs_[static_cast<std::size_t>(j)].work;
+    if (reference_ && job.done >= work) {
       job.phase = JobState::Phase::kFinished;
+      job.loss += job.done - work;
+      job.done = work;
+    }
     if (job.phase != JobState::Phase::kFinished) continue;
     any_finished = true;
     job.finish_s = t;
@@ -326,15 +332,16 @@ void Engine::RetireFinished(double t) {
 
 // Charges a loss in full: out of the samples done as far as they go, the rest as a debt that the
 // job's next progress pays first (so the total taken equals the allocator's penalty).
-// Reference accounting takes a loss out of the samples done only as far as they go (no debt).
+// Reference accounting takes it all out of the samples done, which may go below zero.
 void Engine::Charge(JobState& job, double samples) {
   if (!(samples > 0.0)) return;
-  const double now = std::min(samples, job.done);
-  job.done -= now;
   if (reference_) {
-    job.loss += now;
+    job.done -= samples;
+    job.loss += samples;
     return;
   }
+  const double now = std::min(samples, job.done);
+  job.done -= now;
   job.debt += samples - now;
   job.loss += samples;
 }
@@ -749,6 +756,8 @@ void Engine::RunReference() {
     ApplyTransitions(t, &transitions, &preemptions);
     RetireFinished(t);
     if (finished_ == static_cast<int>(queue_.size())) {  // nothing queued, running or still to come
+      // The last job may have been preempted at the event it finishes at.
+      total_preemptions_ += preemptions;
       RecordStep(t, transitions, 0, preemptions, 0.0);
       break;
     }

@@ -46,14 +46,25 @@ TEST(SimReference, EventsOnlyAtTraceTimesWithTheReferenceEqualShare) {
   EXPECT_EQ(s.jobs_finished, 0);
 }
 
-TEST(SimReference, AFinishIsNoticedAtTheNextEventAfterThePreemptionCharge) {
-  // 100: progress is capped at the work (1,500 of 1,800), then the preemption takes 54: not done,
-  // so the job runs on 1 node. 200: +54 (capped) completes it; every job is done: the window ends.
-  const ReplayResult r = Replay(TwoNodes(), {MakeJob("j", 0, 1500)}, Reference(0));
+TEST(SimReference, AJobFinishesOnceItsUncappedProgressLessThePreemptionChargeReachesItsWork) {
+  // 100: 1,800 made, less the preemption's 54: 1,746 reach a work of 1,500, so the job finishes
+  // there and every job is done: the window ends. The 246 made beyond the work are lost.
+  const ReplayResult done = Replay(TwoNodes(), {MakeJob("j", 0, 1500)}, Reference(0));
+  EXPECT_EQ(done.jobs[0].finish_s, 100);
+  EXPECT_DOUBLE_EQ(done.jobs[0].done, 1500);
+  EXPECT_DOUBLE_EQ(done.jobs[0].loss_samples, 54 + 246);
+  EXPECT_DOUBLE_EQ(done.summary.samples_without_losses, 1800);
+  EXPECT_DOUBLE_EQ(done.summary.overhead_efficiency, 1500.0 / 1800.0);
+  EXPECT_EQ(done.summary.end_s, 100);
+  EXPECT_EQ(done.summary.preemptions, 1);  // at the event that ends the window
+  // A work of 1,780: 1,746 fall short at 100, so the job runs on 1 node (10/s) until 200, where
+  // 2,746 complete it; 54 + 966 are lost.
+  const ReplayResult r = Replay(TwoNodes(), {MakeJob("j", 0, 1780)}, Reference(0));
   const Summary& s = r.summary;
   EXPECT_EQ(r.jobs[0].finish_s, 200);
-  EXPECT_DOUBLE_EQ(s.samples_done, 1500);
-  EXPECT_DOUBLE_EQ(s.samples_without_losses, 1554);
+  EXPECT_DOUBLE_EQ(s.samples_done, 1780);
+  EXPECT_DOUBLE_EQ(s.samples_without_losses, 2800);
+  EXPECT_DOUBLE_EQ(s.loss_samples, 54 + 966);
   EXPECT_EQ(s.end_s, 200);
   EXPECT_DOUBLE_EQ(s.makespan_s, 200);
   EXPECT_DOUBLE_EQ(s.mean_turnaround_s, 200);
@@ -61,7 +72,21 @@ TEST(SimReference, AFinishIsNoticedAtTheNextEventAfterThePreemptionCharge) {
   EXPECT_DOUBLE_EQ(s.active_idle_capture, 1.0);
 }
 
-TEST(SimReference, AJobSubmittedBetweenEventsWaitsForTheNextAndLossesStopAtZero) {
+TEST(SimReference, EventsStopAtTheEventThatFinishesTheLastJob) {
+  // The window ends at 200 with the last finish; a's change at 300 comes after it and is no event
+  // (the published replayer leaves its loop there). Events: 0, 100 and 200, one step row each.
+  const ReplayResult r = Replay(TwoNodes(), {MakeJob("j", 0, 1780)}, Reference(0));
+  EXPECT_EQ(r.steps.size(), 3u);
+  EXPECT_EQ(r.summary.events, 3);
+  // A change of a node outside the subset is no event: b alone finishes the job at 100.
+  ReplayOptions o = Reference(0);
+  o.nodes = {"b"};
+  const ReplayResult b = Replay(TwoNodes(), {MakeJob("j", 0, 500)}, o);
+  EXPECT_EQ(b.summary.end_s, 100);
+  EXPECT_EQ(b.summary.events, 2);
+}
+
+TEST(SimReference, AJobSubmittedBetweenEventsWaitsForTheNextAndLossesMayTakeItBelowZero) {
   // Submitted at 50, admitted at 100 on node a (10/s); its 1,000 samples are done at 200, where
   // it finishes; makespan from the window start, turnaround from the submit.
   const ReplayResult r = Replay(TwoNodes(), {MakeJob("late", 50, 1000)}, Reference(0));
@@ -69,12 +94,13 @@ TEST(SimReference, AJobSubmittedBetweenEventsWaitsForTheNextAndLossesStopAtZero)
   EXPECT_EQ(r.jobs[0].finish_s, 200);
   EXPECT_DOUBLE_EQ(r.summary.makespan_s, 200);
   EXPECT_DOUBLE_EQ(r.summary.mean_turnaround_s, 150);
-  // A loss larger than the samples done takes them to zero and no further (no debt).
+  // A loss larger than the samples done is taken in full: the samples done go below zero (no debt).
   const Trace flaky = ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n1,b,busy\n2,a,busy\n3,a,idle\n");
   const ReplayResult f = Replay(flaky, {MakeJob("j", 0, 1e6)}, Reference(0));
-  EXPECT_DOUBLE_EQ(f.jobs[0].done, 0.0);  // 18 done at 1, minus 54; then 10, minus 30
+  EXPECT_DOUBLE_EQ(f.jobs[0].done, 18 - 54 + 10 - 30);
   EXPECT_DOUBLE_EQ(f.jobs[0].unpaid_loss_samples, 0.0);
-  EXPECT_DOUBLE_EQ(f.summary.loss_samples, 28.0);
+  EXPECT_DOUBLE_EQ(f.summary.loss_samples, 54 + 30);
+  EXPECT_DOUBLE_EQ(f.summary.samples_done, 18 - 54 + 10 - 30);
 }
 
 TEST(SimReference, TheWindowStartsAtTheThousandthDistinctTimeWithItsState) {
