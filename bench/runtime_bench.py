@@ -248,7 +248,8 @@ def bench_simreal(method: str) -> None:
     shutil.rmtree(tmp)
     print(f"sim vs reality ({method}): real runtime {real:,.0f} samples; measured curve {[round(r) for r in rates]} "
           f"samples/s, rescale costs up {up:.1f} s / down {down:.1f} s (the advisor's, as the manager used them)")
-    print(f"  bft replay, that curve given (oracle): {replayed:,.0f} samples, relative error {(replayed - real) / real:+.1%}")
+    print(f"  bft replay, that curve given (oracle): {replayed:,.0f} samples, "
+          f"relative error {(replayed - real) / real:+.1%}")
     print(f"  bft replay, curves learned online as the manager did: {learned_replay:,.0f} samples, "
           f"relative error {(learned_replay - real) / real:+.1%}")
 

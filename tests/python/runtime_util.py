@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from bft.runtime import control
+from bft.runtime import control, keeper
 from bft.runtime.launcher import tagged_processes, terminate_tagged
 from bft.runtime.state import StateStore
 
@@ -113,8 +113,17 @@ class ManagerHarness:
     def job_log(self, name: str) -> str:
         return (self.state_dir / "jobs" / name / "output.log").read_text(errors="replace")
 
+    def keeper_pid(self) -> Optional[int]:
+        """The pid of this state directory's keeper if it runs (it outlives the manager on purpose)."""
+        try:
+            pid = int(json.loads((self.state_dir / keeper.INFO_NAME).read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            return None
+        return pid if keeper.keeper_alive(pid, self.state_dir) else None
+
     def leftovers(self) -> List[int]:
-        return tagged_processes(self.identity) if self.identity else []
+        pids = tagged_processes(self.identity) if self.identity else []
+        return pids + [p for p in [self.keeper_pid()] if p is not None]
 
     def close(self) -> None:
         for proc in self.procs:
@@ -123,6 +132,9 @@ class ManagerHarness:
                 proc.wait(10)
         if self.identity:
             terminate_tagged(self.identity, 5.0)
+        pid = self.keeper_pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
 
 
 def write_trace(path: Path, rows: List[tuple]) -> Path:

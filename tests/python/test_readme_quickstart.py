@@ -55,4 +55,5 @@ def test_the_readme_runtime_quick_start_works_as_written(tmp_path):
     assert len(jobs) == 1 and jobs[0].script.endswith("ddp_synthetic.py"), jobs
     assert re.search(rf"^{re.escape(jobs[0].id)}\s", out, re.M), out  # `bft status` listed it
     assert not (tmp_path / "state" / "manager.sock").exists()  # no stale socket
+    assert not (tmp_path / "state" / "keeper.json").exists()  # the keeper stopped with the manager
     assert tagged_processes(identity) == []

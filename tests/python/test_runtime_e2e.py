@@ -7,6 +7,7 @@ stops every process it started (by pid, and by the manager's identity tag) even 
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -93,3 +94,46 @@ def test_node_reclaimed_mid_step_job_goes_on(harness):
     assert re.search(r"done: \d+ samples on [12] workers", harness.job_log("solo"))
     harness.stop(proc)
     assert harness.leftovers() == []
+
+
+def _checkpointed_samples(harness, job):
+    import torch
+
+    path = harness.state_dir / "jobs" / job / "checkpoint" / "checkpoint.pt"
+    try:
+        return torch.load(path, weights_only=False)["samples"]
+    except (OSError, RuntimeError, EOFError, KeyError):
+        return 0
+
+
+def test_training_outlives_a_killed_manager_and_is_adopted_without_a_relaunch(harness):
+    """kill -9 of the manager: the job trains on (its store lives in the keeper), and the restarted
+    manager adopts its agents instead of relaunching them; the reports sent meanwhile arrive."""
+    work = 400_000
+    first = harness.start("--local-nodes", "2", "--grace", "10")
+    # Paced (at most 2 x 64 / 0.02 = 6,400 samples/s) so that it is still running after the restart.
+    harness.submit("long", "--min", "2", "--max", "2", "--samples", str(work), "--", "--step-s", "0.02",
+                   "--checkpoint-every-s", "1")
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "the job to train")
+    launches = len(harness.events("launch", job="long"))
+    harness.kill9(first)
+    at_kill = max(_checkpointed_samples(harness, "long"), 1)
+    # The manager is down; its job checkpoints progress beyond what it had when the manager died.
+    deadline = time.monotonic() + 60
+    while _checkpointed_samples(harness, "long") <= at_kill:
+        assert time.monotonic() < deadline, "the job stopped training when the manager died"
+        time.sleep(0.5)
+    assert harness.keeper_pid() is not None
+    down = _checkpointed_samples(harness, "long")
+
+    second = harness.start("--local-nodes", "2", "--grace", "10")
+    # The reports sent while it was down (relayed by the keeper) and after: samples at least what
+    # the job checkpointed meanwhile, with no relaunch.
+    harness.wait(lambda s: s["jobs"][0]["samples"] >= down, 60, "the reports of the adopted job")
+    recovered = harness.events("recovered")[-1]
+    assert recovered["adopted"] == ["long"], recovered
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    assert len(harness.events("launch", job="long")) == launches  # adopted, never relaunched
+    assert "resumed from checkpoint" not in harness.job_log("long")
+    harness.stop(second)
+    assert harness.leftovers() == []  # the keeper included

@@ -137,7 +137,7 @@ def test_corrupt_and_foreign_state_files_are_refused(tmp_path):
     damaged = tmp_path / "damaged"
     damaged.mkdir(mode=0o700)
     store = StateStore(damaged / "state.db")
-    for k in range(200):  # enough rows for several pages
+    for _ in range(200):  # enough rows for several pages
         store.log_event("filler", detail="x" * 200)
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()

@@ -9,11 +9,11 @@ import time
 import pytest
 
 from bft.runtime.curvebook import CurveBook
-from bft.runtime.reports import ReportIntake, resize_begins
-from bft.train import protocol
 from bft.runtime.decider import Decider, fair_share
+from bft.runtime.reports import ReportIntake, resize_begins
 from bft.runtime.runs import JobRun
 from bft.runtime.state import JobRow, StateStore
+from bft.train import protocol
 
 NODES = [f"n{k}" for k in range(4)]
 

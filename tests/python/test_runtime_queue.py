@@ -18,7 +18,8 @@ def test_a_silent_job_is_flagged_loses_its_nodes_and_ends_incomplete(harness, tm
     harness.start("--local-nodes", "2", "--report-timeout", "20", "--grace", "5")
     harness.submit("silent", "--min", "1", "--max", "2", "--samples", "1000", script=silent)
     harness.wait(lambda s: s["jobs"][0]["state"] == "running", 60, "the silent job to start")
-    harness.submit("reporting", "--min", "1", "--max", "2", "--samples", "40000")
+    # Paced (at most 3,200 samples/s per worker) so that it still runs when the silent job is flagged.
+    harness.submit("reporting", "--min", "1", "--max", "2", "--samples", "150000", "--", "--step-s", "0.02")
 
     def flagged(s):
         j = next(j for j in s["jobs"] if j["id"] == "silent")

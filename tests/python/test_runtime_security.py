@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime_util import ManagerHarness, python_env
 from bft.runtime.launcher import tagged_processes
+from runtime_util import ManagerHarness, python_env
 
 pytestmark = pytest.mark.runtime
 

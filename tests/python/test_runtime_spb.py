@@ -104,7 +104,7 @@ def test_a_running_job_is_restarted_in_the_configuration_the_allocator_chooses(h
     manager is killed with SIGKILL and restarted: it adopts the running job and rebuilds what it
     learned of each configuration from the state file. The job finishes its samples."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
-    work = 150_000
+    work = 300_000  # long enough to be measured in full and then switched, also on a busy machine
     args = ("--local-trace", str(trace), "--local-nodes", "2", "--grace", "10")
     first = harness.start(*args)
     harness.submit("cnn", "--min", "1", "--max", "2", "--samples", str(work), "--configuration", "spb-d2:0.9:1.8",

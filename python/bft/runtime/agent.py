@@ -19,6 +19,8 @@ import socket
 import sys
 from typing import List
 
+ENV_AGENT_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where the agent leaves its exit status
+
 
 def _quiet_torchrun_warnings() -> None:
     """torch's elastic loggers each set their level from LOGLEVEL (default WARNING) when created."""
@@ -68,5 +70,17 @@ def main(argv: List[str]) -> int:
     return 0
 
 
+def _exit(code: int) -> None:
+    """Exits, first leaving the status where a restarted manager (not this process's parent) reads it."""
+    path = os.environ.get(ENV_AGENT_EXIT_FILE)
+    if path:
+        try:
+            with open(path, "w") as f:
+                f.write(str(code))
+        except OSError:
+            pass
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    _exit(main(sys.argv[1:]))

@@ -227,7 +227,7 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
                                "configurations": configurations}
     if args.retries is not None:
         request["max_retries"] = args.retries
-    answer = control.request(state_dir, request)
+    answer = control.request(state_dir, request, appear_s=control.SUBMIT_WAIT_S)
     print(answer["job"])
     return 0
 

@@ -25,6 +25,9 @@ from .state import JobRow
 SOCKET_NAME = "manager.sock"  # in the state directory
 LOCK_NAME = "manager.lock"  # held (flock) by the running manager, from before its socket exists
 STARTUP_WAIT_S = 60.0  # how long a request waits for a manager that holds the lock but is still starting
+# How long `bft submit` waits for a manager to appear at all: `bft manager &` followed at once by
+# `bft submit` (the README's quick start) must not depend on which process is faster to import.
+SUBMIT_WAIT_S = 10.0
 MAX_REQUEST = 1 << 20
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CONFIGURATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
@@ -112,13 +115,18 @@ def manager_starting(state_dir: Path) -> bool:
         return False  # no lock file (never started), or not ours to read
 
 
-def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 60.0) -> Dict[str, Any]:
+def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 60.0,
+            appear_s: float = 0.0) -> Dict[str, Any]:
     """Sends one request to the manager of ``state_dir``; raises ControlError if none answers. A
-    manager that is still starting (it holds the lock, its socket is not up yet) is waited for, so
-    `bft manager &` followed at once by `bft submit` works."""
+    manager that is still starting (it holds the lock, its socket is not up yet) is waited for, and
+    for `appear_s` seconds one that has not taken the lock yet, so `bft manager &` followed at once
+    by `bft submit` works."""
     path = state_dir / SOCKET_NAME
-    deadline = time.monotonic() + STARTUP_WAIT_S
-    while not path.exists() and time.monotonic() < deadline and manager_starting(state_dir):
+    start = time.monotonic()
+    while not path.exists():
+        waited = time.monotonic() - start
+        if not (waited < appear_s or (waited < STARTUP_WAIT_S and manager_starting(state_dir))):
+            break
         time.sleep(0.1)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout_s)
@@ -134,7 +142,8 @@ def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 6
     except FileNotFoundError:
         raise ControlError(f"no manager is running for {state_dir} (start one with: bft manager)") from None
     except ConnectionRefusedError:
-        raise ControlError(f"no manager is running for {state_dir} (a stale socket; start one with: bft manager)") from None
+        raise ControlError(f"no manager is running for {state_dir} (a stale socket; start one with: bft manager)"
+                           ) from None
     except PermissionError:
         raise ControlError(f"permission denied on {path}: the manager belongs to another user") from None
     except socket.timeout:

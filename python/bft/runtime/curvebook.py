@@ -19,11 +19,11 @@ import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .. import Error, alloc, curve
+from .runs import JobRun
+from .state import StateStore
 
 SILENT_RATE = 1.0  # samples/s per node the allocator assumes for a silent job
 SILENT_WEIGHT = 1e-6  # its weight: below every job that reports
-from .runs import JobRun
-from .state import StateStore
 
 
 class CurveBook:

@@ -16,9 +16,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..train import protocol
+from .agent import ENV_AGENT_EXIT_FILE
 
 RESIZE_METHODS = ("relaunch", "membership")
 
@@ -64,9 +65,14 @@ def torchrun_argv(spec: LaunchSpec) -> List[str]:
     ]
 
 
+def agent_exit_file(job_dir: Path, generation: int, node: str) -> Path:
+    """Where the agent of one generation on one node leaves its exit status."""
+    return job_dir / "agents" / f"g{generation}-{node}.exit"
+
+
 def job_environment(job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
-                    checkpoint_dir: Path, work: Optional[float], grace_s: float,
-                    configuration: str = "full") -> Dict[str, str]:
+                    checkpoint_dir: Path, work: Optional[float], grace_s: float, configuration: str = "full",
+                    exit_file: Optional[Path] = None) -> Dict[str, str]:
     env = {
         protocol.ENV_CONFIGURATION: configuration,
         protocol.ENV_MANAGER_ID: identity,
@@ -83,6 +89,8 @@ def job_environment(job: str, generation: int, node: str, identity: str, report_
     }
     if work is not None:
         env[protocol.ENV_TARGET_SAMPLES] = f"{work:.0f}"
+    if exit_file is not None:
+        env[ENV_AGENT_EXIT_FILE] = str(exit_file)
     return env
 
 
@@ -102,22 +110,44 @@ def _environ(pid: int) -> Dict[bytes, bytes]:
     return out
 
 
+def _tags(identity: str, job: Optional[str] = None, node: Optional[str] = None) -> Dict[str, str]:
+    tags = {protocol.ENV_MANAGER_ID: identity}
+    if job is not None:
+        tags[protocol.ENV_JOB_ID] = job
+    if node is not None:
+        tags[protocol.ENV_NODE] = node
+    return tags
+
+
+def is_tagged(pid: int, tags: Mapping[str, str]) -> bool:
+    """True if `pid` is alive (not a zombie) and its environment holds every one of `tags`."""
+    env = _environ(pid)
+    return bool(env) and all(env.get(k.encode()) == v.encode() for k, v in tags.items()) and not _is_zombie(pid)
+
+
 def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None) -> List[int]:
     """PIDs of live processes started by the manager ``identity`` (optionally one job's, one node's)."""
-    want = {protocol.ENV_MANAGER_ID.encode(): identity.encode()}
-    if job is not None:
-        want[protocol.ENV_JOB_ID.encode()] = job.encode()
-    if node is not None:
-        want[protocol.ENV_NODE.encode()] = node.encode()
+    tags = _tags(identity, job, node)
     me = os.getpid()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        env = _environ(int(entry))
-        if env and all(env.get(k) == v for k, v in want.items()) and not _is_zombie(int(entry)):
-            found.append(int(entry))
-    return found
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me and is_tagged(int(e), tags)]
+
+
+class AdoptedAgent:
+    """An agent a previous manager started (so not a child of this one): the Popen calls the manager
+    makes, from its pid and the exit status the agent leaves in its exit file (bft.runtime.agent)."""
+
+    def __init__(self, pid: int, identity: str, job: str, node: str, exit_file: Path):
+        self.pid = pid
+        self._tags = _tags(identity, job, node)
+        self._exit_file = exit_file
+
+    def poll(self) -> Optional[int]:
+        if is_tagged(self.pid, self._tags):
+            return None
+        try:
+            return int(self._exit_file.read_text())
+        except (OSError, ValueError):
+            return -1  # gone without a word (killed): judged like any failure or reclaim
 
 
 def _is_zombie(pid: int) -> bool:

@@ -13,11 +13,21 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 from .curvebook import CurveBook
-from .launcher import (LaunchSpec, job_environment, signal_processes, tagged_processes, terminate_tagged,
-                       torchrun_argv, worker_exit_code, worker_log_tail)
+from .launcher import (
+    AdoptedAgent,
+    LaunchSpec,
+    agent_exit_file,
+    job_environment,
+    signal_processes,
+    tagged_processes,
+    terminate_tagged,
+    torchrun_argv,
+    worker_exit_code,
+    worker_log_tail,
+)
 from .nodes import NodeSource, SourceError
 from .reports import resize_begins
 from .runs import Agent, JobRun
@@ -166,8 +176,11 @@ class JobLifecycle:
             min_nodes=row.min_nodes if membership else len(run.target),
             max_nodes=row.max_nodes if membership else len(run.target),
             max_restarts=1000 if membership else 0, log_dir=self.job_dir(row.id) / "workers")
+        exit_file = agent_exit_file(self.job_dir(row.id), row.generation, node)
+        exit_file.parent.mkdir(exist_ok=True)
         env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
-                              self.job_dir(row.id) / "checkpoint", row.work, self.grace_s, row.configuration)
+                              self.job_dir(row.id) / "checkpoint", row.work, self.grace_s, row.configuration,
+                              exit_file)
         proc_row = self.store.add_proc(row.id, row.generation, node)  # recorded before it exists
         try:
             proc = self.source.launch(node, torchrun_argv(spec), env, self.job_dir(row.id) / "output.log",
@@ -179,6 +192,25 @@ class JobLifecycle:
             return
         self.store.set_proc_pid(proc_row, proc.pid)
         run.agents[node] = Agent(row.id, row.generation, node, proc, proc_row)
+
+    def adopt(self, run: JobRun, procs: List[Any]) -> bool:
+        """Takes over the agents a previous manager started for a running job (its keeper kept their
+        store): they train on, nothing is relaunched. `procs` are the job's open process rows; True
+        if every one of its current generation was found alive and adopted."""
+        row = run.row
+        current = [p for p in procs if p["generation"] == row.generation and p["pid"]]
+        agents = {p["node"]: Agent(row.id, row.generation, p["node"],
+                                   AdoptedAgent(p["pid"], self.identity, row.id, p["node"],
+                                                agent_exit_file(self.job_dir(row.id), row.generation, p["node"])),
+                                   p["id"])
+                  for p in current}
+        if not agents or any(a.proc.poll() is not None for a in agents.values()):
+            return False
+        run.agents, run.target = agents, sorted(agents)
+        run.launched_at = time.monotonic()
+        self.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on {len(agents)} "
+                              "nodes: it trained on ===")
+        return True
 
     # -- agents exiting ---------------------------------------------------------------------------
 

@@ -168,5 +168,6 @@ class LocalNodeSource(NodeSource):
     def describe(self) -> Dict[str, object]:
         d: Dict[str, object] = {"source": self.name, "nodes": len(self.node_names)}
         if self._events:
-            d.update(time_scale=self.time_scale, trace_time_s=self._trace_start + (time.time() - self._t0) * self.time_scale)
+            trace_time_s = self._trace_start + (time.time() - self._t0) * self.time_scale
+            d.update(time_scale=self.time_scale, trace_time_s=trace_time_s)
         return d

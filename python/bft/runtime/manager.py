@@ -20,7 +20,6 @@ import os
 import queue
 import secrets
 import signal
-import socket
 import sys
 import threading
 import time
@@ -31,10 +30,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import alloc
-from ..train import protocol
 from . import control
 from .curvebook import CurveBook
 from .decider import Decider
+from .keeper import KeeperLink
 from .launcher import RESIZE_METHODS, terminate_tagged
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
@@ -109,63 +108,68 @@ class Manager:
     # -- start-up ---------------------------------------------------------------------------------
 
     def _open_endpoints(self) -> None:
-        import torch.distributed as dist  # the runtime extra; imported here so bft imports without torch
-
-        # The rendezvous store of every job lives here, not in an agent: losing a node never loses it.
-        # It listens on a socket bound here, to --bind only: TCPStore alone would take every address.
+        """Attaches to the keeper (the rendezvous store and the report socket, in a process that outlives
+        the manager), starting one if none runs for this state directory."""
         bind = self.options.bind_address or self.source.listen_address()
-        self.store_sock = socket.create_server((bind, self.options.store_port), backlog=512)
-        self.rdzv_store = dist.TCPStore(bind, self.store_sock.getsockname()[1], is_master=True,
-                                        wait_for_workers=False, use_libuv=True,
-                                        master_listen_fd=self.store_sock.fileno())
-        self.report_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.report_sock.bind((bind, self.options.report_port))
+        self.keeper = KeeperLink(self.state_dir, bind, self.options.store_port, self.options.report_port)
         host = self.source.manager_address()
-        self.jobs.store_address = f"{host}:{self.rdzv_store.port}"
-        self.jobs.report_address = f"{host}:{self.report_sock.getsockname()[1]}"
+        self.jobs.store_address = f"{host}:{self.keeper.info['store_port']}"
+        self.jobs.report_address = f"{host}:{self.keeper.info['report_port']}"
 
     def _recover(self) -> None:
-        """Reconciles with what a previous manager left: its processes are stopped (they checkpoint on
-        SIGTERM), running jobs go back to the queue with their progress, the advisor is rebuilt."""
-        found = terminate_tagged(self.identity, self.options.grace_s)
+        """Reconciles with what a previous manager left. If its keeper still runs, the jobs that were
+        running trained on: their agents are adopted, nothing is relaunched, and the reports sent
+        meanwhile arrive from the keeper. Otherwise (or for a job that lost an agent meanwhile) its
+        processes are stopped (they checkpoint on SIGTERM) and it goes back to the queue with its
+        progress. The advisor is rebuilt from the stored progress either way."""
         open_rows = self.store.open_procs()
+        by_job: Dict[str, List[Any]] = {}
         for row in open_rows:
-            self.store.end_proc(row["id"], None)
-        if found or open_rows:
-            self.store.log_event("recovered", processes_stopped=found, process_rows_closed=len(open_rows))
-        interrupted = {job.id for job in self.store.jobs(("running",))}
+            by_job.setdefault(row["job"], []).append(row)
         for job in self.store.jobs(ACTIVE_STATES):
             self.runs[job.id] = JobRun(job, running=job.configuration)
         for p in self.store.progress():
             run = self.runs.get(p["job"])
             if run is not None:
                 self.book.replay_record(run, p)
+        adopted = [run for run in self.runs.values() if run.row.state == "running" and self.keeper.adopted
+                   and self.jobs.adopt(run, by_job.get(run.id, []))]
+        kept = {a.row for run in adopted for a in run.agents.values()}
+        stopped = 0
+        for job in (set(by_job) | set(self.runs)) - {run.id for run in adopted}:
+            stopped += terminate_tagged(self.identity, self.options.grace_s, job=job)
+        for row in open_rows:
+            if row["id"] not in kept:
+                self.store.end_proc(row["id"], None)
+        if open_rows:
+            self.store.log_event("recovered", adopted=[run.id for run in adopted], processes_stopped=stopped,
+                                 process_rows_closed=len(open_rows) - len(kept))
         for run in self.runs.values():
             if run.row.curve:
                 self.book.set_prior(run)
-            if run.id in interrupted:  # its processes are gone: stopped now, relaunched by a decision
+            if run.row.state == "running" and run not in adopted:  # stopped now, relaunched by a decision
                 run.row.state = "queued"
                 self.store.update_job(run.id, state="queued")
                 self.book.record(run, 0)
 
     def run(self) -> int:
         """Runs until ``bft manager stop`` or SIGTERM/SIGINT; returns the exit status."""
-        self._recover()
         self._open_endpoints()
+        self._recover()
         self.server = control.ControlServer(self.state_dir / control.SOCKET_NAME, self._control)
         self._spawn(self._receive_reports, "bft-reports")
         self._spawn(self.server.serve_forever, "bft-control")
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self.inbox.put((time.monotonic(), "shutdown", None)))
         self.store.log_event("manager_started", store=self.jobs.store_address, reports=self.jobs.report_address,
-                             source=self.source.describe(), policy=self.options.policy, resize=self.options.resize)
+                             source=self.source.describe(), policy=self.options.policy, resize=self.options.resize,
+                             keeper_adopted=self.keeper.adopted)
         self.source.start(lambda ev: self.inbox.put((time.monotonic(), "node", ev)))
         try:
             self._loop()
         finally:
             self.server.shutdown()
             self.server.server_close()  # answers the last requests (a stop's) and removes the socket
-            self.report_sock.close()
         return 0
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
@@ -174,11 +178,7 @@ class Manager:
         self._threads.append(t)
 
     def _receive_reports(self) -> None:
-        while True:
-            try:
-                data, _ = self.report_sock.recvfrom(protocol.MAX_DATAGRAM + 1)
-            except OSError:
-                return
+        for data in self.keeper.datagrams():
             self.inbox.put((time.monotonic(), "report", data))
 
     # -- the event loop ---------------------------------------------------------------------------
@@ -378,6 +378,7 @@ class Manager:
             if run.row.state == "running":
                 self.store.update_job(run.id, state="queued")
         self.source.stop(release=True)
+        self.keeper.stop_keeper()  # nothing runs that needs the store any more
         self.store.log_event("manager_stopped")
         if self._shutdown_reply is not None:
             self._shutdown_reply({"ok": True, "stopped": True})

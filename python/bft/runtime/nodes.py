@@ -51,7 +51,7 @@ class NodeSource(abc.ABC):
 
     name: ClassVar[str] = ""
 
-    @classmethod
+    @classmethod  # noqa: B027 - optional: a source may have no options
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """Adds this source's options (``--<name>-...``) to ``bft manager``'s parser."""
 
@@ -96,7 +96,7 @@ class NodeSource(abc.ABC):
         except OSError as e:
             raise SourceError(f"{self.name}: cannot resolve the manager's address {host!r}: {e}") from None
 
-    def reclaim_done(self, node: str) -> None:
+    def reclaim_done(self, node: str) -> None:  # noqa: B027 - optional: most sources need not hear it
         """The manager has vacated a reclaimed node (nothing of it runs there any more)."""
 
     def nodes(self) -> List[str]:

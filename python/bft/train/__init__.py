@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import _reporter
-from .protocol import (ENV_CHECKPOINT_DIR, ENV_CONFIGURATION, ENV_GRACE_S, ENV_JOB_ID, ENV_TARGET_SAMPLES)
+from .protocol import ENV_CHECKPOINT_DIR, ENV_CONFIGURATION, ENV_GRACE_S, ENV_JOB_ID, ENV_TARGET_SAMPLES
 
 __all__ = [
     "EXIT_RESIZE",

@@ -10,8 +10,16 @@ import threading
 import time
 from typing import Optional
 
-from .protocol import (ENV_GENERATION, ENV_JOB_ID, ENV_JOB_SECRET, ENV_REPORT_ADDR, ENV_REPORT_INTERVAL_S, Report,
-                       encode, parse_address)
+from .protocol import (
+    ENV_GENERATION,
+    ENV_JOB_ID,
+    ENV_JOB_SECRET,
+    ENV_REPORT_ADDR,
+    ENV_REPORT_INTERVAL_S,
+    Report,
+    encode,
+    parse_address,
+)
 
 
 class Reporter:
@@ -49,6 +57,9 @@ class Reporter:
             self._interval_s = max(0.05, float(env.get(ENV_REPORT_INTERVAL_S, "0.5")))
             family = socket.AF_INET6 if ":" in self._addr[0] else socket.AF_INET
             self._sock = socket.socket(family, socket.SOCK_DGRAM)
+            # Connected: bound to the address that reaches the manager, not a wildcard, and it takes
+            # datagrams from the manager's address only.
+            self._sock.connect(self._addr)
             self._sock.setblocking(False)
         except (ValueError, OSError) as e:
             print(f"bft.train: progress reports disabled ({e})", file=sys.stderr, flush=True)
@@ -90,7 +101,7 @@ class Reporter:
             datagram = encode(Report(self._job, self._generation, self._round, self._seq, self._rank, self._world,
                                      self.all_ranks, float(latest[0]), latest[1]), self._secret)
             try:
-                self._sock.sendto(datagram, self._addr)
+                self._sock.send(datagram)
             except OSError:
                 return  # loss-tolerant: the next send carries the cumulative count anyway
             self._sent = latest

@@ -1,0 +1,244 @@
+"""The keeper: what running jobs need from the manager while they train, in a process that outlives it.
+
+The rendezvous store (TCPStore) and the progress-report socket (UDP) live here, not in the manager,
+so ``kill -9`` of the manager stops no training: torchrun agents keep their store, workers keep
+reporting. The keeper relays every report datagram to the manager over a private Unix socket
+(``keeper.sock`` in the state directory, the manager's user only) and, while no manager is
+attached, holds the latest ones (reports are cumulative, so the newest of each worker says it all).
+A restarted manager attaches again and re-adopts the running jobs instead of relaunching them.
+
+The keeper ends when the manager says so (``bft manager stop``), never by itself while jobs may
+still need it. ``keeper.json`` in the state directory says where it listens and its pid.
+
+    python -m bft.runtime.keeper STATE_DIR BIND STORE_PORT REPORT_PORT
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Deque, Dict, Iterator, Optional
+
+from ..train import protocol
+from .launcher import is_tagged
+
+INFO_NAME = "keeper.json"
+SOCKET_NAME = "keeper.sock"
+ENV_KEEPER = "BFT_KEEPER_OF"  # the keeper's tag: the state directory it serves
+HELD_DATAGRAMS = 65536  # held while no manager is attached (the oldest go first)
+_FRAME = struct.Struct("!H")  # a datagram's length, before it on the relay stream
+
+
+class KeeperError(Exception):
+    """The keeper could not be started or reached: one clear line."""
+
+
+# -- the keeper process ---------------------------------------------------------------------------
+
+class Keeper:
+    def __init__(self, state_dir: Path, bind: str, store_port: int, report_port: int):
+        import torch.distributed as dist  # the runtime extra
+
+        self.state_dir = state_dir
+        self.store_sock = socket.create_server((bind, store_port), backlog=512)
+        self.store = dist.TCPStore(bind, self.store_sock.getsockname()[1], is_master=True, wait_for_workers=False,
+                                   use_libuv=True, master_listen_fd=self.store_sock.fileno())
+        self.report_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.report_sock.bind((bind, report_port))
+        path = state_dir / SOCKET_NAME
+        if path.exists() or path.is_symlink():
+            path.unlink()
+        self.relay = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            self.relay.bind(str(path))
+        finally:
+            os.umask(old)
+        self.relay.listen(4)
+        self.held: Deque[bytes] = collections.deque(maxlen=HELD_DATAGRAMS)
+        self.manager: Optional[socket.socket] = None
+        self.info = {"pid": os.getpid(), "bind": bind, "store_port": self.store.port,
+                     "report_port": self.report_sock.getsockname()[1]}
+        _write_atomically(state_dir / INFO_NAME, json.dumps(self.info))
+
+    def serve(self) -> None:
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        while not stop.is_set():
+            sockets = [self.report_sock, self.relay] + ([self.manager] if self.manager else [])
+            readable, _, _ = select.select(sockets, [], [], 0.5)
+            for s in readable:
+                if s is self.report_sock:
+                    self._relay_datagram(self.report_sock.recv(protocol.MAX_DATAGRAM + 1))
+                elif s is self.relay:
+                    self._attach()
+                elif self._manager_says() == "stop":
+                    stop.set()
+        self._close()
+
+    def _attach(self) -> None:
+        conn, _ = self.relay.accept()
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        if struct.unpack("3i", creds)[1] != os.getuid():
+            conn.close()  # (the socket is 0600 in a 0700 directory; this is the second lock)
+            return
+        if self.manager is not None:
+            self.manager.close()  # a new manager replaces one that died
+        self.manager = conn
+        conn.sendall(json.dumps(self.info).encode() + b"\n")
+        while self.held and self.manager is not None:
+            self._send(self.held.popleft())
+
+    def _relay_datagram(self, data: bytes) -> None:
+        if len(data) > protocol.MAX_DATAGRAM:
+            data = data[: protocol.MAX_DATAGRAM + 1]  # the manager drops and counts it as malformed
+        if self.manager is None:
+            self.held.append(data)
+        else:
+            self._send(data)
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self.manager.sendall(_FRAME.pack(len(data)) + data)
+        except OSError:  # the manager is gone: hold what comes until the next one attaches
+            self.manager.close()
+            self.manager = None
+            self.held.append(data)
+
+    def _manager_says(self) -> str:
+        try:
+            line = self.manager.recv(64)
+        except OSError:
+            line = b""
+        if not line:
+            self.manager.close()
+            self.manager = None
+            return ""
+        return line.decode(errors="replace").strip()
+
+    def _close(self) -> None:
+        for name in (INFO_NAME, SOCKET_NAME):
+            try:
+                (self.state_dir / name).unlink()
+            except FileNotFoundError:
+                pass
+        if self.manager is not None:
+            self.manager.close()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def main(argv: list) -> int:
+    state_dir, bind, store_port, report_port = Path(argv[0]), argv[1], int(argv[2]), int(argv[3])
+    try:
+        keeper = Keeper(state_dir, bind, store_port, report_port)
+    except OSError as e:
+        print(f"bft keeper: cannot listen on {bind}: {e}", file=sys.stderr, flush=True)
+        return 2
+    keeper.serve()
+    return 0
+
+
+# -- the manager's side ---------------------------------------------------------------------------
+
+class KeeperLink:
+    """The manager's connection to its keeper: started if none runs, attached to if one does."""
+
+    def __init__(self, state_dir: Path, bind: str, store_port: int, report_port: int, wait_s: float = 60.0):
+        self.state_dir = state_dir
+        self.adopted = self._alive_info() is not None  # a previous manager's keeper: its jobs may run on
+        if not self.adopted:
+            self._start(bind, store_port, report_port, wait_s)
+        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.conn.connect(str(state_dir / SOCKET_NAME))
+            self.info: Dict[str, Any] = json.loads(self.conn.makefile("rb").readline())
+        except (OSError, ValueError) as e:
+            raise KeeperError(f"cannot attach to the keeper in {state_dir}: {e}") from None
+        self._buffer = b""
+
+    def _alive_info(self) -> Optional[Dict[str, Any]]:
+        try:
+            info = json.loads((self.state_dir / INFO_NAME).read_text())
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return info if keeper_alive(pid, self.state_dir) else None
+
+    def _start(self, bind: str, store_port: int, report_port: int, wait_s: float) -> None:
+        import subprocess
+
+        for name in (INFO_NAME, SOCKET_NAME):  # a dead keeper's
+            try:
+                (self.state_dir / name).unlink()
+            except FileNotFoundError:
+                pass
+        log = open(self.state_dir / "keeper.log", "ab")
+        env = {**os.environ, ENV_KEEPER: str(self.state_dir.resolve())}
+        proc = subprocess.Popen([sys.executable, "-m", "bft.runtime.keeper", str(self.state_dir), bind,
+                                 str(store_port), str(report_port)], env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # it must outlive the manager
+        log.close()
+        deadline = time.monotonic() + wait_s
+        while self._alive_info() is None or not (self.state_dir / SOCKET_NAME).exists():
+            if proc.poll() is not None:
+                tail = (self.state_dir / "keeper.log").read_text(errors="replace").strip().splitlines()[-1:]
+                raise KeeperError(tail[0] if tail else f"the keeper exited with status {proc.returncode}")
+            if time.monotonic() > deadline:
+                raise KeeperError(f"the keeper did not start in {wait_s:.0f} s")
+            time.sleep(0.05)
+
+    def datagrams(self) -> Iterator[bytes]:
+        """The report datagrams the keeper relays, as they come (ends when the keeper goes away)."""
+        while True:
+            while len(self._buffer) >= _FRAME.size:
+                (n,) = _FRAME.unpack_from(self._buffer)
+                if len(self._buffer) < _FRAME.size + n:
+                    break
+                yield self._buffer[_FRAME.size:_FRAME.size + n]
+                self._buffer = self._buffer[_FRAME.size + n:]
+            try:
+                chunk = self.conn.recv(65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self._buffer += chunk
+
+    def stop_keeper(self) -> None:
+        """Ends the keeper (bft manager stop): the jobs are stopped, nothing needs the store any more."""
+        pid = self.info.get("pid")
+        try:
+            self.conn.sendall(b"stop\n")
+        except OSError:
+            pass
+        deadline = time.monotonic() + 10
+        while pid and keeper_alive(int(pid), self.state_dir) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.conn.close()
+
+
+def keeper_alive(pid: int, state_dir: Path) -> bool:
+    """True if `pid` is a live keeper of `state_dir` (its environment tag says so)."""
+    return is_tagged(pid, {ENV_KEEPER: str(state_dir.resolve())})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
