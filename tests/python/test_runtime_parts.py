@@ -162,3 +162,29 @@ def test_every_dropped_report_is_counted_by_kind(store):
     want["replay"] = 1
     assert dict(intake.dropped) == want and intake.dropped_total == sum(want.values())
     assert run.row.samples == 1.0
+
+
+def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(tmp_path):
+    """The keeper process on its own: reports sent while no manager is attached reach the next one, in
+    order; the store stays up between managers; `stop` ends it and leaves nothing behind."""
+    pytest.importorskip("torch", reason="the keeper hosts a torch TCPStore")
+    import socket
+
+    from bft.runtime.keeper import INFO_NAME, SOCKET_NAME, KeeperLink, keeper_alive
+
+    tmp_path.chmod(0o700)
+    first = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
+    assert not first.adopted
+    pid, port = first.info["pid"], first.info["report_port"]
+    first.conn.close()  # the manager dies
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for k in range(3):
+            s.sendto(f"report {k}".encode(), ("127.0.0.1", port))
+    time.sleep(0.5)  # (the datagrams are in flight to a live process: no condition to wait on)
+    second = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
+    assert second.adopted and second.info["pid"] == pid  # the same keeper, the same store
+    received = second.datagrams()
+    assert [next(received) for _ in range(3)] == [b"report 0", b"report 1", b"report 2"]
+    second.stop_keeper()
+    assert not keeper_alive(pid, tmp_path)
+    assert not (tmp_path / INFO_NAME).exists() and not (tmp_path / SOCKET_NAME).exists()

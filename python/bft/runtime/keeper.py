@@ -81,7 +81,7 @@ class Keeper:
                     self._relay_datagram(self.report_sock.recv(protocol.MAX_DATAGRAM + 1))
                 elif s is self.relay:
                     self._attach()
-                elif self._manager_says() == "stop":
+                elif s is self.manager and self._manager_says() == "stop":  # (not one replaced meanwhile)
                     stop.set()
         self._close()
 
@@ -167,12 +167,18 @@ class KeeperLink:
         if not self.adopted:
             self._start(bind, store_port, report_port, wait_s)
         self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._buffer = b""  # what the keeper sent that is not handed out yet
         try:
             self.conn.connect(str(state_dir / SOCKET_NAME))
-            self.info: Dict[str, Any] = json.loads(self.conn.makefile("rb").readline())
+            while b"\n" not in self._buffer:  # its first line: where it listens; frames follow at once
+                chunk = self.conn.recv(65536)
+                if not chunk:
+                    raise OSError("it closed the connection")
+                self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            self.info: Dict[str, Any] = json.loads(line)
         except (OSError, ValueError) as e:
             raise KeeperError(f"cannot attach to the keeper in {state_dir}: {e}") from None
-        self._buffer = b""
 
     def _alive_info(self) -> Optional[Dict[str, Any]]:
         try:

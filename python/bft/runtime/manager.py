@@ -180,6 +180,7 @@ class Manager:
     def _receive_reports(self) -> None:
         for data in self.keeper.datagrams():
             self.inbox.put((time.monotonic(), "report", data))
+        self.inbox.put((time.monotonic(), "keeper_lost", None))  # the keeper ended (stop, or it died)
 
     # -- the event loop ---------------------------------------------------------------------------
 
@@ -222,6 +223,12 @@ class Manager:
                 reply(answer)
         elif kind == "shutdown":
             self._begin_shutdown()
+        elif kind == "keeper_lost" and not self._stopping:
+            # Running jobs lost their store and will fail (and be retried); new launches need a keeper.
+            print("bft manager: the keeper died; starting a new one", file=sys.stderr, flush=True)
+            self.store.log_event("keeper_lost")
+            self._open_endpoints()
+            self._spawn(self._receive_reports, "bft-reports")
 
     def _internal_error(self, kind: str, error: Exception) -> None:
         detail = "".join(traceback.format_exception(error))
