@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "bft/alloc.h"
+#include "bft/jobs.h"
 #include "bft/milp.h"
-#include "bft/sim.h"
 #include "milp/register_built_backends.h"
 
 namespace {
@@ -42,9 +42,9 @@ std::vector<Job> Jobs(int count) {
   std::vector<Job> jobs;
   const std::string path = std::string(BFT_SHARED_DATA_DIR) + "/jobs-imagenet-throughput-1001.jsonl";
   if (std::ifstream(path).good()) {
-    for (const bft::sim::JobSpec& spec : bft::sim::ReadJobs(path)) {
+    for (const bft::jobs::JobSpec& spec : bft::jobs::ReadJobs(path)) {
       if (static_cast<int>(jobs.size()) == count) break;
-      jobs.push_back(spec.ToAllocationJob());
+      jobs.push_back(bft::alloc::FromJobSpec(spec));
       jobs.back().id = "job" + std::to_string(jobs.size() - 1);
     }
   }

@@ -24,9 +24,10 @@ import numpy as np
 from ._core import alloc as _alloc
 from ._core import curve as _curve
 from ._core import sim as _sim
+# The job format has its own module (bft.jobs), beneath the allocator and the replay; its names stay here too.
+from .jobs import JobSpec, configuration_fields, job_fields, parse_jobs, read_jobs, write_jobs
 
 Trace = _sim.Trace
-JobSpec = _sim.JobSpec
 TraceStats = _sim.TraceStats
 ImportedTrace = _sim.ImportedTrace
 IdleLifetimePredictor = _sim.IdleLifetimePredictor
@@ -34,10 +35,6 @@ MAX_MACHINE_NODES = _sim.MAX_MACHINE_NODES
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
 DEFAULT_MILP_TIME_LIMIT_S = _sim.DEFAULT_MILP_TIME_LIMIT_S
-# The one table of a workload job line's fields, (name, required, read by the allocator), and of one
-# of its configurations, (name, required): bft::sim::JobFields() and ConfigurationFields().
-job_fields = _sim.job_fields
-configuration_fields = _sim.configuration_fields
 
 PathLike = Union[str, os.PathLike]
 
@@ -219,19 +216,6 @@ def _sacct_time(field: str, value) -> Optional[int]:
         except ValueError as e:
             raise ValueError(f"{field}: {e}") from None
     return _whole(field, value, 0, 2**62)
-
-
-def read_jobs(path: PathLike) -> List[JobSpec]:
-    """Reads a JSONL workload. Bad lines raise ValueError("path:line: ...")."""
-    return _sim.read_jobs(os.fspath(path))
-
-
-def parse_jobs(text: str, source: str = "<jobs>") -> List[JobSpec]:
-    return _sim.parse_jobs(text, source)
-
-
-def write_jobs(jobs: Sequence[JobSpec], path: PathLike) -> None:
-    _sim.write_jobs(list(jobs), os.fspath(path))
 
 
 def generate_synthetic(seed: int = 1, **options) -> "tuple[Trace, List[JobSpec]]":

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "bft/alloc.h"
+#include "bft/jobs.h"
 #include "bindings.h"
 
 namespace py = pybind11;
@@ -68,35 +69,6 @@ void BindAlloc(py::module_& m) {
   m.def(
       "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
 
-  py::class_<alloc::Configuration>(
-      m, "Configuration", "Another way to run a job (structured partial backpropagation, docs/spb.md)")
-      .def(py::init([](std::string name, curve::ThroughputCurve objective, py::object throughput,
-                       double efficiency) {
-             alloc::Configuration c;
-             c.name = std::move(name);
-             c.objective = std::move(objective);
-             if (!throughput.is_none()) c.throughput = throughput.cast<curve::ThroughputCurve>();
-             c.efficiency = efficiency;
-             return c;
-           }),
-           py::arg("name"), py::arg("objective"), py::arg("throughput") = py::none(),
-           py::arg("efficiency") = 1.0)
-      .def_readwrite("name", &alloc::Configuration::name)
-      .def_readwrite("objective", &alloc::Configuration::objective)
-      .def_readwrite("throughput", &alloc::Configuration::throughput)
-      .def_readwrite("efficiency", &alloc::Configuration::efficiency)
-      .def(
-          "is_valid",
-          [](const alloc::Configuration& c) {
-            std::string error;
-            const bool ok = c.IsValid(&error);
-            return py::make_tuple(ok, error);
-          },
-          "(True, '') or (False, why)")
-      .def("__repr__", [](const alloc::Configuration& c) {
-        return "Configuration('" + c.name + "', efficiency " + std::to_string(c.efficiency) + ")";
-      });
-
   py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")
       .def(py::init([](std::string id, int min_nodes, int max_nodes, curve::ThroughputCurve objective,
                        py::object throughput, double scale_up_s, double scale_down_s, double weight) {
@@ -130,6 +102,9 @@ void BindAlloc(py::module_& m) {
         os << "Job('" << j.id << "', nodes " << j.min_nodes << ".." << j.max_nodes << ")";
         return os.str();
       });
+
+  m.def("from_job_spec", &alloc::FromJobSpec, py::arg("spec"),
+        "The allocator's view of a job of the format (bft.jobs.JobSpec)");
 
   py::class_<alloc::NodeNames>(
       m, "NodeNames", "Node names (\"c05n06\") <-> the allocator's node ids, in order of first intern")

@@ -27,6 +27,7 @@
 
 #include "bft/curve.h"
 #include "bft/error.h"
+#include "bft/jobs.h"
 #include "bft/milp.h"
 
 namespace bft::alloc {
@@ -53,19 +54,8 @@ class NodeNames {
   std::unordered_map<std::string, NodeId> ids_;
 };
 
-// Another way to run a job, with its own curves: JigSaw's structured partial backpropagation, where
-// some workers back-propagate through the last layers only (docs/spb.md). The job's value at n
-// nodes in this configuration is efficiency x objective(n).
-struct Configuration {
-  std::string name;                   // non-empty, unique within the job, not "full"
-  curve::ThroughputCurve objective;   // must not be empty
-  curve::ThroughputCurve throughput;  // samples/s; empty: the objective
-  // What one sample processed in this configuration is worth against one with full
-  // backpropagation (its statistical efficiency), in (0, 1].
-  double efficiency = 1.0;
-  // True if the name, curves and efficiency are as above; else false with the reason in *error.
-  bool IsValid(std::string* error) const;
-};
+// Another way to run a job (structured partial backpropagation): part of the job format.
+using jobs::Configuration;
 
 struct Job {
   std::string id;     // non-empty, unique within a Problem
@@ -91,6 +81,10 @@ struct Job {
   std::vector<Configuration> configurations;
   int configuration = 0;  // the configuration it runs now: 0, or k for configurations[k - 1]
 };
+
+// The allocator's view of a job of the format (a workload line, a bft.allocate dict): its bounds,
+// curves, rescale costs, weight and configurations.
+Job FromJobSpec(const jobs::JobSpec& spec);
 
 // One entry of the current node -> job map.
 struct Assignment {

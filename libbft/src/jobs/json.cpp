@@ -1,20 +1,20 @@
-#include "sim/json.h"
+#include "jobs/json.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <system_error>
 
-namespace bft::sim::detail {
+namespace bft::jobs::detail {
 namespace {
 
 class Parser {
  public:
   explicit Parser(std::string_view text) : s_(text) {}
 
-  std::vector<JsonField> ParseObject() {
+  std::vector<Field> ParseObject() {
     SkipSpace();
-    std::vector<JsonField> fields = ParseObjectBody(/*nested=*/false);
+    std::vector<Field> fields = ParseObjectBody(/*nested=*/false);
     SkipSpace();
     if (pos_ != s_.size()) Fail("unexpected text after the end of the object");
     return fields;
@@ -39,8 +39,8 @@ class Parser {
 
   // An object from its '{' to its '}'. A nested object (an element of an array of objects) must be
   // flat: its values may not be arrays of objects.
-  std::vector<JsonField> ParseObjectBody(bool nested) {
-    std::vector<JsonField> fields;
+  std::vector<Field> ParseObjectBody(bool nested) {
+    std::vector<Field> fields;
     Expect('{', "expected '{' at the start of the object");
     SkipSpace();
     if (Peek() == '}' && !AtEnd()) {
@@ -51,9 +51,9 @@ class Parser {
       SkipSpace();
       if (Peek() != '"' || AtEnd()) Fail("expected a field name in double quotes");
       const std::size_t key_column = pos_ + 1;
-      JsonField field;
+      Field field;
       field.key = ParseString();
-      for (const JsonField& f : fields) {
+      for (const Field& f : fields) {
         if (f.key == field.key) Fail("duplicate field \"" + field.key + "\"", key_column);
       }
       SkipSpace();
@@ -75,30 +75,29 @@ class Parser {
     }
   }
 
-  JsonValue ParseValue(const std::string& key, bool nested) {
-    JsonValue v;
+  Value ParseValue(const std::string& key, bool nested) {
+    Value v;
     const char c = Peek();
     if (AtEnd()) Fail("missing value of \"" + key + "\"");
     if (c == '"') {
-      v.kind = JsonValue::Kind::kString;
+      v.kind = Value::Kind::kString;
       v.text = ParseString();
     } else if (c == '[') {
       ++pos_;
       SkipSpace();
       if (Peek() == ']' && !AtEnd()) {
         ++pos_;
-        v.kind = JsonValue::Kind::kNumberArray;
+        v.kind = Value::Kind::kNumberArray;
         return v;
       }
-      v.kind = Peek() == '{' ? JsonValue::Kind::kObjectArray : JsonValue::Kind::kNumberArray;
-      if (v.kind == JsonValue::Kind::kObjectArray && nested) {
+      v.kind = Peek() == '{' ? Value::Kind::kObjectArray : Value::Kind::kNumberArray;
+      if (v.kind == Value::Kind::kObjectArray && nested) {
         Fail("\"" + key + "\": objects nested this deep are not supported");
       }
       while (true) {
         SkipSpace();
-        if (v.kind == JsonValue::Kind::kObjectArray) {
+        if (v.kind == Value::Kind::kObjectArray) {
           if (Peek() != '{' || AtEnd()) Fail("\"" + key + "\": an array of objects may hold objects only");
-          v.object_columns.push_back(pos_ + 1);
           v.objects.push_back(ParseObjectBody(/*nested=*/true));
         } else {
           if (!(Peek() == '-' || (Peek() >= '0' && Peek() <= '9')) || AtEnd()) {
@@ -118,7 +117,7 @@ class Parser {
         Fail("\"" + key + "\": expected ',' or ']' in the array");
       }
     } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind = JsonValue::Kind::kNumber;
+      v.kind = Value::Kind::kNumber;
       v.number = ParseNumber(key);
     } else if (c == '{') {
       Fail("\"" + key + "\": an object is not supported as a value (only in an array of objects)");
@@ -273,7 +272,7 @@ class Parser {
 
 }  // namespace
 
-std::vector<JsonField> ParseJobJsonObject(std::string_view text) { return Parser(text).ParseObject(); }
+std::vector<Field> ParseJobJsonObject(std::string_view text) { return Parser(text).ParseObject(); }
 
 std::string JsonQuote(std::string_view s) {
   std::string out = "\"";
@@ -318,4 +317,4 @@ std::string JsonNumber(double x) {
   return s;
 }
 
-}  // namespace bft::sim::detail
+}  // namespace bft::jobs::detail
