@@ -38,7 +38,8 @@ NodeNames = _a.NodeNames
 solve = _a.solve
 
 SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
-_GOALS = {"throughput": Goal.THROUGHPUT, "max_min_fair": Goal.MAX_MIN_FAIR, "max-min": Goal.MAX_MIN_FAIR}
+GOALS = tuple(_a.goal_names())  # from C++ (alloc::ToString(Goal))
+DEFAULT_TFWD_S = _a.DEFAULT_TFWD_S  # alloc::kDefaultTfwdS, the horizon of Problem and ReplayOptions
 
 
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)
@@ -181,7 +182,7 @@ def allocate(
     jobs: Iterable[Union[Job, Mapping[str, Any]]],
     pool: Union[Sequence[int], Sequence[str], np.ndarray],
     current: Optional[Union[Mapping[Any, str], Iterable[tuple]]] = None,
-    tfwd: float = 10.0,
+    tfwd: float = DEFAULT_TFWD_S,
     solver: Union[str, "SolverKind"] = "exact",
     goal: Union[str, "Goal"] = "throughput",
     weights: Optional[Sequence[float]] = None,
@@ -223,13 +224,9 @@ def allocate(
         for job, value in zip(built, _per_item("remaining_samples", remaining_samples, len(built), "jobs")):
             job.remaining_samples = value
     if isinstance(solver, str):
-        if solver not in SOLVERS:
-            raise ValueError(f"solver: unknown solver '{solver}' (expected one of {', '.join(SOLVERS)})")
         solver = _a.solver_kind_from_string(solver)
     if isinstance(goal, str):
-        if goal not in _GOALS:
-            raise ValueError(f"goal: unknown goal '{goal}' (expected 'throughput' or 'max_min_fair')")
-        goal = _GOALS[goal]
+        goal = _a.goal_from_string(goal)
     try:
         tfwd = float(tfwd)
     except (TypeError, ValueError):
@@ -265,4 +262,4 @@ def _per_item(field: str, values: Sequence[float], count: int, what: str) -> Lis
     return out
 
 
-__all__ = ["Job", "Configuration", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]
+__all__ = ["Job", "Configuration", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS", "GOALS", "DEFAULT_TFWD_S"]

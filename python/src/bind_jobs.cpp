@@ -135,10 +135,9 @@ void BindJobs(py::module_& m) {
       .def_readwrite("scale_up_s", &jobs::JobSpec::scale_up_s)
       .def_readwrite("scale_down_s", &jobs::JobSpec::scale_down_s)
       .def_readwrite("weight", &jobs::JobSpec::weight)
-      .def_readwrite(
-          "configurations", &jobs::JobSpec::configurations,
-          "Other ways to run the job (bft.jobs.Configuration, with throughput set); `work` counts "
-          "samples at full backpropagation (docs/spb.md).")
+      .def_readwrite("configurations", &jobs::JobSpec::configurations,
+                     "Other ways to run the job (bft.jobs.Configuration, with throughput set); `work` counts "
+                     "samples at full backpropagation (docs/spb.md).")
       .def_property(
           "nodes", [](const jobs::JobSpec& j) { return j.throughput.nodes(); },
           [](jobs::JobSpec& j, const std::vector<int>& nodes) {
@@ -204,7 +203,8 @@ void BindJobs(py::module_& m) {
           throw InvalidArgument("expected a dict of job fields, got " +
                                 std::string(py::str(py::type::handle_of(fields).attr("__name__"))));
         }
-        return jobs::JobFromFields(FieldsOf(fields), for_allocation ? jobs::Use::kAllocation : jobs::Use::kWorkload);
+        return jobs::JobFromFields(FieldsOf(fields),
+                                   for_allocation ? jobs::Use::kAllocation : jobs::Use::kWorkload);
       },
       py::arg("fields"), py::arg("for_allocation") = false,
       "The job a dict of workload fields describes, checked as a workload line is (for_allocation: "

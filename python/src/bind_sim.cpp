@@ -359,7 +359,22 @@ void BindSim(py::module_& m) {
       py::arg("mean_interarrival_s") = sim::SyntheticOptions{}.mean_interarrival_s,
       "The synthetic idle-node trace and job mix of `bft replay`'s default: (Trace, [JobSpec]).");
 
+  // The replay's defaults and mode names, read from ReplayOptions and the enums' ToString: the one
+  // home of each (bft.sim, bft replay and the runtime read them from here).
+  const sim::ReplayOptions defaults;
   m.attr("DEFAULT_MILP_TIME_LIMIT_S") = sim::kDefaultReplayMilpTimeLimitS;
+  m.attr("DEFAULT_MAX_JOBS") = defaults.max_jobs;
+  m.attr("DEFAULT_TFWD_S") = defaults.tfwd_s;
+  m.attr("DEFAULT_POLICY") = alloc::ToString(defaults.solve.solver);
+  m.attr("DEFAULT_CURVES") = sim::ToString(defaults.curves);
+  m.attr("DEFAULT_ACCOUNTING") = sim::ToString(defaults.accounting);
+  m.attr("DEFAULT_CONFIGURATIONS") = sim::ToString(defaults.configurations);
+  m.attr("CURVE_MODES") =
+      py::make_tuple(sim::ToString(sim::CurveMode::kOracle), sim::ToString(sim::CurveMode::kLearned));
+  m.attr("ACCOUNTINGS") =
+      py::make_tuple(sim::ToString(sim::Accounting::kContinuous), sim::ToString(sim::Accounting::kReference));
+  m.attr("CONFIGURATION_MODES") = py::make_tuple(sim::ToString(sim::ConfigurationMode::kChoose),
+                                                 sim::ToString(sim::ConfigurationMode::kFullOnly));
   m.def(
       "replay",
       [](const sim::Trace& trace, const std::vector<sim::JobSpec>& jobs, const std::string& policy,
@@ -407,13 +422,14 @@ void BindSim(py::module_& m) {
         o.on_progress = nullptr;  // drop the Python callback while holding the GIL
         return ResultToDict(result);
       },
-      py::arg("trace"), py::arg("jobs"), py::arg("policy") = "exact", py::arg("curves") = "oracle",
-      py::arg("max_jobs") = 10, py::arg("tfwd_s") = 10.0, py::arg("nodes") = std::vector<std::string>{},
+      py::arg("trace"), py::arg("jobs"), py::arg("policy") = alloc::ToString(defaults.solve.solver),
+      py::arg("curves") = sim::ToString(defaults.curves), py::arg("max_jobs") = defaults.max_jobs,
+      py::arg("tfwd_s") = defaults.tfwd_s, py::arg("nodes") = std::vector<std::string>{},
       py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,
       py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
       py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("advisor") = py::none(),
-      py::arg("on_progress") = py::none(), py::arg("accounting") = "continuous",
-      py::arg("configurations") = "choose",
+      py::arg("on_progress") = py::none(), py::arg("accounting") = sim::ToString(defaults.accounting),
+      py::arg("configurations") = sim::ToString(defaults.configurations),
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

@@ -243,9 +243,9 @@ struct ReplayOptions {
   CurveMode curves = CurveMode::kOracle;
   Accounting accounting = Accounting::kContinuous;
   ConfigurationMode configurations = ConfigurationMode::kChoose;
-  curve::AdvisorOptions advisor;  // the profiling advisor of learned mode (docs/curve.md)
-  int max_jobs = 10;              // at most this many admitted (unfinished) jobs at once
-  double tfwd_s = 10.0;           // the allocator's forward-looking horizon
+  curve::AdvisorOptions advisor;         // the profiling advisor of learned mode (docs/curve.md)
+  int max_jobs = 10;                     // at most this many admitted (unfinished) jobs at once
+  double tfwd_s = alloc::kDefaultTfwdS;  // the allocator's forward-looking horizon
   // Only these nodes (names from the trace; in reference accounting also names absent from it,
   // always busy) are offered to the jobs; empty: every node of the trace.
   std::vector<std::string> nodes;

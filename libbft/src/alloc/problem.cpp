@@ -191,6 +191,15 @@ SolverKind SolverKindFromString(const std::string& name) {
   throw InvalidArgument("solver: unknown solver '" + name + "' (expected one of " + names + ")");
 }
 
+const char* ToString(Goal goal) { return goal == Goal::kMaxMinFair ? "max_min_fair" : "throughput"; }
+
+Goal GoalFromString(const std::string& name) {
+  for (const Goal goal : {Goal::kThroughput, Goal::kMaxMinFair}) {
+    if (name == ToString(goal)) return goal;
+  }
+  throw InvalidArgument("goal: unknown goal '" + name + "' (expected throughput or max_min_fair)");
+}
+
 namespace internal {
 
 Prepared Prepare(const Problem& problem, ConfigurationChoice choice) {

@@ -16,7 +16,6 @@
 namespace bft::text {
 namespace {
 
-
 // Checks one line of an input file: no NUL byte, valid UTF-8. Throws ParseError naming the line.
 void CheckText(std::string_view line, const std::string& source, long number) {
   std::size_t k = 0;
@@ -220,7 +219,6 @@ void ForEachLine(const std::string& text, const std::string& source, const LineF
   }
 }
 
-
 }  // namespace
 
 void ForEachFileLine(const std::string& path, const LineFn& f) { StreamLines(path, f); }
@@ -248,7 +246,6 @@ void WriteFileMaybeGzip(const std::string& path, const std::string& content) {
   out.close();  // a full disk shows only when the buffer is flushed
   if (!out) throw Error(path + ": write failed");
 }
-
 
 void ForEachTextLine(const std::string& text, const std::string& source, const LineFn& f) {
   ForEachLine(text, source, f);

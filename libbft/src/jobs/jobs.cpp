@@ -43,7 +43,8 @@ bool Check(const JobSpec& spec, Use use, std::string* error) {
                   " samples (the progress reports of a learned-curves replay could not carry it)");
     }
   }
-  if (!std::isfinite(spec.scale_up_s) || spec.scale_up_s < 0) return fail("scale_up_s must be finite and >= 0");
+  if (!std::isfinite(spec.scale_up_s) || spec.scale_up_s < 0)
+    return fail("scale_up_s must be finite and >= 0");
   if (!std::isfinite(spec.scale_down_s) || spec.scale_down_s < 0) {
     return fail("scale_down_s must be finite and >= 0");
   }
@@ -140,10 +141,12 @@ const std::vector<JobField>& JobFields() {
 
 JobSpec JobFromFields(const std::vector<Field>& fields, Use use) {
   // Slots in the order of a field table (JobFields(), ConfigurationFields()).
-  auto slots = [&](const std::vector<Field>& object, const std::vector<JobField>& table, const std::string& where) {
+  auto slots = [&](const std::vector<Field>& object, const std::vector<JobField>& table,
+                   const std::string& where) {
     std::vector<const Field*> found(table.size(), nullptr);
     for (const Field& f : object) {
-      const auto it = std::find_if(table.begin(), table.end(), [&](const JobField& e) { return f.key == e.name; });
+      const auto it =
+          std::find_if(table.begin(), table.end(), [&](const JobField& e) { return f.key == e.name; });
       if (it == table.end()) {
         std::string known;
         for (const JobField& e : table) known += (known.empty() ? "" : ", ") + std::string(e.name);
@@ -231,7 +234,8 @@ JobSpec JobFromFields(const std::vector<Field>& fields, Use use) {
   if (configurations != nullptr) {
     // An empty array ([]) reads as numbers: no configurations.
     const Value& value = configurations->value;
-    if (value.kind != Value::Kind::kObjectArray && !(value.kind == Value::Kind::kNumberArray && value.array.empty())) {
+    if (value.kind != Value::Kind::kObjectArray &&
+        !(value.kind == Value::Kind::kNumberArray && value.array.empty())) {
       expected(configurations, "configurations", "an array of objects");
     }
     for (std::size_t k = 0; k < value.objects.size(); ++k) {
@@ -244,7 +248,8 @@ JobSpec JobFromFields(const std::vector<Field>& fields, Use use) {
       configuration.efficiency = number(c[1], "efficiency");
       const std::vector<int> own_counts = c[2] != nullptr ? node_counts(c[2]) : counts;
       configuration.throughput = make_curve(own_counts, c[3], "throughput");
-      configuration.objective = c[4] != nullptr ? make_curve(own_counts, c[4], "objective") : configuration.throughput;
+      configuration.objective =
+          c[4] != nullptr ? make_curve(own_counts, c[4], "objective") : configuration.throughput;
       spec.configurations.push_back(std::move(configuration));
     }
     where = job;

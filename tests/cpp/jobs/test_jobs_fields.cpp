@@ -32,8 +32,12 @@ Value Numbers(std::vector<double> xs) {
 
 // The fields the allocator needs, without the replay-only submit and work.
 std::vector<Field> AllocationFields() {
-  return {{"name", String("a")},         {"min_nodes", Number(1)},      {"max_nodes", Number(4)},
-          {"scale_up_s", Number(5)},     {"scale_down_s", Number(1)},   {"nodes", Numbers({1, 4})},
+  return {{"name", String("a")},
+          {"min_nodes", Number(1)},
+          {"max_nodes", Number(4)},
+          {"scale_up_s", Number(5)},
+          {"scale_down_s", Number(1)},
+          {"nodes", Numbers({1, 4})},
           {"throughput", Numbers({10, 40})}};
 }
 
