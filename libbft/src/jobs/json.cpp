@@ -1,278 +1,304 @@
+// The jobs JSON reader: nlohmann-json's SAX parser does the JSON; this handler keeps only the shapes
+// the format allows and names the column of anything else.
 #include "jobs/json.h"
 
+#include <nlohmann/json.hpp>
+
 #include <charconv>
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <system_error>
+#include <utility>
 
 namespace bft::jobs::detail {
 namespace {
 
-class Parser {
- public:
-  explicit Parser(std::string_view text) : s_(text) {}
+using Json = nlohmann::json;
 
-  std::vector<Field> ParseObject() {
-    SkipSpace();
-    std::vector<Field> fields = ParseObjectBody(/*nested=*/false);
-    SkipSpace();
-    if (pos_ != s_.size()) Fail("unexpected text after the end of the object");
-    return fields;
+// The parser's input: a const char* that records how far the lexer has read, so that the handler can
+// name the column of what it is handed (nlohmann's SAX events carry no position).
+class TrackingIterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  TrackingIterator(const char* p, const char** furthest) : p_(p), furthest_(furthest) {}
+  reference operator*() const { return *p_; }
+  TrackingIterator& operator++() {
+    if (++p_ > *furthest_) *furthest_ = p_;
+    return *this;
+  }
+  TrackingIterator operator++(int) {
+    TrackingIterator old = *this;
+    ++*this;
+    return old;
+  }
+  bool operator==(const TrackingIterator& other) const { return p_ == other.p_; }
+  bool operator!=(const TrackingIterator& other) const { return p_ != other.p_; }
+
+ private:
+  const char* p_;
+  const char** furthest_;
+};
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsStructural(char c) { return c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':'; }
+bool IsNumberChar(char c) {
+  return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+// Builds the fields of one job object from the parser's events. Depth 1 is the job object, 2 an
+// array that is one of its values, 3 an object in such an array (a configuration), 4 an array that
+// is one of that object's values; nothing deeper is allowed.
+class Handler {
+ public:
+  explicit Handler(std::string_view text) : text_(text), read_(text.data()) {}
+
+  const char** read() { return &read_; }
+  std::vector<Field> TakeFields() { return std::move(fields_); }
+
+  bool null() { return Literal(4); }
+  bool boolean(bool value) { return Literal(value ? 4 : 5); }
+  bool number_integer(std::int64_t x) { return Number(static_cast<double>(x)); }
+  bool number_unsigned(std::uint64_t x) { return Number(static_cast<double>(x)); }
+  bool number_float(double x, const std::string&) { return Number(x); }
+  bool binary(Json::binary_t&) { return true; }  // JSON text holds no binary values
+
+  bool string(std::string& s) {
+    const std::size_t column = StringColumn();
+    if (depth_ == 0) Fail("expected '{' at the start of the object", column);
+    if (depth_ == 2 || depth_ == 4) ArrayElementError(column);
+    Value v;
+    v.kind = Value::Kind::kString;
+    v.text = std::move(s);
+    SetValue(std::move(v));
+    return true;
+  }
+
+  bool start_object(std::size_t) {
+    const std::size_t column = Consumed();  // just after '{': its 1-based column
+    if (depth_ == 0) {
+      if (done_) Fail("unexpected text after the end of the object", column);
+      depth_ = 1;
+      return true;
+    }
+    if (depth_ == 1 || depth_ == 3) {
+      Fail("\"" + Key() + "\": an object is not supported as a value (only in an array of objects)", column);
+    }
+    if (depth_ == 4) Fail("\"" + Key() + "\": objects nested this deep are not supported", column);
+    Value& array = Array();
+    if (!array.array.empty())
+      Fail("\"" + Key() + "\": arrays may hold numbers only (or objects only)", column);
+    array.kind = Value::Kind::kObjectArray;
+    array.objects.emplace_back();
+    depth_ = 3;
+    return true;
+  }
+
+  bool end_object() {
+    if (depth_ == 1) {
+      depth_ = 0;
+      done_ = true;
+    } else {
+      depth_ = 2;
+    }
+    return true;
+  }
+
+  bool key(std::string& k) {
+    const std::size_t column = StringColumn();
+    std::vector<Field>& object = Object();
+    for (const Field& f : object) {
+      if (f.key == k) Fail("duplicate field \"" + k + "\"", column);
+    }
+    object.push_back({std::move(k), Value{}});
+    awaiting_value_ = true;
+    return true;
+  }
+
+  bool start_array(std::size_t) {
+    const std::size_t column = Consumed();
+    if (depth_ == 0) Fail("expected '{' at the start of the object", column);
+    if (depth_ == 2 || depth_ == 4) ArrayElementError(column);
+    Value v;
+    v.kind = Value::Kind::kNumberArray;
+    SetValue(std::move(v));
+    ++depth_;
+    return true;
+  }
+
+  bool end_array() {
+    --depth_;
+    return true;
+  }
+
+  // Names what the parser refused in the words of the format, at the column where it starts.
+  // `position` counts the characters the lexer read (one past the text at its end).
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    const bool end = position > text_.size();
+    const std::size_t column = end ? position : TokenColumn(position - 1);
+    if (e.id == 406) Fail("\"" + Key() + "\": number out of range", column);
+    // A number with a leading zero ("05") lexes as 0 and then 5: name the digit after the zero.
+    if (!end && IsDigit(text_[position - 1])) {
+      std::size_t z = position - 1;
+      while (z > 0 && IsNumberChar(text_[z - 1])) --z;
+      if (text_[z] == '-') ++z;
+      if (text_[z] == '0' && z + 1 < text_.size() && IsDigit(text_[z + 1])) {
+        Fail("\"" + Key() + "\": leading zeros are not allowed in numbers", z + 2);
+      }
+    }
+    if (depth_ == 0) {
+      Fail(done_ ? "unexpected text after the end of the object" : "expected '{' at the start of the object",
+           column);
+    }
+    const std::string what = e.what();
+    if (what.find("invalid string") != std::string::npos) {
+      Fail("malformed string: " + LexerDetail(what, "invalid string: "), position);
+    }
+    // The character before the refused token (whitespace skipped) says what was expected.
+    std::size_t k = column - 1;
+    while (k > 0 && IsSpace(text_[k - 1])) --k;
+    const char before = k > 0 ? text_[k - 1] : '\0';
+    if (depth_ == 2 || depth_ == 4) {
+      if (before == '[' || before == ',') ArrayElementError(column);
+      Fail("\"" + Key() + "\": expected ',' or ']' in the array", column);
+    }
+    if (awaiting_value_) {
+      if (before != ':') Fail("expected ':' after field name \"" + Key() + "\"", column);
+      if (end) Fail("missing value of \"" + Key() + "\"", column);
+      if (what.find("invalid number") != std::string::npos)
+        Fail("\"" + Key() + "\": malformed number", column);
+      Fail("\"" + Key() + "\": expected a string, a number or an array of numbers", column);
+    }
+    if (before == '{' || before == ',') Fail("expected a field name in double quotes", column);
+    Fail("expected ',' or '}' after the value of \"" + Key() + "\"", column);
   }
 
  private:
-  [[noreturn]] void Fail(const std::string& what, std::size_t column = 0) const {
-    throw JsonError("column " + std::to_string(column ? column : pos_ + 1) + ": " + what);
-  }
-  char Peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
-  bool AtEnd() const { return pos_ >= s_.size(); }
-  void SkipSpace() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\r' || s_[pos_] == '\n')) {
-      ++pos_;
-    }
-  }
-  void Expect(char c, const std::string& what) {
-    if (Peek() != c || AtEnd()) Fail(what);
-    ++pos_;
+  [[noreturn]] static void Fail(const std::string& what, std::size_t column) {
+    throw JsonError("column " + std::to_string(column) + ": " + what);
   }
 
-  // An object from its '{' to its '}'. A nested object (an element of an array of objects) must be
-  // flat: its values may not be arrays of objects.
-  std::vector<Field> ParseObjectBody(bool nested) {
-    std::vector<Field> fields;
-    Expect('{', "expected '{' at the start of the object");
-    SkipSpace();
-    if (Peek() == '}' && !AtEnd()) {
-      ++pos_;
-      return fields;
-    }
-    while (true) {
-      SkipSpace();
-      if (Peek() != '"' || AtEnd()) Fail("expected a field name in double quotes");
-      const std::size_t key_column = pos_ + 1;
-      Field field;
-      field.key = ParseString();
-      for (const Field& f : fields) {
-        if (f.key == field.key) Fail("duplicate field \"" + field.key + "\"", key_column);
-      }
-      SkipSpace();
-      Expect(':', "expected ':' after field name \"" + field.key + "\"");
-      SkipSpace();
-      field.value = ParseValue(field.key, nested);
-      fields.push_back(std::move(field));
-      SkipSpace();
-      const char c = Peek();
-      if (c == ',' && !AtEnd()) {
-        ++pos_;
-        continue;
-      }
-      if (c == '}' && !AtEnd()) {
-        ++pos_;
-        return fields;
-      }
-      Fail("expected ',' or '}' after the value of \"" + fields.back().key + "\"");
-    }
+  // The part of nlohmann's message after `marker`, up to "; last read".
+  static std::string LexerDetail(const std::string& what, const std::string& marker) {
+    const std::size_t from = what.find(marker);
+    if (from == std::string::npos) return what;
+    const std::size_t to = what.find("; last read", from);
+    return what.substr(from + marker.size(),
+                       to == std::string::npos ? std::string::npos : to - from - marker.size());
   }
 
-  Value ParseValue(const std::string& key, bool nested) {
+  std::size_t Consumed() const { return static_cast<std::size_t>(read_ - text_.data()); }
+
+  // The 1-based column of the opening quote of the string whose closing quote ends at `end` (by
+  // default, the one the lexer has just read).
+  std::size_t StringColumn() const { return StringColumn(Consumed()); }
+  std::size_t StringColumn(std::size_t end) const {
+    std::size_t i = end - 1;  // the closing quote
+    while (i > 0) {
+      --i;
+      if (text_[i] != '"') continue;
+      std::size_t slashes = 0;
+      while (slashes < i && text_[i - 1 - slashes] == '\\') ++slashes;
+      if (slashes % 2 == 0) break;
+    }
+    return i + 1;
+  }
+
+  // The 1-based column where the token that ends at text_[last] starts: a structural character, a
+  // string (back to its opening quote) or a run of anything else (a number, a literal, garbage).
+  std::size_t TokenColumn(std::size_t last) const {
+    if (IsStructural(text_[last])) return last + 1;
+    if (text_[last] == '"') return StringColumn(last + 1);
+    std::size_t i = last;
+    while (i > 0 && !IsSpace(text_[i - 1]) && !IsStructural(text_[i - 1]) && text_[i - 1] != '"') --i;
+    return i + 1;
+  }
+
+  // The 1-based column of the number the lexer has just read (it reads one character past a number
+  // that does not end the text).
+  std::size_t NumberColumn() const {
+    std::size_t i = Consumed();
+    if (i > 0 && !IsNumberChar(text_[i - 1])) --i;
+    while (i > 0 && IsNumberChar(text_[i - 1])) --i;
+    return i + 1;
+  }
+
+  // The object whose fields are being read (the job's, or a configuration's at depth 3 and 4).
+  std::vector<Field>& Object() { return depth_ >= 3 ? fields_.back().value.objects.back() : fields_; }
+  const std::vector<Field>& Object() const {
+    return depth_ >= 3 ? fields_.back().value.objects.back() : fields_;
+  }
+  // The array whose elements are being read (depth 2 and 4).
+  Value& Array() { return Object().back().value; }
+  // The field a message is about: the one being read, else the array the reader is in.
+  const std::string& Key() const {
+    static const std::string none;
+    if (depth_ == 0) return none;
+    const std::vector<Field>& object = Object();
+    if (!object.empty()) return object.back().key;
+    return depth_ == 3 ? fields_.back().key : none;
+  }
+
+  void SetValue(Value v) {
+    Object().back().value = std::move(v);
+    awaiting_value_ = false;
+  }
+
+  [[noreturn]] void ArrayElementError(std::size_t column) {
+    if (Array().kind == Value::Kind::kObjectArray)
+      Fail("\"" + Key() + "\": an array of objects may hold objects only", column);
+    Fail("\"" + Key() + "\": arrays may hold numbers only (or objects only)", column);
+  }
+
+  bool Literal(std::size_t length) {
+    const std::size_t column = Consumed() - length + 1;
+    if (depth_ == 0) Fail("expected '{' at the start of the object", column);
+    if (depth_ == 2 || depth_ == 4) ArrayElementError(column);
+    Fail("\"" + Key() +
+             "\": true, false and null are not supported (expected a string, number or array of numbers)",
+         column);
+  }
+
+  bool Number(double x) {
+    if (depth_ == 0) Fail("expected '{' at the start of the object", NumberColumn());
+    if (depth_ == 2 || depth_ == 4) {
+      Value& array = Array();
+      if (array.kind == Value::Kind::kObjectArray) ArrayElementError(NumberColumn());
+      array.array.push_back(x);
+      return true;
+    }
     Value v;
-    const char c = Peek();
-    if (AtEnd()) Fail("missing value of \"" + key + "\"");
-    if (c == '"') {
-      v.kind = Value::Kind::kString;
-      v.text = ParseString();
-    } else if (c == '[') {
-      ++pos_;
-      SkipSpace();
-      if (Peek() == ']' && !AtEnd()) {
-        ++pos_;
-        v.kind = Value::Kind::kNumberArray;
-        return v;
-      }
-      v.kind = Peek() == '{' ? Value::Kind::kObjectArray : Value::Kind::kNumberArray;
-      if (v.kind == Value::Kind::kObjectArray && nested) {
-        Fail("\"" + key + "\": objects nested this deep are not supported");
-      }
-      while (true) {
-        SkipSpace();
-        if (v.kind == Value::Kind::kObjectArray) {
-          if (Peek() != '{' || AtEnd()) Fail("\"" + key + "\": an array of objects may hold objects only");
-          v.objects.push_back(ParseObjectBody(/*nested=*/true));
-        } else {
-          if (!(Peek() == '-' || (Peek() >= '0' && Peek() <= '9')) || AtEnd()) {
-            Fail("\"" + key + "\": arrays may hold numbers only (or objects only)");
-          }
-          v.array.push_back(ParseNumber(key));
-        }
-        SkipSpace();
-        if (Peek() == ',' && !AtEnd()) {
-          ++pos_;
-          continue;
-        }
-        if (Peek() == ']' && !AtEnd()) {
-          ++pos_;
-          break;
-        }
-        Fail("\"" + key + "\": expected ',' or ']' in the array");
-      }
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind = Value::Kind::kNumber;
-      v.number = ParseNumber(key);
-    } else if (c == '{') {
-      Fail("\"" + key + "\": an object is not supported as a value (only in an array of objects)");
-    } else if (s_.substr(pos_, 4) == "true" || s_.substr(pos_, 5) == "false" ||
-               s_.substr(pos_, 4) == "null") {
-      Fail("\"" + key +
-           "\": true, false and null are not supported (expected a string, number or array of numbers)");
-    } else {
-      Fail("\"" + key + "\": expected a string, a number or an array of numbers");
-    }
-    return v;
+    v.number = x;
+    SetValue(std::move(v));
+    return true;
   }
 
-  // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-  double ParseNumber(const std::string& key) {
-    const std::size_t begin = pos_;
-    auto digit = [&] { return pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9'; };
-    if (Peek() == '-' && !AtEnd()) ++pos_;
-    if (!digit()) Fail("\"" + key + "\": malformed number");
-    if (s_[pos_] == '0') {
-      ++pos_;
-      if (digit()) Fail("\"" + key + "\": leading zeros are not allowed in numbers");
-    } else {
-      while (digit()) ++pos_;
-    }
-    if (Peek() == '.' && !AtEnd()) {
-      ++pos_;
-      if (!digit()) Fail("\"" + key + "\": malformed number (digits expected after '.')");
-      while (digit()) ++pos_;
-    }
-    if ((Peek() == 'e' || Peek() == 'E') && !AtEnd()) {
-      ++pos_;
-      if ((Peek() == '+' || Peek() == '-') && !AtEnd()) ++pos_;
-      if (!digit()) Fail("\"" + key + "\": malformed number (digits expected in the exponent)");
-      while (digit()) ++pos_;
-    }
-    double x = 0.0;
-    const char* first = s_.data() + begin;
-    const char* last = s_.data() + pos_;
-    const auto [ptr, ec] = std::from_chars(first, last, x);
-    if (ec == std::errc::result_out_of_range || !std::isfinite(x)) {
-      Fail("\"" + key + "\": number out of range", begin + 1);
-    }
-    if (ec != std::errc() || ptr != last) Fail("\"" + key + "\": malformed number", begin + 1);
-    return x;
-  }
-
-  static void AppendUtf8(std::string& out, std::uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
-  std::uint32_t ParseHex4() {
-    if (pos_ + 4 > s_.size()) Fail("truncated \\u escape");
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= static_cast<std::uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        v |= static_cast<std::uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        v |= static_cast<std::uint32_t>(c - 'A' + 10);
-      } else {
-        Fail("malformed \\u escape");
-      }
-    }
-    return v;
-  }
-
-  std::string ParseString() {
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (AtEnd()) Fail("unterminated string");
-      const char c = s_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) Fail("control character in a string (escape it)");
-      if (c != '\\') {
-        out += c;
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (AtEnd()) Fail("unterminated escape in a string");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          std::uint32_t cp = ParseHex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (s_.substr(pos_, 2) != "\\u") Fail("unpaired surrogate in a \\u escape");
-            pos_ += 2;
-            const std::uint32_t low = ParseHex4();
-            if (low < 0xDC00 || low > 0xDFFF) Fail("unpaired surrogate in a \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            Fail("unpaired surrogate in a \\u escape");
-          }
-          AppendUtf8(out, cp);
-          break;
-        }
-        default:
-          Fail(std::string("unknown escape \\") + e + " in a string");
-      }
-    }
-  }
-
-  std::string_view s_;
-  std::size_t pos_ = 0;
+  std::string_view text_;
+  const char* read_;
+  std::vector<Field> fields_;
+  int depth_ = 0;
+  bool done_ = false;
+  bool awaiting_value_ = false;
 };
 
 }  // namespace
 
-std::vector<Field> ParseJobJsonObject(std::string_view text) { return Parser(text).ParseObject(); }
+std::vector<Field> ParseJobJsonObject(std::string_view text) {
+  // nlohmann's lexer takes a NUL byte for the end of the text; the line reader refuses them anyway.
+  const std::size_t nul = text.find('\0');
+  if (nul != std::string_view::npos) throw JsonError("column " + std::to_string(nul + 1) + ": NUL byte");
+  Handler handler(text);
+  const TrackingIterator first(text.data(), handler.read());
+  const TrackingIterator last(text.data() + text.size(), handler.read());
+  Json::sax_parse(first, last, &handler);
+  return handler.TakeFields();
+}
 
 std::string JsonQuote(std::string_view s) {
   std::string out = "\"";

@@ -1,4 +1,5 @@
-// A small strict parser for the JSON objects of a jobs JSONL line: an object whose values are
+// The strict reader of the JSON objects of a jobs JSONL line (nlohmann-json's SAX parser underneath,
+// json.cpp): an object whose values are
 // strings, numbers, arrays of numbers, or arrays of flat objects (objects whose own values are
 // strings, numbers or arrays of numbers: a job's configurations). Anything else (an object as a
 // value, objects nested deeper, true/false/null, arrays of strings, mixed arrays, trailing commas,
