@@ -262,4 +262,21 @@ def _per_item(field: str, values: Sequence[float], count: int, what: str) -> Lis
     return out
 
 
-__all__ = ["Job", "Configuration", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS", "GOALS", "DEFAULT_TFWD_S"]
+__all__ = [
+    "Job",
+    "Configuration",
+    "JobAllocation",
+    "Allocation",
+    "NamedAllocation",
+    "NamedJobAllocation",
+    "NodeNames",
+    "AllocationStatus",
+    "SolverKind",
+    "Goal",
+    "allocate",
+    "solve",
+    "to_job",
+    "SOLVERS",
+    "GOALS",
+    "DEFAULT_TFWD_S",
+]

@@ -164,7 +164,8 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
                    f"advisor (learned), or one replay of each (both). Default: {sim.DEFAULT_CURVES}")
     p.add_argument("--accounting", choices=(*sim.ACCOUNTINGS, "both"), default=sim.DEFAULT_ACCOUNTING,
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
-                   f"replayer's (reference), or one replay of each (both); docs/sim.md. Default: {sim.DEFAULT_ACCOUNTING}")
+                   f"replayer's (reference), or one replay of each (both); docs/sim.md. "
+                   f"Default: {sim.DEFAULT_ACCOUNTING}")
     p.add_argument("--configurations", choices=(*sim.CONFIGURATION_MODES, "both"), default=sim.DEFAULT_CONFIGURATIONS,
                    help="the jobs' configurations (structured partial backpropagation, docs/spb.md): the policy "
                    "chooses among those each job declares (choose), keeps full backpropagation (full: the plain "

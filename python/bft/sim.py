@@ -24,6 +24,7 @@ import numpy as np
 from ._core import alloc as _alloc
 from ._core import curve as _curve
 from ._core import sim as _sim
+
 # The job format has its own module (bft.jobs), beneath the allocator and the replay; its names stay here too.
 from .jobs import JobSpec, configuration_fields, job_fields, parse_jobs, read_jobs, write_jobs
 
