@@ -9,7 +9,7 @@
 
 #include "bft/sim.h"
 #include "common/text_io.h"
-#include "sim/text_input.h"
+#include "sim/trace/text_input.h"
 
 namespace bft::sim {
 
