@@ -22,7 +22,7 @@ PY="$VENV/bin/python"
 BUILD_DIR="${BFT_BUILD_DIR:-build/dev}"
 JOBS="${BFT_JOBS:-$(nproc)}"
 APT_PACKAGES=(g++ pkg-config libglpk-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
-              coinor-libcbc-dev zlib1g-dev clang-format)
+              coinor-libcbc-dev zlib1g-dev nlohmann-json3-dev clang-format)
 # torch is pinned: 2.13.0 is a CPU build that pip finds on this project's machines; an unpinned
 # torch pulls gigabytes of CUDA packages. scikit-learn ships the runtime examples' dataset.
 PY_PACKAGES=("cmake>=3.22" ninja "pybind11>=2.12" "scikit-build-core>=0.10" "numpy>=1.22" scipy

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "bft/alloc.h"
+#include "bft/jobs.h"
 #include "bft/milp.h"
-#include "bft/sim.h"
 #include "milp/register_built_backends.h"
 
 namespace {
@@ -42,9 +42,9 @@ std::vector<Job> Jobs(int count) {
   std::vector<Job> jobs;
   const std::string path = std::string(BFT_SHARED_DATA_DIR) + "/jobs-imagenet-throughput-1001.jsonl";
   if (std::ifstream(path).good()) {
-    for (const bft::sim::JobSpec& spec : bft::sim::ReadJobs(path)) {
+    for (const bft::jobs::JobSpec& spec : bft::jobs::ReadJobs(path)) {
       if (static_cast<int>(jobs.size()) == count) break;
-      jobs.push_back(spec.ToAllocationJob());
+      jobs.push_back(bft::alloc::FromJobSpec(spec));
       jobs.back().id = "job" + std::to_string(jobs.size() - 1);
     }
   }
@@ -129,8 +129,8 @@ void BM_Solve(benchmark::State& state, SolverKind solver, const std::string& bac
   state.counters["exact_ms"] = exact_median * 1e3;
   state.counters["ratio_vs_exact"] = median / exact_median;
   state.counters["objective_vs_exact"] = exact.objective != 0.0 ? result.objective / exact.objective : 1.0;
-  state.counters["optimal"] = result.proven_optimal ? 1 : 0;
-  state.SetLabel(result.proven_optimal ? "optimal" : bft::milp::ToString(result.termination));
+  state.counters["optimal"] = result.status == bft::alloc::AllocationStatus::kOptimal ? 1 : 0;
+  state.SetLabel(bft::alloc::ToString(result.status));
 }
 
 // Sizes per solver: jobs x nodes in {10, 100, 1000} x {64, 512, 4734}, up to max_jobs jobs and

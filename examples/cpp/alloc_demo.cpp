@@ -37,7 +37,7 @@ std::string List(const std::vector<bft::alloc::NodeId>& nodes) {
 
 void Print(const bft::alloc::Allocation& a) {
   std::printf("solver %-11s objective %12.1f  %s  (%.3f ms)\n", bft::alloc::ToString(a.solver), a.objective,
-              a.proven_optimal ? "optimal" : "not proven optimal", a.wall_time_s * 1e3);
+              bft::alloc::ToString(a.status), a.wall_time_s * 1e3);
   for (const bft::alloc::JobAllocation& j : a.jobs)
     std::printf(
         "  %-9s %2d -> %2d nodes  rate %8.1f samples/s  penalty %9.1f  kept %s added %s released %s\n",

@@ -55,7 +55,7 @@ for solver in ("exact", "count_milp", "equal_share"):
     start = time.perf_counter()
     results[solver] = bft.allocate(jobs, pool, current, tfwd=10, solver=solver)
     print(f"{solver:12s} objective {results[solver].objective:14.1f}  "
-          f"{'optimal' if results[solver].proven_optimal else 'heuristic':9s}  "
+          f"{results[solver].status.name.lower():9s}  "
           f"{(time.perf_counter() - start) * 1e3:7.2f} ms")
 
 # %% [markdown]

@@ -9,11 +9,12 @@
 >>> result.nodes_after.tolist(), result.objective
 ([2, 2], 500.0)
 
-Jobs are dicts with the fields of ``jobs-*.jsonl`` (one table, ``bft.sim.job_fields()``, shared
-with the C++ reader: ``name``, ``min_nodes``, ``max_nodes``, ``scale_up_s``, ``scale_down_s``,
-``nodes``, ``throughput`` required, ``objective``, ``weight`` and ``configurations`` optional;
-``submit`` and ``work`` are allowed and not used) or :class:`Job` objects. An unknown field, a missing one, or a value of
-the wrong type (a string for a number, a fraction for a node count) is a ValueError naming it.
+Jobs are dicts with the fields of ``jobs-*.jsonl`` (``name``, ``min_nodes``, ``max_nodes``,
+``scale_up_s``, ``scale_down_s``, ``nodes``, ``throughput`` required, ``objective``, ``weight`` and
+``configurations`` optional; ``submit`` and ``work`` are allowed and not used), read by the workload
+format's own validator in C++ (:mod:`bft.jobs`), or :class:`Job` objects. An unknown field, a
+missing one, or a value of the wrong type (a string for a number, a fraction for a node count) is a
+ValueError naming the job and the field.
 The formulation, the solvers and when to choose which are in docs/alloc.md.
 """
 
@@ -24,11 +25,10 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ._core import alloc as _a
-from ._core import curve as _c
-from ._core import sim as _s
+from ._core import jobs as _jobs
 
 Job = _a.Job
-Configuration = _a.Configuration
+Configuration = _jobs.Configuration
 JobAllocation = _a.JobAllocation
 Allocation = _a.Allocation
 SolverKind = _a.SolverKind
@@ -38,17 +38,10 @@ NodeNames = _a.NodeNames
 solve = _a.solve
 
 SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
-_GOALS = {"throughput": Goal.THROUGHPUT, "max_min_fair": Goal.MAX_MIN_FAIR, "max-min": Goal.MAX_MIN_FAIR}
+GOALS = tuple(_a.goal_names())  # from C++ (alloc::ToString(Goal))
+DEFAULT_TFWD_S = _a.DEFAULT_TFWD_S  # alloc::kDefaultTfwdS, the horizon of Problem and ReplayOptions
 
 
-# The job fields, from the one table in C++ (bft::sim::JobFields): (name, required, for_allocation).
-_JOB_FIELDS = tuple(_s.job_fields())
-_KNOWN_FIELDS = tuple(name for name, _, _ in _JOB_FIELDS)
-_REQUIRED_FIELDS = tuple(name for name, required, for_allocation in _JOB_FIELDS if required and for_allocation)
-# The fields of one of a job's configurations (bft::sim::ConfigurationFields): (name, required).
-_CONFIGURATION_FIELDS = tuple(_s.configuration_fields())
-
-_INT32 = (-(2**31), 2**31 - 1)  # node counts (C++ int)
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)
 
 
@@ -56,77 +49,6 @@ def _in_range(what: str, value: int, limits: tuple) -> int:
     if not limits[0] <= value <= limits[1]:
         raise ValueError(f"{what}: {value} is out of range [{limits[0]}, {limits[1]}]")
     return value
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-
-
-def _numeric_array(where: str, field: str, values: Any) -> np.ndarray:
-    """A flat array of numbers; strings, booleans and nested lists are refused, not converted."""
-    try:
-        a = np.asarray(values)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}: field '{field}' is not a list of numbers ({e})") from None
-    if a.ndim != 1:
-        raise ValueError(f"{where}: field '{field}' must be a flat list of numbers")
-    if a.size and a.dtype.kind not in "iuf":
-        raise ValueError(f"{where}: field '{field}' must hold numbers, got {list(values)!r}")
-    return a
-
-
-def _curve(where: str, field: str, nodes: Any, values: Any) -> "_c.ThroughputCurve":
-    n = _numeric_array(where, "nodes", nodes)
-    v = _numeric_array(where, field, values).astype(float)
-    if n.size and not np.all(np.equal(np.mod(n, 1), 0)):
-        raise ValueError(f"{where}: field 'nodes' must hold whole node counts")
-    try:
-        counts = [_in_range(f"{where}: field 'nodes'", int(x), _INT32) for x in n]
-        return _c.ThroughputCurve(counts, [float(x) for x in v])
-    except ValueError as e:
-        raise ValueError(f"{where}: field '{field}': {e}") from None
-
-
-def _number(where: str, job: Mapping[str, Any], field: str, default: Any = None, kind=float):
-    if field not in job:
-        if default is None:
-            raise ValueError(f"{where}: missing field '{field}'")
-        return default
-    value = job[field]
-    expected = "an integer" if kind is int else "a number"
-    if not _is_number(value):
-        raise ValueError(f"{where}: field '{field}' must be {expected}, got {value!r}")
-    try:
-        if kind is int:
-            if float(value) != int(value):
-                raise ValueError
-            return _in_range(f"{where}: field '{field}'", int(value), _INT32)
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{where}: field '{field}' must be {expected}, got {value!r}") from None
-
-
-def _configuration(where: str, index: int, spec: Any, job_nodes: Any) -> Configuration:
-    """A :class:`Configuration` from a dict of the workload format's configuration fields."""
-    where = f"{where}: configurations[{index}]"
-    if isinstance(spec, Configuration):
-        return spec
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"{where}: expected a dict or a bft.alloc.Configuration, got {type(spec).__name__}")
-    known = tuple(name for name, _ in _CONFIGURATION_FIELDS)
-    for key in spec:
-        if key not in known:
-            raise ValueError(f"{where}: unknown field {key!r} (known: {', '.join(known)})")
-    for key, required in _CONFIGURATION_FIELDS:
-        if required and key not in spec:
-            raise ValueError(f"{where}: missing field '{key}'")
-    name = spec["name"]
-    if not isinstance(name, str):
-        raise ValueError(f"{where}: field 'name' must be a string, got {name!r}")
-    nodes = spec.get("nodes", job_nodes)
-    throughput = _curve(where, "throughput", nodes, spec["throughput"])
-    objective = _curve(where, "objective", nodes, spec["objective"]) if "objective" in spec else throughput
-    return Configuration(name, objective, throughput, _number(where, spec, "efficiency"))
 
 
 def _copy_job(job: Job, weight: float) -> Job:
@@ -139,39 +61,18 @@ def _copy_job(job: Job, weight: float) -> Job:
 
 
 def to_job(job: Union[Job, Mapping[str, Any]], index: int = 0, weight: Optional[float] = None) -> Job:
-    """A :class:`Job` from a Job or a dict with the fields of ``jobs-*.jsonl``."""
+    """A :class:`Job` from a Job or a dict with the fields of ``jobs-*.jsonl``, checked by the workload
+    format's own validator (:func:`bft.jobs.from_dict`); errors name ``jobs[index]``, the job and the field."""
     if isinstance(job, Job):
         return _copy_job(job, job.weight if weight is None else float(weight))
     if not isinstance(job, Mapping):
         raise ValueError(f"jobs[{index}]: expected a dict or a bft.alloc.Job, got {type(job).__name__}")
-    for key in job:
-        if key not in _KNOWN_FIELDS:
-            raise ValueError(f"jobs[{index}]: unknown field {key!r} (known: {', '.join(_KNOWN_FIELDS)})")
-    if "name" not in job:
-        raise ValueError(f"jobs[{index}]: missing field 'name'")
-    name = job["name"]
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"jobs[{index}]: field 'name' must be a non-empty string, got {name!r}")
-    where = f"jobs[{index}] ('{name}')"
-    for key in _REQUIRED_FIELDS:
-        if key not in job:
-            raise ValueError(f"{where}: missing field '{key}'")
-    throughput = _curve(where, "throughput", job["nodes"], job["throughput"])
-    objective = _curve(where, "objective", job["nodes"], job["objective"]) if "objective" in job else throughput
-    configurations = job.get("configurations", [])
-    if isinstance(configurations, (str, bytes, Mapping)) or not isinstance(configurations, Sequence):
-        raise ValueError(f"{where}: field 'configurations' must be a list of dicts, got {configurations!r}")
-    built = Job(
-        str(name),
-        _number(where, job, "min_nodes", kind=int),
-        _number(where, job, "max_nodes", kind=int),
-        objective,
-        throughput,
-        _number(where, job, "scale_up_s"),
-        _number(where, job, "scale_down_s"),
-        float(weight) if weight is not None else _number(where, job, "weight", 1.0),
-    )
-    built.configurations = [_configuration(where, k, c, job["nodes"]) for k, c in enumerate(configurations)]
+    try:
+        built = _a.from_job_spec(_jobs.job_from_dict(job, True))
+    except ValueError as e:
+        raise ValueError(f"jobs[{index}]: {e}") from None
+    if weight is not None:
+        built.weight = float(weight)
     return built
 
 
@@ -281,7 +182,7 @@ def allocate(
     jobs: Iterable[Union[Job, Mapping[str, Any]]],
     pool: Union[Sequence[int], Sequence[str], np.ndarray],
     current: Optional[Union[Mapping[Any, str], Iterable[tuple]]] = None,
-    tfwd: float = 10.0,
+    tfwd: float = DEFAULT_TFWD_S,
     solver: Union[str, "SolverKind"] = "exact",
     goal: Union[str, "Goal"] = "throughput",
     weights: Optional[Sequence[float]] = None,
@@ -323,13 +224,9 @@ def allocate(
         for job, value in zip(built, _per_item("remaining_samples", remaining_samples, len(built), "jobs")):
             job.remaining_samples = value
     if isinstance(solver, str):
-        if solver not in SOLVERS:
-            raise ValueError(f"solver: unknown solver '{solver}' (expected one of {', '.join(SOLVERS)})")
         solver = _a.solver_kind_from_string(solver)
     if isinstance(goal, str):
-        if goal not in _GOALS:
-            raise ValueError(f"goal: unknown goal '{goal}' (expected 'throughput' or 'max_min_fair')")
-        goal = _GOALS[goal]
+        goal = _a.goal_from_string(goal)
     try:
         tfwd = float(tfwd)
     except (TypeError, ValueError):
@@ -365,4 +262,21 @@ def _per_item(field: str, values: Sequence[float], count: int, what: str) -> Lis
     return out
 
 
-__all__ = ["Job", "Configuration", "JobAllocation", "Allocation", "NamedAllocation", "NamedJobAllocation", "NodeNames", "AllocationStatus", "SolverKind", "Goal", "allocate", "solve", "to_job", "SOLVERS"]
+__all__ = [
+    "Job",
+    "Configuration",
+    "JobAllocation",
+    "Allocation",
+    "NamedAllocation",
+    "NamedJobAllocation",
+    "NodeNames",
+    "AllocationStatus",
+    "SolverKind",
+    "Goal",
+    "allocate",
+    "solve",
+    "to_job",
+    "SOLVERS",
+    "GOALS",
+    "DEFAULT_TFWD_S",
+]

@@ -158,18 +158,22 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
         help=f"allocation policy, repeatable or a comma list: {', '.join(sim.POLICIES)} "
         f"(default: {','.join(DEFAULT_POLICIES)})",
     )
-    p.add_argument("--curves", choices=("oracle", "learned", "both"), default="oracle",
+    # Mode names and defaults are the C++ library's (bft.sim reads them from ReplayOptions).
+    p.add_argument("--curves", choices=(*sim.CURVE_MODES, "both"), default=sim.DEFAULT_CURVES,
                    help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
-                   "advisor (learned), or one replay of each (both). Default: oracle")
-    p.add_argument("--accounting", choices=("continuous", "reference", "both"), default="continuous",
+                   f"advisor (learned), or one replay of each (both). Default: {sim.DEFAULT_CURVES}")
+    p.add_argument("--accounting", choices=(*sim.ACCOUNTINGS, "both"), default=sim.DEFAULT_ACCOUNTING,
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
-                   "replayer's (reference), or one replay of each (both); docs/sim.md. Default: continuous")
-    p.add_argument("--configurations", choices=("choose", "full", "both"), default="choose",
+                   f"replayer's (reference), or one replay of each (both); docs/sim.md. "
+                   f"Default: {sim.DEFAULT_ACCOUNTING}")
+    p.add_argument("--configurations", choices=(*sim.CONFIGURATION_MODES, "both"), default=sim.DEFAULT_CONFIGURATIONS,
                    help="the jobs' configurations (structured partial backpropagation, docs/spb.md): the policy "
                    "chooses among those each job declares (choose), keeps full backpropagation (full: the plain "
-                   "policy), or one replay of each (both). Default: choose")
-    p.add_argument("--max-jobs", type=int, default=10, help="most jobs admitted at once, FCFS (default 10)")
-    p.add_argument("--tfwd", type=float, default=10.0, help="allocator's forward-looking time in seconds (default 10)")
+                   f"policy), or one replay of each (both). Default: {sim.DEFAULT_CONFIGURATIONS}")
+    p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS,
+                   help=f"most jobs admitted at once, FCFS (default {sim.DEFAULT_MAX_JOBS})")
+    p.add_argument("--tfwd", type=float, default=sim.DEFAULT_TFWD_S,
+                   help=f"allocator's forward-looking time in seconds (default {sim.DEFAULT_TFWD_S:g})")
     p.add_argument("--nodes", metavar="SPEC",
                    help="node subset: a count N (first N names in sorted order), positions A:B in the trace's order "
                    "of first appearance (A included, B not), a comma list of names, or @FILE")
@@ -286,9 +290,9 @@ def _check_plotting(args) -> None:
 
 def replay_main(args) -> int:
     policies = _parse_policies(args.policy)
-    curve_modes = ["oracle", "learned"] if args.curves == "both" else [args.curves]
-    accountings = ["continuous", "reference"] if args.accounting == "both" else [args.accounting]
-    configuration_modes = ["choose", "full"] if args.configurations == "both" else [args.configurations]
+    curve_modes = list(sim.CURVE_MODES) if args.curves == "both" else [args.curves]
+    accountings = list(sim.ACCOUNTINGS) if args.accounting == "both" else [args.accounting]
+    configuration_modes = list(sim.CONFIGURATION_MODES) if args.configurations == "both" else [args.configurations]
     _check_numbers(args)
     _check_backend(args.milp_backend)
     advisor = _advisor_options(args.advisor)

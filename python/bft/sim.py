@@ -25,19 +25,27 @@ from ._core import alloc as _alloc
 from ._core import curve as _curve
 from ._core import sim as _sim
 
+# The job format has its own module (bft.jobs), beneath the allocator and the replay; its names stay here too.
+from .jobs import JobSpec, configuration_fields, job_fields, parse_jobs, read_jobs, write_jobs
+
 Trace = _sim.Trace
-JobSpec = _sim.JobSpec
 TraceStats = _sim.TraceStats
 ImportedTrace = _sim.ImportedTrace
 IdleLifetimePredictor = _sim.IdleLifetimePredictor
 MAX_MACHINE_NODES = _sim.MAX_MACHINE_NODES
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
+# The replay's defaults and mode names, from C++ (ReplayOptions and the enums' ToString).
 DEFAULT_MILP_TIME_LIMIT_S = _sim.DEFAULT_MILP_TIME_LIMIT_S
-# The one table of a workload job line's fields, (name, required, read by the allocator), and of one
-# of its configurations, (name, required): bft::sim::JobFields() and ConfigurationFields().
-job_fields = _sim.job_fields
-configuration_fields = _sim.configuration_fields
+DEFAULT_MAX_JOBS = _sim.DEFAULT_MAX_JOBS
+DEFAULT_TFWD_S = _sim.DEFAULT_TFWD_S
+DEFAULT_POLICY = _sim.DEFAULT_POLICY
+DEFAULT_CURVES = _sim.DEFAULT_CURVES
+DEFAULT_ACCOUNTING = _sim.DEFAULT_ACCOUNTING
+DEFAULT_CONFIGURATIONS = _sim.DEFAULT_CONFIGURATIONS
+CURVE_MODES = _sim.CURVE_MODES
+ACCOUNTINGS = _sim.ACCOUNTINGS
+CONFIGURATION_MODES = _sim.CONFIGURATION_MODES
 
 PathLike = Union[str, os.PathLike]
 
@@ -70,6 +78,16 @@ __all__ = [
     "format_summary",
     "replay_label",
     "POLICIES",
+    "DEFAULT_MILP_TIME_LIMIT_S",
+    "DEFAULT_MAX_JOBS",
+    "DEFAULT_TFWD_S",
+    "DEFAULT_POLICY",
+    "DEFAULT_CURVES",
+    "DEFAULT_ACCOUNTING",
+    "DEFAULT_CONFIGURATIONS",
+    "CURVE_MODES",
+    "ACCOUNTINGS",
+    "CONFIGURATION_MODES",
 ]
 
 # The allocators of bft.alloc, by the names SolverKindFromString accepts.
@@ -221,19 +239,6 @@ def _sacct_time(field: str, value) -> Optional[int]:
     return _whole(field, value, 0, 2**62)
 
 
-def read_jobs(path: PathLike) -> List[JobSpec]:
-    """Reads a JSONL workload. Bad lines raise ValueError("path:line: ...")."""
-    return _sim.read_jobs(os.fspath(path))
-
-
-def parse_jobs(text: str, source: str = "<jobs>") -> List[JobSpec]:
-    return _sim.parse_jobs(text, source)
-
-
-def write_jobs(jobs: Sequence[JobSpec], path: PathLike) -> None:
-    _sim.write_jobs(list(jobs), os.fspath(path))
-
-
 def generate_synthetic(seed: int = 1, **options) -> "tuple[Trace, List[JobSpec]]":
     """The synthetic trace and job mix of ``bft replay``'s default (docs/sim.md describes the model).
 
@@ -262,8 +267,8 @@ class ReplayResult:
     def label(self) -> str:
         """The replay's :func:`replay_label`: "exact", "exact+learned", "exact/full/reference", ..."""
         s = self.summary
-        return replay_label(self.policy, s["curves"], s.get("accounting", "continuous"),
-                            s.get("configurations", "choose"))
+        return replay_label(self.policy, s["curves"], s.get("accounting", DEFAULT_ACCOUNTING),
+                            s.get("configurations", DEFAULT_CONFIGURATIONS))
 
     def write_steps_csv(self, path: PathLike) -> None:
         """The per-event step log, one row per event, columns STEP_COLUMNS."""
@@ -311,11 +316,11 @@ def _fmt(x) -> str:
 def replay(
     trace: Union[Trace, PathLike],
     jobs: Union[Sequence[JobSpec], PathLike],
-    policy: str = "exact",
-    curves: str = "oracle",
+    policy: str = DEFAULT_POLICY,
+    curves: str = DEFAULT_CURVES,
     *,
-    max_jobs: int = 10,
-    tfwd_s: float = 10.0,
+    max_jobs: int = DEFAULT_MAX_JOBS,
+    tfwd_s: float = DEFAULT_TFWD_S,
     nodes: Optional[Iterable[str]] = None,
     start_s: Optional[float] = None,
     end_s: Optional[float] = None,
@@ -326,8 +331,8 @@ def replay(
     isolate: bool = True,
     advisor: Optional[_curve.AdvisorOptions] = None,
     on_progress: Optional[Callable[[float], None]] = None,
-    accounting: str = "continuous",
-    configurations: str = "choose",
+    accounting: str = DEFAULT_ACCOUNTING,
+    configurations: str = DEFAULT_CONFIGURATIONS,
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
 
@@ -398,14 +403,14 @@ def replay(
     )
 
 
-def replay_label(policy: str, curves: str = "oracle", accounting: str = "continuous",
-                 configurations: str = "choose") -> str:
+def replay_label(policy: str, curves: str = DEFAULT_CURVES, accounting: str = DEFAULT_ACCOUNTING,
+                 configurations: str = DEFAULT_CONFIGURATIONS) -> str:
     """How the replay of a policy is named in tables and file names: the policy, "+learned" for
     learned curves, "/full" for full backpropagation only, "/reference" for the reference accounting."""
-    label = policy if curves == "oracle" else f"{policy}+{curves}"
-    if configurations != "choose":
+    label = policy if curves == DEFAULT_CURVES else f"{policy}+{curves}"
+    if configurations != DEFAULT_CONFIGURATIONS:
         label += f"/{configurations}"
-    return label if accounting == "continuous" else f"{label}/{accounting}"
+    return label if accounting == DEFAULT_ACCOUNTING else f"{label}/{accounting}"
 
 
 def _duration(s: float) -> str:
@@ -431,10 +436,10 @@ def _seconds(s: float) -> str:
 def format_summary(summary: Dict[str, object]) -> str:
     """A readable multi-line summary of one replay."""
     s = summary
-    label = s["policy"] if s["curves"] == "oracle" else f"{s['policy']} (learned curves)"
-    if s.get("accounting", "continuous") != "continuous":
+    label = s["policy"] if s["curves"] == DEFAULT_CURVES else f"{s['policy']} (learned curves)"
+    if s.get("accounting", DEFAULT_ACCOUNTING) != DEFAULT_ACCOUNTING:
         label += f", {s['accounting']} accounting"
-    if s.get("configurations", "choose") != "choose":
+    if s.get("configurations", DEFAULT_CONFIGURATIONS) != DEFAULT_CONFIGURATIONS:
         label += ", full backpropagation only"
     lines = [
         f"policy {label}: {s['nodes']} nodes, window {_duration(float(s['end_s']) - float(s['start_s']))}, "
@@ -491,7 +496,7 @@ def comparison_table(results: Sequence[ReplayResult]) -> str:
         ("allocator max", lambda s: _seconds(s["allocator_max_s"])),
         ("replay wall time", lambda s: _seconds(s["wall_s"])),
     ]
-    if any(float(r.summary["partial_node_hours"]) or r.summary["configurations"] != "choose" for r in results):
+    if any(float(r.summary["partial_node_hours"]) or r.summary["configurations"] != DEFAULT_CONFIGURATIONS for r in results):
         at = [name for name, _ in rows].index("preemptions") + 1
         rows[at:at] = [
             ("partial-backprop node-hours", lambda s: f"{float(s['partial_node_hours']):.1f}"),

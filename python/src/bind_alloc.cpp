@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "bft/alloc.h"
+#include "bft/jobs.h"
 #include "bindings.h"
 
 namespace py = pybind11;
@@ -57,6 +58,16 @@ void BindAlloc(py::module_& m) {
   BindEnum<Goal>(m, "Goal", "What the allocator maximises",
                  {{"THROUGHPUT", Goal::kThroughput}, {"MAX_MIN_FAIR", Goal::kMaxMinFair}});
   m.def("solver_kind_from_string", &alloc::SolverKindFromString, py::arg("name"));
+  m.def("goal_from_string", &alloc::GoalFromString, py::arg("name"));
+  m.def(
+      "goal_names",
+      [] {
+        std::vector<std::string> names;
+        for (Goal goal : {Goal::kThroughput, Goal::kMaxMinFair}) names.emplace_back(alloc::ToString(goal));
+        return names;
+      },
+      "The goal names, throughput (the default) first");
+  m.attr("DEFAULT_TFWD_S") = alloc::kDefaultTfwdS;
   m.def(
       "solver_names",
       [] {
@@ -67,35 +78,6 @@ void BindAlloc(py::module_& m) {
       "The one list of solver (policy) names, exact first");
   m.def(
       "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
-
-  py::class_<alloc::Configuration>(
-      m, "Configuration", "Another way to run a job (structured partial backpropagation, docs/spb.md)")
-      .def(py::init([](std::string name, curve::ThroughputCurve objective, py::object throughput,
-                       double efficiency) {
-             alloc::Configuration c;
-             c.name = std::move(name);
-             c.objective = std::move(objective);
-             if (!throughput.is_none()) c.throughput = throughput.cast<curve::ThroughputCurve>();
-             c.efficiency = efficiency;
-             return c;
-           }),
-           py::arg("name"), py::arg("objective"), py::arg("throughput") = py::none(),
-           py::arg("efficiency") = 1.0)
-      .def_readwrite("name", &alloc::Configuration::name)
-      .def_readwrite("objective", &alloc::Configuration::objective)
-      .def_readwrite("throughput", &alloc::Configuration::throughput)
-      .def_readwrite("efficiency", &alloc::Configuration::efficiency)
-      .def(
-          "is_valid",
-          [](const alloc::Configuration& c) {
-            std::string error;
-            const bool ok = c.IsValid(&error);
-            return py::make_tuple(ok, error);
-          },
-          "(True, '') or (False, why)")
-      .def("__repr__", [](const alloc::Configuration& c) {
-        return "Configuration('" + c.name + "', efficiency " + std::to_string(c.efficiency) + ")";
-      });
 
   py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")
       .def(py::init([](std::string id, int min_nodes, int max_nodes, curve::ThroughputCurve objective,
@@ -130,6 +112,9 @@ void BindAlloc(py::module_& m) {
         os << "Job('" << j.id << "', nodes " << j.min_nodes << ".." << j.max_nodes << ")";
         return os.str();
       });
+
+  m.def("from_job_spec", &alloc::FromJobSpec, py::arg("spec"),
+        "The allocator's view of a job of the format (bft.jobs.JobSpec)");
 
   py::class_<alloc::NodeNames>(
       m, "NodeNames", "Node names (\"c05n06\") <-> the allocator's node ids, in order of first intern")
@@ -174,8 +159,8 @@ void BindAlloc(py::module_& m) {
       .def_readonly("solver", &Allocation::solver)
       .def_readonly("status", &Allocation::status, "What the allocation is: AllocationStatus")
       .def_readonly("termination", &Allocation::termination,
-                    "Why the MILP solver stopped (MILP solvers only; see status)")
-      .def_readonly("proven_optimal", &Allocation::proven_optimal)
+                    "Why the MILP solver stopped: a bft.milp.Termination for the MILP solvers, None for the "
+                    "others (they run no MILP); see status")
       .def_readonly("message", &Allocation::message)
       .def_readonly("wall_time_s", &Allocation::wall_time_s)
       .def_property_readonly("job_ids",
@@ -236,7 +221,7 @@ void BindAlloc(py::module_& m) {
       .def("__repr__", [](const Allocation& a) {
         std::ostringstream os;
         os << "Allocation(" << alloc::ToString(a.solver) << ", " << a.jobs.size() << " jobs, " << a.map.size()
-           << " nodes used, objective " << a.objective << (a.proven_optimal ? ", optimal" : "") << ")";
+           << " nodes used, objective " << a.objective << ", " << alloc::ToString(a.status) << ")";
         return os.str();
       });
 
@@ -276,9 +261,10 @@ void BindAlloc(py::module_& m) {
         return allocation;
       },
       py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"),
-      py::arg("tfwd_s") = 10.0, py::arg("solver") = SolverKind::kExact, py::arg("goal") = Goal::kThroughput,
-      py::arg("milp_backend") = "glpk", py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9,
-      py::arg("isolate") = false, py::arg("expected_idle_s") = std::vector<double>{},
+      py::arg("tfwd_s") = alloc::kDefaultTfwdS, py::arg("solver") = alloc::SolveOptions{}.solver,
+      py::arg("goal") = alloc::SolveOptions{}.goal, py::arg("milp_backend") = "glpk",
+      py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9, py::arg("isolate") = false,
+      py::arg("expected_idle_s") = std::vector<double>{},
       "Solve one allocation problem (the GIL is released while solving; Ctrl-C stops it). "
       "current_nodes[k] runs current_jobs[k]; isolate: MILP solves in a child process.");
 }

@@ -232,57 +232,6 @@ void BindSim(py::module_& m) {
                ".." + std::to_string(t.last_time_s()) + " s>";
       });
 
-  py::class_<sim::JobSpec>(m, "JobSpec", "One elastic training job of a workload.")
-      .def(py::init<>())
-      .def_readwrite("name", &sim::JobSpec::name)
-      .def_readwrite("submit_s", &sim::JobSpec::submit_s)
-      .def_readwrite("min_nodes", &sim::JobSpec::min_nodes)
-      .def_readwrite("max_nodes", &sim::JobSpec::max_nodes)
-      .def_readwrite("work", &sim::JobSpec::work)
-      .def_readwrite("scale_up_s", &sim::JobSpec::scale_up_s)
-      .def_readwrite("scale_down_s", &sim::JobSpec::scale_down_s)
-      .def_readwrite("weight", &sim::JobSpec::weight)
-      .def_readwrite(
-          "configurations", &sim::JobSpec::configurations,
-          "Other ways to run the job (bft.alloc.Configuration, with throughput set); `work` counts "
-          "samples at full backpropagation (docs/spb.md).")
-      .def_property(
-          "nodes", [](const sim::JobSpec& j) { return j.throughput.nodes(); },
-          [](sim::JobSpec& j, const std::vector<int>& nodes) {
-            j.throughput = curve::ThroughputCurve(nodes, j.throughput.nodes() == nodes
-                                                             ? j.throughput.values()
-                                                             : std::vector<double>(nodes.size()));
-            j.objective = curve::ThroughputCurve(nodes, j.objective.nodes() == nodes
-                                                            ? j.objective.values()
-                                                            : std::vector<double>(nodes.size()));
-          },
-          "Node counts of the curve breakpoints (shared by throughput and objective).")
-      .def_property(
-          "throughput", [](const sim::JobSpec& j) { return j.throughput.values(); },
-          [](sim::JobSpec& j, const std::vector<double>& v) {
-            j.throughput = curve::ThroughputCurve(j.throughput.nodes(), v);
-          },
-          "samples/s at `nodes`.")
-      .def_property(
-          "objective", [](const sim::JobSpec& j) { return j.objective.values(); },
-          [](sim::JobSpec& j, const std::vector<double>& v) {
-            j.objective = curve::ThroughputCurve(j.objective.nodes(), v);
-          },
-          "The allocator's value at `nodes`.")
-      .def(
-          "throughput_at", [](const sim::JobSpec& j, double n) { return j.throughput.Evaluate(n); },
-          py::arg("n"))
-      .def("is_valid",
-           [](const sim::JobSpec& j) {
-             std::string error;
-             const bool ok = j.IsValid(&error);
-             return py::make_tuple(ok, error);
-           })
-      .def("__repr__", [](const sim::JobSpec& j) {
-        return "<JobSpec " + j.name + " submit=" + std::to_string(j.submit_s) +
-               " nodes=" + std::to_string(j.min_nodes) + ".." + std::to_string(j.max_nodes) + ">";
-      });
-
   const auto identity = [](auto x) { return x; };
   py::class_<sim::TraceStats>(m, "TraceStats", "Idle nodes over time and idle-hole lengths of a trace")
       .def_readonly("nodes", &sim::TraceStats::nodes)
@@ -380,28 +329,6 @@ void BindSim(py::module_& m) {
       },
       py::arg("trace"), py::arg("path"));
   m.def(
-      "read_jobs",
-      [](const std::string& path) {
-        py::gil_scoped_release release;
-        return sim::ReadJobs(path);
-      },
-      py::arg("path"), "Reads a JSONL workload.");
-  m.def(
-      "parse_jobs",
-      [](const std::string& text, const std::string& source) {
-        py::gil_scoped_release release;
-        return sim::ParseJobs(text, source);
-      },
-      py::arg("text"), py::arg("source") = "<jobs>");
-  m.def(
-      "write_jobs",
-      [](const std::vector<sim::JobSpec>& jobs, const std::string& path) {
-        py::gil_scoped_release release;
-        sim::WriteJobs(jobs, path);
-      },
-      py::arg("jobs"), py::arg("path"));
-
-  m.def(
       "generate_synthetic",
       [](std::uint64_t seed, int nodes, double duration_s, double mean_idle_nodes, double mean_block_nodes,
          double median_idle_s, double idle_sigma, int jobs, double mean_interarrival_s) {
@@ -432,25 +359,22 @@ void BindSim(py::module_& m) {
       py::arg("mean_interarrival_s") = sim::SyntheticOptions{}.mean_interarrival_s,
       "The synthetic idle-node trace and job mix of `bft replay`'s default: (Trace, [JobSpec]).");
 
+  // The replay's defaults and mode names, read from ReplayOptions and the enums' ToString: the one
+  // home of each (bft.sim, bft replay and the runtime read them from here).
+  const sim::ReplayOptions defaults;
   m.attr("DEFAULT_MILP_TIME_LIMIT_S") = sim::kDefaultReplayMilpTimeLimitS;
-  m.def(
-      "job_fields",
-      [] {
-        py::list out;
-        for (const sim::JobField& f : sim::JobFields())
-          out.append(py::make_tuple(f.name, f.required, f.for_allocation));
-        return out;
-      },
-      "The fields of a workload job line: (name, required, read by the allocator), in file order");
-  m.def(
-      "configuration_fields",
-      [] {
-        py::list out;
-        for (const sim::JobField& f : sim::ConfigurationFields())
-          out.append(py::make_tuple(f.name, f.required));
-        return out;
-      },
-      "The fields of one element of a job's \"configurations\": (name, required), in file order");
+  m.attr("DEFAULT_MAX_JOBS") = defaults.max_jobs;
+  m.attr("DEFAULT_TFWD_S") = defaults.tfwd_s;
+  m.attr("DEFAULT_POLICY") = alloc::ToString(defaults.solve.solver);
+  m.attr("DEFAULT_CURVES") = sim::ToString(defaults.curves);
+  m.attr("DEFAULT_ACCOUNTING") = sim::ToString(defaults.accounting);
+  m.attr("DEFAULT_CONFIGURATIONS") = sim::ToString(defaults.configurations);
+  m.attr("CURVE_MODES") =
+      py::make_tuple(sim::ToString(sim::CurveMode::kOracle), sim::ToString(sim::CurveMode::kLearned));
+  m.attr("ACCOUNTINGS") =
+      py::make_tuple(sim::ToString(sim::Accounting::kContinuous), sim::ToString(sim::Accounting::kReference));
+  m.attr("CONFIGURATION_MODES") = py::make_tuple(sim::ToString(sim::ConfigurationMode::kChoose),
+                                                 sim::ToString(sim::ConfigurationMode::kFullOnly));
   m.def(
       "replay",
       [](const sim::Trace& trace, const std::vector<sim::JobSpec>& jobs, const std::string& policy,
@@ -498,13 +422,14 @@ void BindSim(py::module_& m) {
         o.on_progress = nullptr;  // drop the Python callback while holding the GIL
         return ResultToDict(result);
       },
-      py::arg("trace"), py::arg("jobs"), py::arg("policy") = "exact", py::arg("curves") = "oracle",
-      py::arg("max_jobs") = 10, py::arg("tfwd_s") = 10.0, py::arg("nodes") = std::vector<std::string>{},
+      py::arg("trace"), py::arg("jobs"), py::arg("policy") = alloc::ToString(defaults.solve.solver),
+      py::arg("curves") = sim::ToString(defaults.curves), py::arg("max_jobs") = defaults.max_jobs,
+      py::arg("tfwd_s") = defaults.tfwd_s, py::arg("nodes") = std::vector<std::string>{},
       py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,
       py::arg("record_assignments") = false, py::arg("milp_backend") = py::none(),
       py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("advisor") = py::none(),
-      py::arg("on_progress") = py::none(), py::arg("accounting") = "continuous",
-      py::arg("configurations") = "choose",
+      py::arg("on_progress") = py::none(), py::arg("accounting") = sim::ToString(defaults.accounting),
+      py::arg("configurations") = sim::ToString(defaults.configurations),
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

@@ -50,6 +50,7 @@ void ThrowIfSignalled();
 
 void BindMilp(pybind11::module_& m);
 void BindCurve(pybind11::module_& m);
+void BindJobs(pybind11::module_& m);
 void BindAlloc(pybind11::module_& m);
 void BindSim(pybind11::module_& m);
 }  // namespace bft::python

@@ -48,6 +48,8 @@ PYBIND11_MODULE(_core, m) {
   bft::python::BindMilp(milp);
   auto curve = m.def_submodule("curve", "Throughput curves, fitting and the profiling advisor");
   bft::python::BindCurve(curve);
+  auto jobs = m.def_submodule("jobs", "The job format: JobSpec, the workload reader and the one validator");
+  bft::python::BindJobs(jobs);
   auto alloc = m.def_submodule("alloc", "The node-to-job allocator");
   bft::python::BindAlloc(alloc);
   auto sim = m.def_submodule("sim", "Trace replay simulator");

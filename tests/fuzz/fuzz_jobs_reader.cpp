@@ -5,12 +5,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "bft/sim.h"
+#include "bft/jobs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    for (const bft::sim::JobSpec& job : bft::sim::ParseJobs(text, "fuzz.jsonl")) {
+    for (const bft::jobs::JobSpec& job : bft::jobs::ParseJobs(text, "fuzz.jsonl")) {
       std::string error;
       if (!job.IsValid(&error)) std::abort();
     }

@@ -23,7 +23,8 @@ def test_hand_solved_case_and_numpy_outputs():
     jobs = [job("a", 1, 4, [1, 4], [10, 40]), job("b", 1, 2, [1, 2], [15, 30])]
     r = bft.allocate(jobs, pool=np.arange(100, 104), current={100: "a"})
     assert r.objective == pytest.approx(500.0)
-    assert r.proven_optimal
+    assert r.status == alloc.AllocationStatus.OPTIMAL
+    assert r.termination is None  # the exact solver runs no MILP
     for field in ("nodes_before", "nodes_after", "rate", "value", "penalty", "map_nodes", "map_jobs"):
         assert isinstance(getattr(r, field), np.ndarray), field
     assert r.nodes_after.tolist() == [2, 2]
@@ -62,7 +63,7 @@ def test_solvers_agree_on_random_problems(goal):
                    for s in ("exact", "count_milp", "node_milp")}
         best = results["exact"].objective
         for s, r in results.items():
-            assert r.proven_optimal, (s, r.message)
+            assert r.status == alloc.AllocationStatus.OPTIMAL, (s, r.message)
             assert r.objective == pytest.approx(best, rel=1e-6, abs=1e-6), s
             assert r.min_normalized_value == pytest.approx(results["exact"].min_normalized_value, abs=1e-6)
             assert r.nodes_after.sum() <= len(pool)
@@ -80,7 +81,7 @@ def test_job_objects_weights_and_enums():
     r2 = bft.allocate([a, b], [1, 2], solver=alloc.SolverKind.EQUAL_SHARE)
     assert r2.nodes_after.tolist() == [1, 1]
     assert r2.solver == alloc.SolverKind.EQUAL_SHARE
-    assert not r2.proven_optimal
+    assert r2.status == alloc.AllocationStatus.HEURISTIC and r2.termination is None
 
 
 def test_objective_field_is_maximised_and_throughput_gives_the_rate():
@@ -140,7 +141,7 @@ def test_missing_fields_and_bad_arguments():
         bft.allocate([j], [1, 2], tfwd=0)
     with pytest.raises(ValueError, match="solver"):
         bft.allocate([j], [1, 2], solver="simplex")
-    with pytest.raises(ValueError, match="goal"):
+    with pytest.raises(ValueError, match="goal: unknown goal 'fastest' \\(expected throughput or max_min_fair\\)"):
         bft.allocate([j], [1, 2], goal="fastest")
     with pytest.raises(ValueError, match="weights"):
         bft.allocate([j], [1, 2], weights=[1, 2])
@@ -163,7 +164,7 @@ def test_real_workload_curves(shared_data):
     pool = np.arange(4734)
     current = {int(n): jobs[int(n) % 100]["name"] for n in pool[:2000]}
     r = bft.allocate(jobs, pool, current)
-    assert r.proven_optimal
+    assert r.status == alloc.AllocationStatus.OPTIMAL
     assert r.nodes_after.sum() <= 4734
     assert np.all((r.nodes_after == 0) | ((r.nodes_after >= 1) & (r.nodes_after <= 64)))
     heuristic = bft.allocate(jobs, pool, current, solver="equal_share")
@@ -188,27 +189,44 @@ def test_concurrent_solves_from_threads_match_a_plain_call():
 @pytest.mark.parametrize(
     "change, needle",
     [
-        # Each of these used to be coerced silently.
-        (dict(min_nodes="2"), "field 'min_nodes' must be an integer, got '2'"),
-        (dict(scale_up_s="5"), "field 'scale_up_s' must be a number, got '5'"),
-        (dict(max_nodes=True), "field 'max_nodes' must be an integer, got True"),
-        (dict(name=[1, 2]), "field 'name' must be a non-empty string, got \\[1, 2\\]"),
-        (dict(throughput=["10", "40"]), "field 'throughput' must hold numbers"),
-        (dict(sacle_up_s=5.0), "unknown field 'sacle_up_s' \\(known: name, submit, min_nodes"),
-        (dict(id="a"), "unknown field 'id'"),
+        # Each of these used to be coerced silently. The messages are the workload reader's.
+        (dict(min_nodes="2"), 'jobs[0]: job "a": "min_nodes": expected a number, found "2"'),
+        (dict(scale_up_s="5"), 'jobs[0]: job "a": "scale_up_s": expected a number, found "5"'),
+        (dict(max_nodes=True), 'jobs[0]: job "a": "max_nodes": expected a number, found True'),
+        (dict(max_nodes=np.bool_(True)), '"max_nodes": expected a number, found'),
+        (dict(name=[1, 2]), 'jobs[0]: "name": expected a string, found an array of numbers'),
+        (dict(throughput=["10", "40"]), "\"throughput\": expected an array of numbers, found ['10', '40']"),
+        (dict(sacle_up_s=5.0), 'jobs[0]: unknown field "sacle_up_s" (known: name, submit, min_nodes'),
+        (dict(id="a"), 'unknown field "id"'),
+        (dict(configurations=[{"name": "s", "efficiency": 2, "throughput": [1, 2]}]),
+         'jobs[0]: job "a": configurations[0]: efficiency 2 must be in (0, 1]'),
     ],
 )
-def test_job_dicts_are_checked_against_the_one_field_table(change, needle):
+def test_job_dicts_are_checked_by_the_workload_format_validator(change, needle):
     j = job("a", 1, 4, [1, 4], [10, 40])
     j.update(change)
-    with pytest.raises(ValueError, match=needle):
+    with pytest.raises(ValueError, match=re.escape(needle)):
         bft.allocate([j], [1, 2])
+
+
+def test_a_job_dict_and_its_workload_line_give_the_same_job():
+    d = job("a", 1, 4, [1, 4], [10, 40], up=3.0, objective=[2, 5], weight=2.0)
+    spec = bft.jobs.parse_jobs(json.dumps(dict(d, submit=0, work=100)))[0]
+    built = alloc.to_job(d)
+    assert (built.min_nodes, built.max_nodes, built.scale_up_s, built.weight) == (1, 4, 3.0, 2.0)
+    assert built.objective.values.tolist() == spec.objective == [2.0, 5.0]
+    assert built.throughput.values.tolist() == spec.throughput
+    # numpy arrays and numbers are numbers; the replay-only fields are optional for the allocator.
+    numpy_job = dict(d, nodes=np.array([1, 4]), throughput=np.array([10.0, 40.0]), max_nodes=np.int64(4))
+    assert alloc.to_job(numpy_job).throughput.values.tolist() == spec.throughput
+    with pytest.raises(ValueError, match=re.escape('job "a": missing field "submit"')):
+        bft.jobs.from_dict(d)
 
 
 def test_missing_rescale_costs_are_an_error_as_in_the_workload_format():
     j = job("a", 1, 4, [1, 4], [10, 40])
     del j["scale_down_s"]
-    with pytest.raises(ValueError, match="missing field 'scale_down_s'"):
+    with pytest.raises(ValueError, match='jobs\\[0\\]: job "a": missing field "scale_down_s"'):
         bft.allocate([j], [1, 2])
     # A workload line (with the replay-only fields submit and work) is a valid job dict.
     line = dict(job("b", 1, 4, [1, 4], [10, 40]), submit=0, work=1e6)
@@ -267,7 +285,10 @@ def test_bad_node_names_are_value_errors_naming_the_entry():
 
 
 def test_values_whose_products_overflow_are_rejected_naming_the_field():
-    big = job("a", 1, 4, [1, 4], [10, 1e300])
+    # A job dict is held to the workload format's limit; a Job object reaches the allocator's own check.
+    with pytest.raises(ValueError, match=re.escape('jobs[0]: job "a": throughput: 1e+300 samples/s exceeds 1e+12')):
+        bft.allocate([job("a", 1, 4, [1, 4], [10, 1e300])], [1, 2])
+    big = alloc.Job("a", 1, 4, curve.ThroughputCurve([1, 4], [10, 1e300]))
     with pytest.raises(ValueError, match="tfwd_s 10 x weight 1 x largest objective value 1e\\+300"):
         bft.allocate([big], [1, 2])
     with pytest.raises(ValueError, match="tfwd_s 1e\\+308"):
@@ -294,7 +315,8 @@ def test_allocations_have_their_own_status_apart_from_milp_termination():
     jobs = [job("a", 1, 4, [1, 4], [100, 400]), job("b", 1, 4, [1, 4], [1, 4])]
     assert bft.allocate(jobs, [1, 2, 3, 4]).status == alloc.AllocationStatus.OPTIMAL
     assert bft.allocate(jobs, [1, 2, 3, 4], solver="equal_share").status == alloc.AllocationStatus.HEURISTIC
-    assert bft.allocate(jobs, [1, 2, 3, 4], solver="count_milp").status == alloc.AllocationStatus.OPTIMAL
+    milp = bft.allocate(jobs, [1, 2, 3, 4], solver="count_milp")
+    assert milp.status == alloc.AllocationStatus.OPTIMAL and milp.termination == bft.milp.Termination.OPTIMAL
     assert {s.name for s in alloc.AllocationStatus} == {"OPTIMAL", "HEURISTIC", "TIME_LIMIT", "FAILED"}
 
 

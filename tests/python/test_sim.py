@@ -334,3 +334,23 @@ def test_every_policy_replays_in_both_accountings_from_python_and_the_cli(tmp_pa
     assert "policy exact, reference accounting: 32 nodes" in out
     assert cli.main(["replay", "--trace", str(p), "--jobs", str(j), "--nodes", "5:3", "-q"]) == 2
     assert f"positions A:B need A < B <= {len(sim.read_trace(p).node_names)}" in capsys.readouterr().err
+
+
+def test_replay_defaults_and_mode_names_are_the_cpp_options(capsys):
+    from bft import alloc, cli
+
+    trace, jobs = sim.parse_trace(TINY_TRACE), sim.parse_jobs(json.dumps(JOB))
+    s = sim.replay(trace, jobs, end_s=300).summary  # every option left to its default
+    assert (s["policy"], s["curves"], s["accounting"], s["configurations"]) == (
+        sim.DEFAULT_POLICY, sim.DEFAULT_CURVES, sim.DEFAULT_ACCOUNTING, sim.DEFAULT_CONFIGURATIONS)
+    assert sim.DEFAULT_TFWD_S == alloc.DEFAULT_TFWD_S  # one horizon for the allocator and the replay
+    # Every mode name the library has is accepted and reported back as given; bft replay offers them.
+    for option, names in (("curves", sim.CURVE_MODES), ("accounting", sim.ACCOUNTINGS),
+                          ("configurations", sim.CONFIGURATION_MODES)):
+        for name in names:
+            # start_s: the reference accounting's default window starts at the 1000th event.
+            assert sim.replay(trace, jobs, start_s=0, end_s=300, **{option: name}).summary[option] == name
+        with pytest.raises(SystemExit):
+            cli.main(["replay", f"--{option}", "no-such-mode"])
+        offered = capsys.readouterr().err
+        assert all(f"'{name}'" in offered for name in (*names, "both")), offered

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -27,6 +28,7 @@
 
 #include "bft/curve.h"
 #include "bft/error.h"
+#include "bft/jobs.h"
 #include "bft/milp.h"
 
 namespace bft::alloc {
@@ -53,19 +55,8 @@ class NodeNames {
   std::unordered_map<std::string, NodeId> ids_;
 };
 
-// Another way to run a job, with its own curves: JigSaw's structured partial backpropagation, where
-// some workers back-propagate through the last layers only (docs/spb.md). The job's value at n
-// nodes in this configuration is efficiency x objective(n).
-struct Configuration {
-  std::string name;                   // non-empty, unique within the job, not "full"
-  curve::ThroughputCurve objective;   // must not be empty
-  curve::ThroughputCurve throughput;  // samples/s; empty: the objective
-  // What one sample processed in this configuration is worth against one with full
-  // backpropagation (its statistical efficiency), in (0, 1].
-  double efficiency = 1.0;
-  // True if the name, curves and efficiency are as above; else false with the reason in *error.
-  bool IsValid(std::string* error) const;
-};
+// Another way to run a job (structured partial backpropagation): part of the job format.
+using jobs::Configuration;
 
 struct Job {
   std::string id;     // non-empty, unique within a Problem
@@ -92,6 +83,10 @@ struct Job {
   int configuration = 0;  // the configuration it runs now: 0, or k for configurations[k - 1]
 };
 
+// The allocator's view of a job of the format (a workload line, a bft.allocate dict): its bounds,
+// curves, rescale costs, weight and configurations.
+Job FromJobSpec(const jobs::JobSpec& spec);
+
 // One entry of the current node -> job map.
 struct Assignment {
   NodeId node = 0;
@@ -104,6 +99,9 @@ struct Assignment {
 // solvers take (milp::kMaxMagnitude).
 inline constexpr double kMaxObjectiveTerm = 1e15;
 
+// The allocator's forward-looking horizon unless told otherwise (Problem::tfwd_s; the replay's too).
+inline constexpr double kDefaultTfwdS = 10.0;
+
 struct Problem {
   std::vector<Job> jobs;
   // Every node the allocator may use now, including those already running a job.
@@ -111,7 +109,7 @@ struct Problem {
   // The current map: which node runs which job. Every node must be in `pool`, at most once,
   // and every job id must be one of `jobs`.
   std::vector<Assignment> current;
-  double tfwd_s = 10.0;  // forward-looking horizon in seconds
+  double tfwd_s = kDefaultTfwdS;  // forward-looking horizon in seconds
   // Empty, or for each node of `pool` (same order) the seconds it is expected to stay idle from now
   // (> 0): what the lifetime_aware policy reads (sim::IdleLifetimePredictor makes them from a trace).
   std::vector<double> expected_idle_s;
@@ -149,6 +147,10 @@ enum class Goal {
                 // allocations that reach it
 };
 
+const char* ToString(Goal goal);  // "throughput", "max_min_fair"
+// Throws InvalidArgument naming the goals there are.
+Goal GoalFromString(const std::string& name);
+
 struct SolveOptions {
   SolverKind solver = SolverKind::kExact;
   Goal goal = Goal::kThroughput;
@@ -163,6 +165,7 @@ struct SolveOptions {
 };
 
 // What an allocation is, kept apart from why a MILP solver stopped (Allocation::termination).
+// kOptimal is the one "proven optimal" there is.
 enum class AllocationStatus {
   kOptimal,    // proven optimal: the exact solver, or a MILP optimal within a relative gap <= 1e-6
   kHeuristic,  // feasible, not proven optimal: the equal-share heuristic, or a MILP that stopped
@@ -197,15 +200,14 @@ struct Allocation {
   // 1 when there are no jobs. What Goal::kMaxMinFair maximises first.
   double min_normalized_value = 1.0;
   SolverKind solver = SolverKind::kExact;
-  // What the allocation is (see AllocationStatus); the first thing to look at.
+  // What the allocation is (see AllocationStatus); the first thing to look at. The optimum is proven
+  // exactly when it is kOptimal: the exact solver always; a MILP solver when it stopped optimal with
+  // a relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it).
   AllocationStatus status = AllocationStatus::kOptimal;
-  // Why the MILP solver stopped (the MILP solvers only; kOptimal for the exact and equal-share
-  // solvers, which run no MILP). For the MILP solvers kOptimal means "optimal within the relative
-  // gap asked for".
-  milp::Termination termination = milp::Termination::kOptimal;
-  // The optimum is proven: the exact solver always; a MILP solver when it stopped optimal with a
-  // relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it).
-  bool proven_optimal = false;
+  // Why the MILP solver stopped: set by the MILP solvers only (empty for the exact, equal-share,
+  // completion_aware and lifetime_aware solvers, which run no MILP). kOptimal means "optimal within
+  // the relative gap asked for".
+  std::optional<milp::Termination> termination;
   std::string message;
   double wall_time_s = 0.0;
 };

@@ -26,6 +26,7 @@
 #include "bft/alloc.h"
 #include "bft/curve.h"
 #include "bft/error.h"
+#include "bft/jobs.h"
 #include "bft/profiling.h"
 
 namespace bft::sim {
@@ -182,51 +183,12 @@ class IdleLifetimePredictor {
   std::vector<double> sum_from_ = std::vector<double>(kBins + 1, 0.0);
 };
 
-// One field of a job line of the workload format (docs/formats.md). JobFields() is the one table
-// of them: the workload reader looks fields up in it and lists it in its "unknown field" message,
-// and bft.allocate checks its job dicts against it.
-struct JobField {
-  const char* name;
-  bool required;        // in a workload line
-  bool for_allocation;  // read by the allocator (bft.allocate); the others are replay-only
-};
-const std::vector<JobField>& JobFields();
-// The fields of one element of a job's "configurations" array (docs/formats.md): name, efficiency,
-// nodes (default: the job's), throughput, objective (default: throughput).
-const std::vector<JobField>& ConfigurationFields();
-
-// The largest throughput or objective value a job may have (JobSpec::IsValid): samples/s times
-// the seconds of any trace stay finite.
-inline constexpr double kMaxSamplesPerS = 1e12;
-
-// One elastic training job of a workload (one line of a jobs JSONL file).
-struct JobSpec {
-  std::string name;
-  double submit_s = 0.0;  // on the trace's clock
-  int min_nodes = 1;
-  int max_nodes = 1;
-  double work = 0.0;  // samples to process until the job is complete
-  double scale_up_s = 0.0;
-  double scale_down_s = 0.0;
-  curve::ThroughputCurve throughput;  // true samples/s: drives the simulated progress
-  curve::ThroughputCurve objective;   // what the allocator maximises (oracle mode)
-  double weight = 1.0;
-  // Other ways to run the job (structured partial backpropagation, docs/spb.md), each with its own
-  // curves (throughput always set) and efficiency. `work` counts samples at full backpropagation: a
-  // sample processed in configuration c counts efficiency(c) of one.
-  std::vector<alloc::Configuration> configurations;
-
-  bool IsValid(std::string* error) const;
-  // The allocator's view of this job with the workload's own curves and rescale costs (what an
-  // oracle replay gives the allocator).
-  alloc::Job ToAllocationJob() const;
-};
-
-// Reads a JSONL workload (one flat JSON object per line; docs/formats.md). Throws FileNotFound,
-// or ParseError naming the file, line and field of anything bad (unknown fields included).
-std::vector<JobSpec> ReadJobs(const std::string& path);
-std::vector<JobSpec> ParseJobs(const std::string& text, const std::string& source = "<jobs>");
-void WriteJobs(const std::vector<JobSpec>& jobs, const std::string& path);
+// The job format lives in bft::jobs (beneath the allocator and the replay); its names here are the
+// same types and functions.
+using jobs::JobSpec;
+using jobs::ParseJobs;
+using jobs::ReadJobs;
+using jobs::WriteJobs;
 
 enum class CurveMode {
   kOracle,   // the allocator sees each job's objective and throughput curves from the workload
@@ -284,9 +246,9 @@ struct ReplayOptions {
   CurveMode curves = CurveMode::kOracle;
   Accounting accounting = Accounting::kContinuous;
   ConfigurationMode configurations = ConfigurationMode::kChoose;
-  curve::AdvisorOptions advisor;  // the profiling advisor of learned mode (docs/curve.md)
-  int max_jobs = 10;              // at most this many admitted (unfinished) jobs at once
-  double tfwd_s = 10.0;           // the allocator's forward-looking horizon
+  curve::AdvisorOptions advisor;         // the profiling advisor of learned mode (docs/curve.md)
+  int max_jobs = 10;                     // at most this many admitted (unfinished) jobs at once
+  double tfwd_s = alloc::kDefaultTfwdS;  // the allocator's forward-looking horizon
   // Only these nodes (names from the trace; in reference accounting also names absent from it,
   // always busy) are offered to the jobs; empty: every node of the trace.
   std::vector<std::string> nodes;

@@ -51,8 +51,6 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
   switch (options.solver) {
     case SolverKind::kExact: {
       allocation = internal::FromCounts(problem, prepared, internal::ExactCounts(prepared, options.goal));
-      allocation.termination = milp::Termination::kOptimal;
-      allocation.proven_optimal = true;
       allocation.status = AllocationStatus::kOptimal;
       allocation.message = "proven optimal (combinatorial)";
       break;
@@ -60,8 +58,6 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
     case SolverKind::kEqualShare: {
       allocation = internal::FromCounts(problem, prepared,
                                         internal::EqualShareCounts(prepared, options.equal_share_above_min));
-      allocation.termination = milp::Termination::kOptimal;
-      allocation.proven_optimal = false;
       allocation.status = AllocationStatus::kHeuristic;
       allocation.message = "heuristic: equal share, leftovers first come first served";
       break;
@@ -73,8 +69,6 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
       allocation =
           internal::FromCounts(policy, policy_prepared, internal::ExactCounts(policy_prepared, options.goal),
                                internal::LongestIdleFirst(policy));
-      allocation.termination = milp::Termination::kOptimal;
-      allocation.proven_optimal = true;
       allocation.status = AllocationStatus::kOptimal;
       allocation.message =
           std::string("proven optimal (combinatorial) for the ") + ToString(options.solver) + " objective";
@@ -98,10 +92,9 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
         allocation.message = outcome.message;
       }
       allocation.termination = outcome.termination;
-      allocation.proven_optimal = outcome.has_solution && outcome.proven_optimal;
       if (!outcome.has_solution) {
         allocation.status = AllocationStatus::kFailed;
-      } else if (allocation.proven_optimal) {
+      } else if (outcome.proven_optimal) {
         allocation.status = AllocationStatus::kOptimal;
       } else if (outcome.termination == milp::Termination::kTimeLimit) {
         allocation.status = AllocationStatus::kTimeLimit;

@@ -25,16 +25,18 @@ std::string JobName(const Job& job, std::size_t index) {
 
 }  // namespace
 
-bool Configuration::IsValid(std::string* error) const {
-  if (name.empty()) return Fail(error, "name is empty");
-  if (name == "full") return Fail(error, "name 'full' is taken (it is the job's own curves)");
-  if (objective.empty()) return Fail(error, "objective curve is empty");
-  if (!std::isfinite(efficiency) || !(efficiency > 0.0) || efficiency > 1.0) {
-    std::ostringstream os;
-    os << "efficiency " << efficiency << " must be in (0, 1]";
-    return Fail(error, os.str());
-  }
-  return true;
+Job FromJobSpec(const jobs::JobSpec& spec) {
+  Job job;
+  job.id = spec.name;
+  job.min_nodes = spec.min_nodes;
+  job.max_nodes = spec.max_nodes;
+  job.objective = spec.objective;
+  job.throughput = spec.throughput;
+  job.scale_up_s = spec.scale_up_s;
+  job.scale_down_s = spec.scale_down_s;
+  job.weight = spec.weight;
+  job.configurations = spec.configurations;
+  return job;
 }
 
 bool Problem::IsValid(std::string* error) const {
@@ -187,6 +189,15 @@ SolverKind SolverKindFromString(const std::string& name) {
     names += (names.empty() ? "" : ", ") + std::string(ToString(kind));
   }
   throw InvalidArgument("solver: unknown solver '" + name + "' (expected one of " + names + ")");
+}
+
+const char* ToString(Goal goal) { return goal == Goal::kMaxMinFair ? "max_min_fair" : "throughput"; }
+
+Goal GoalFromString(const std::string& name) {
+  for (const Goal goal : {Goal::kThroughput, Goal::kMaxMinFair}) {
+    if (name == ToString(goal)) return goal;
+  }
+  throw InvalidArgument("goal: unknown goal '" + name + "' (expected throughput or max_min_fair)");
 }
 
 namespace internal {

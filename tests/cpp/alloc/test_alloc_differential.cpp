@@ -9,7 +9,7 @@
 #include "../shared_data.h"
 #include "alloc_test_util.h"
 #include "bft/alloc.h"
-#include "bft/sim.h"
+#include "bft/jobs.h"
 
 namespace bft::alloc {
 namespace {
@@ -78,7 +78,7 @@ TEST(AllocDifferential, EqualShareSatisfiesConstraintsAndNeverBeatsExact) {
     const Problem p = RandomProblem(rng, RandomSpec{8, 40, 16});
     const Allocation heuristic = Solve(p, With(SolverKind::kEqualShare));
     ASSERT_TRUE(SatisfiesConstraints(p, heuristic)) << "instance " << i << ": " << Describe(p);
-    EXPECT_FALSE(heuristic.proven_optimal);
+    EXPECT_NE(heuristic.status, AllocationStatus::kOptimal);
     const Allocation exact = Solve(p);
     ASSERT_LE(heuristic.objective, exact.objective + 1e-9 * std::max(1.0, std::abs(exact.objective)));
   }
@@ -96,8 +96,8 @@ void AgreeOnRandomProblems(const std::string& backend, int instances, Goal goal,
     for (const Allocation* a : {&exact, &count, &node}) {
       ASSERT_TRUE(SatisfiesConstraints(p, *a)) << backend << " " << ToString(a->solver) << ", instance " << i
                                                << ": " << Describe(p) << "; " << a->message;
-      ASSERT_TRUE(a->proven_optimal) << backend << " " << ToString(a->solver) << ", instance " << i << ": "
-                                     << a->message;
+      ASSERT_EQ(a->status, AllocationStatus::kOptimal)
+          << backend << " " << ToString(a->solver) << ", instance " << i << ": " << a->message;
     }
     if (goal == Goal::kMaxMinFair) {
       ASSERT_TRUE(Near(count.min_normalized_value, exact.min_normalized_value))
@@ -144,7 +144,7 @@ TEST(AllocDifferential, LooseGapNeverClaimsAProvenOptimumItDidNotReach) {
     const double tolerance = 1e-6 * std::max(1.0, std::abs(exact.objective));
     if (a.objective < exact.objective - tolerance) {
       ++stopped_short;
-      EXPECT_FALSE(a.proven_optimal) << "instance " << i << ": " << a.message;
+      EXPECT_NE(a.status, AllocationStatus::kOptimal) << "instance " << i << ": " << a.message;
     }
   }
   EXPECT_GT(stopped_short, 0) << "no instance stopped short of the optimum: the test checks nothing";
@@ -159,7 +159,7 @@ TEST(AllocDifferential, MaxMinFairnessAgreesAcrossAllSolvers) {
 TEST(AllocDifferential, RealImagenetWorkloadExactMatchesPlainDpAndCountLevel) {
   const std::string path = bft::testing::SharedDataPath("jobs-imagenet-throughput-1001.jsonl");
   BFT_REQUIRE_SHARED_DATA(path);
-  const std::vector<sim::JobSpec> workload = sim::ReadJobs(path);  // the one reader of the format
+  const std::vector<jobs::JobSpec> workload = jobs::ReadJobs(path);  // the one reader of the format
   ASSERT_GE(workload.size(), 100u);
   std::mt19937_64 rng(42);
   for (int round = 0; round < 6; ++round) {
@@ -167,7 +167,7 @@ TEST(AllocDifferential, RealImagenetWorkloadExactMatchesPlainDpAndCountLevel) {
     const int num_jobs = round < 3 ? 10 : 100;
     const int pool = round % 3 == 0 ? 64 : (round % 3 == 1 ? 512 : 4734);
     for (int j = 0; j < num_jobs; ++j)
-      p.jobs.push_back(workload[(round * 131 + j) % workload.size()].ToAllocationJob());
+      p.jobs.push_back(alloc::FromJobSpec(workload[(round * 131 + j) % workload.size()]));
     for (int k = 0; k < pool; ++k) p.pool.push_back(k);
     std::shuffle(p.pool.begin(), p.pool.end(), rng);
     // Half the pool runs jobs at random: some grow, some shrink, some are below min (none here: min 1).

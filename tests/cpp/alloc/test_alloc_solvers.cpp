@@ -21,7 +21,7 @@ TEST(AllocExact, PicksTheBetterMarginalValue) {
   EXPECT_TRUE(SatisfiesConstraints(p, a));
   EXPECT_EQ(Counts(a), (std::vector<int>{2, 2}));
   EXPECT_DOUBLE_EQ(a.objective, 500.0);
-  EXPECT_TRUE(a.proven_optimal);
+  EXPECT_EQ(a.status, AllocationStatus::kOptimal);
   EXPECT_EQ(a.solver, SolverKind::kExact);
   EXPECT_EQ(a.jobs[1].rate, 30.0);
   EXPECT_EQ(a.jobs[1].value, 30.0);
@@ -39,7 +39,7 @@ TEST(AllocExact, HandlesNonConcaveValues) {
   EXPECT_TRUE(SatisfiesConstraints(p, equal));
   EXPECT_EQ(Counts(equal), (std::vector<int>{2, 2}));
   EXPECT_DOUBLE_EQ(equal.objective, 740.0);
-  EXPECT_FALSE(equal.proven_optimal);
+  EXPECT_NE(equal.status, AllocationStatus::kOptimal);
 }
 
 TEST(AllocEqualShare, TheReferenceRuleGivesAShareOnlyAboveTheMinimum) {
@@ -163,13 +163,13 @@ TEST(AllocMilp, MaxMinOutcomeReflectsAFirstPhaseThatHitTheTimeLimit) {
     options.milp_backend = "glpk";
     const Allocation honest = Solve(p, options);
     EXPECT_EQ(honest.termination, milp::Termination::kOptimal) << honest.message;
-    EXPECT_TRUE(honest.proven_optimal);
+    EXPECT_EQ(honest.status, AllocationStatus::kOptimal);
     options.milp_backend = "glpk-first-phase-times-out";
     const Allocation a = Solve(p, options);
     EXPECT_TRUE(SatisfiesConstraints(p, a));
     // The second phase alone was optimal; the allocation is not, since the first was cut short.
     EXPECT_EQ(a.termination, milp::Termination::kTimeLimit) << a.message;
-    EXPECT_FALSE(a.proven_optimal);
+    EXPECT_NE(a.status, AllocationStatus::kOptimal);
     EXPECT_NE(a.message.find("max-min phase"), std::string::npos) << a.message;
   }
 }
@@ -193,7 +193,6 @@ TEST(AllocStatus, EachSolverReportsWhatItsAllocationIs) {
   // The heuristic used to report termination kOptimal; its status says what it is.
   const Allocation equal = Solve(p, With(SolverKind::kEqualShare));
   EXPECT_EQ(equal.status, AllocationStatus::kHeuristic);
-  EXPECT_FALSE(equal.proven_optimal);
   SolveOptions milp = With(SolverKind::kCountMilp);
   EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kOptimal);
   // A first phase cut short by the time limit (see above): feasible, not proven.
@@ -289,7 +288,21 @@ TEST(AllocSolve, ReportsWallTimeAndMessage) {
   const Allocation a = Solve(p);
   EXPECT_GE(a.wall_time_s, 0.0);
   EXPECT_FALSE(a.message.empty());
-  EXPECT_EQ(a.termination, milp::Termination::kOptimal);
+}
+
+TEST(AllocSolve, OnlyMilpSolversReportATermination) {
+  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40})}, 4);
+  for (SolverKind solver : AllSolverKinds()) {
+    const Allocation a = Solve(p, With(solver));
+    const bool milp = solver == SolverKind::kCountMilp || solver == SolverKind::kNodeMilp;
+    EXPECT_EQ(a.termination.has_value(), milp) << ToString(solver);
+    if (milp) EXPECT_EQ(a.termination, milp::Termination::kOptimal) << ToString(solver);
+  }
+}
+
+TEST(AllocSolve, GoalNamesReadBack) {
+  for (Goal goal : {Goal::kThroughput, Goal::kMaxMinFair}) EXPECT_EQ(GoalFromString(ToString(goal)), goal);
+  EXPECT_THROW(GoalFromString("fastest"), InvalidArgument);
 }
 
 }  // namespace

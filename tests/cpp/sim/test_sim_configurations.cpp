@@ -98,7 +98,7 @@ TEST(SimJobsConfigurations, BadOnesAreReportedWithFileLineJobAndIndex) {
   EXPECT_EQ(with(R"([{"name": "s", "efficiency": 1, "nodes": [1, 2.5], "throughput": [1, 2]}])"),
             "j.jsonl:1: job \"a\": \"configurations\"[0]: \"nodes\"[1]: expected a whole number, found 2.5");
   EXPECT_EQ(with(R"([{"name": 3, "efficiency": 1, "throughput": [0, 1, 2, 3]}])"),
-            "j.jsonl:1: job \"a\": \"configurations\"[0]: \"name\": expected a string");
+            "j.jsonl:1: job \"a\": \"configurations\"[0]: \"name\": expected a string, found 3");
   EXPECT_EQ(with(R"([{"name": "s", "efficiency": 1.5, "throughput": [0, 1, 2, 3]}])"),
             "j.jsonl:1: job \"a\": configurations[0]: efficiency 1.5 must be in (0, 1]");
   EXPECT_EQ(with(R"([{"name": "full", "efficiency": 1, "throughput": [0, 1, 2, 3]}])"),
@@ -108,8 +108,11 @@ TEST(SimJobsConfigurations, BadOnesAreReportedWithFileLineJobAndIndex) {
             "j.jsonl:1: job \"a\": configurations[1]: name \"s\" is taken");
   EXPECT_EQ(with(R"([{"name": "s", "efficiency": 1, "throughput": [0, 1, 2, 1e13]}])"),
             "j.jsonl:1: job \"a\": configurations[0] (\"s\"): throughput: 1e+13 samples/s exceeds 1e+12");
-  EXPECT_EQ(with("[1, 2]"), "j.jsonl:1: job \"a\": \"configurations\": expected an array of objects");
-  EXPECT_EQ(with(R"("spb")"), "j.jsonl:1: job \"a\": \"configurations\": expected an array of objects");
+  EXPECT_EQ(
+      with("[1, 2]"),
+      "j.jsonl:1: job \"a\": \"configurations\": expected an array of objects, found an array of numbers");
+  EXPECT_EQ(with(R"("spb")"),
+            "j.jsonl:1: job \"a\": \"configurations\": expected an array of objects, found \"spb\"");
   // The JSON reader: objects only in an array, one level deep, not mixed with numbers.
   EXPECT_EQ(with(R"({"name": "s"})"),
             "j.jsonl:1: malformed JSON: column " + std::to_string(std::string(kHead).size() + 21) +

@@ -294,7 +294,7 @@ TEST(SimJobsReader, ReportsFileLineAndFieldOfBadJobs) {
             "j.jsonl:2: unknown field \"color\" (kn");
   EXPECT_EQ(err(with("\"work\": 1000.0, ", "")), "j.jsonl:2: job \"a\": missing field \"work\"");
   EXPECT_EQ(err(with("\"min_nodes\": 1", "\"min_nodes\": \"1\"")),
-            "j.jsonl:2: job \"a\": \"min_nodes\": expected a number");
+            "j.jsonl:2: job \"a\": \"min_nodes\": expected a number, found \"1\"");
   EXPECT_EQ(err(with("\"min_nodes\": 1", "\"min_nodes\": 1.5")),
             "j.jsonl:2: job \"a\": \"min_nodes\": expected a whole number, found 1.5");
   EXPECT_EQ(err(with("[0, 1, 2, 4]", "[0, 1, 2.5, 4]")),

@@ -70,16 +70,11 @@ double RateAt(const JobSpec& spec, int configuration, int n) {
 // costs (the spec's own in oracle mode, the advisor's in learned mode).
 alloc::Job ToAllocJob(const JobSpec& spec, curve::ThroughputCurve objective,
                       curve::ThroughputCurve throughput, double scale_up_s, double scale_down_s) {
-  alloc::Job job;
-  job.id = spec.name;
-  job.min_nodes = spec.min_nodes;
-  job.max_nodes = spec.max_nodes;
+  alloc::Job job = alloc::FromJobSpec(spec);
   job.objective = std::move(objective);
   job.throughput = std::move(throughput);
   job.scale_up_s = scale_up_s;
   job.scale_down_s = scale_down_s;
-  job.weight = spec.weight;
-  job.configurations = spec.configurations;
   return job;
 }
 
@@ -800,7 +795,7 @@ ReplayResult Engine::Run() {
   } else {
     oracle_jobs_.reserve(specs_.size());
     for (const JobSpec& spec : specs_) {
-      oracle_jobs_.push_back(spec.ToAllocationJob());
+      oracle_jobs_.push_back(alloc::FromJobSpec(spec));
       if (!choose) oracle_jobs_.back().configurations.clear();
     }
   }
@@ -905,10 +900,6 @@ void Engine::Summarize() {
 }
 
 }  // namespace
-
-alloc::Job JobSpec::ToAllocationJob() const {
-  return ToAllocJob(*this, objective, throughput, scale_up_s, scale_down_s);
-}
 
 bool ReplayOptions::IsValid(std::string* error) const {
   auto fail = [&](const std::string& what) {

@@ -16,12 +16,13 @@
 #include <vector>
 
 #include "bft/sim.h"
-#include "sim/text_input.h"
+#include "common/text_io.h"
+#include "sim/trace/text_input.h"
 
 namespace bft::sim {
 namespace {
 
-using detail::Shorten;
+using text::Shorten;
 
 // One job's hold on nodes: from start_s on the log's clock until end_s; a job still running at the
 // end of the log has no end.
@@ -271,7 +272,7 @@ ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& opt
   std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
   std::int64_t latest = std::numeric_limits<std::int64_t>::min();
   bool header = false;
-  detail::ForEachFileLine(path, [&](std::string_view line, long number) {
+  text::ForEachFileLine(path, [&](std::string_view line, long number) {
     auto fail = [&](const std::string& what) { throw ParseError(path, number, what); };
     if (!header) {
       const std::vector<std::string_view> names = Split(line, '|');
@@ -382,7 +383,7 @@ ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options
   std::optional<std::int64_t> max_procs;
   std::string header_error;  // a bad MaxNodes/MaxProcs: an error only if the machine's size comes from it
   ImportedTrace out;
-  detail::ForEachFileLine(path, [&](std::string_view line, long number) {
+  text::ForEachFileLine(path, [&](std::string_view line, long number) {
     auto fail = [&](const std::string& what) { throw ParseError(path, number, what); };
     const std::size_t first = line.find_first_not_of(" \t");
     if (first == std::string_view::npos) return;
