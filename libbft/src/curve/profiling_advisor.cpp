@@ -38,6 +38,13 @@ struct JobState {
   int seg_from = 0;
   int seg_intervals = 0;
   bool overhead_pending = false;
+  // An interval of the current segment has shown progress: until one has, the segment is still
+  // stalled (a restart), so the interval in which progress resumes is warm-up too.
+  bool seg_progressed = false;
+  // The segment began while the previous rescale's overhead was still unmeasured (e.g. a
+  // preemption and a regrowth at the same moment): its stall mixes both losses, so it is not
+  // recorded as the cost of this rescale.
+  bool seg_compound = false;
   bool has_prior = false;
   double prior = 0.0;
   std::map<int, SizeData> sizes;
@@ -323,7 +330,9 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
     const double ds = cumulative_samples - job.last_cum;
     if (dt > 0.0 && job.nodes > 0) {
       ++job.seg_intervals;
-      const bool warm = job.last_t < job.seg_t + opt.warmup_s || job.seg_intervals <= opt.warmup_intervals;
+      const bool warm = job.last_t < job.seg_t + opt.warmup_s || job.seg_intervals <= opt.warmup_intervals ||
+                        !job.seg_progressed;
+      if (ds > 0.0) job.seg_progressed = true;
       if (!warm) {
         impl_->AddSteady(&job, job.nodes, {time_s, dt, ds, 1.0});
         changed = true;
@@ -331,7 +340,7 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
           // Observed overhead: the warm-up time minus the time the steady rate needs for its samples.
           const SizeData& sd = job.sizes[job.nodes];
           const SizeEstimate e = impl_->EstimateOf(job, job.nodes, sd, sd.intervals.size());
-          if (e.samples_per_s > 0.0) {
+          if (e.samples_per_s > 0.0 && !job.seg_compound) {
             const double lost = (job.last_t - job.seg_t) - (job.last_cum - job.seg_cum) / e.samples_per_s;
             job.rescales.push_back({job.seg_t, job.seg_from, job.nodes, std::max(0.0, lost),
                                     std::max(0.0, lost) * e.samples_per_s});
@@ -343,10 +352,12 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
       }
     }
     if (nodes != job.nodes) {
+      job.seg_compound = job.overhead_pending && job.nodes > 0;
       job.seg_t = time_s;
       job.seg_cum = cumulative_samples;
       job.seg_from = job.nodes;
       job.seg_intervals = 0;
+      job.seg_progressed = false;
       job.overhead_pending = nodes > 0;
       job.nodes = nodes;
     }
@@ -519,7 +530,9 @@ std::string Encode(const std::string& s) {
   return out;
 }
 
-constexpr const char* kHeader = "bft-profiling-advisor 2";  // 2: rescales carry lost samples
+// 2: rescales carry lost samples; 3: jobs carry whether the segment progressed and is compound.
+constexpr const char* kHeader = "bft-profiling-advisor 3";
+constexpr const char* kHeaderVersion2 = "bft-profiling-advisor 2";
 constexpr const char* kHeaderVersion1 = "bft-profiling-advisor 1";
 const char* const kWhere = "advisor state";
 
@@ -555,7 +568,8 @@ std::string ProfilingAdvisor::Save() const {
   for (const auto& [id, j] : impl_->jobs) {
     os << "job " << Encode(id) << ' ' << j.has_report << ' ' << j.nodes << ' ' << D(j.last_t) << ' '
        << D(j.last_cum) << ' ' << D(j.seg_t) << ' ' << D(j.seg_cum) << ' ' << j.seg_from << ' '
-       << j.seg_intervals << ' ' << j.overhead_pending << ' ' << j.has_prior << ' ' << D(j.prior) << "\n";
+       << j.seg_intervals << ' ' << j.overhead_pending << ' ' << j.has_prior << ' ' << D(j.prior) << ' '
+       << j.seg_progressed << ' ' << j.seg_compound << "\n";
     for (const auto& [n, sd] : j.sizes) {
       os << "size " << n << ' ' << sd.drift_count << ' ' << sd.intervals.size() << "\n";
       for (const Interval& iv : sd.intervals)
@@ -614,10 +628,11 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
     if (!std::isfinite(v)) throw ParseError(kWhere, line, std::string(what) + " is not finite");
     return v;
   };
-  if (!next(false) || (text != kHeader && text != kHeaderVersion1))
+  if (!next(false) || (text != kHeader && text != kHeaderVersion2 && text != kHeaderVersion1))
     throw ParseError(kWhere, std::max(line, 1L),
                      std::string("not an advisor state (expected '") + kHeader + "')");
   const bool version1 = text == kHeaderVersion1;
+  const bool version3 = text == kHeader;
   next(true);
   auto f = fields("options", 11);
   AdvisorOptions o;
@@ -658,7 +673,7 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       throw ParseError(kWhere, line, "expected " + std::to_string(size_left) + " more 'iv' lines");
     if (tag == "end") break;
     if (tag == "job") {
-      f = fields("job", 12);
+      f = fields("job", version3 ? 14 : 12);
       const std::string id = Decode(f[1], line);
       if (id.empty() || adv.impl_->jobs.count(id) != 0)
         throw ParseError(kWhere, line, "empty or repeated job id '" + id + "'");
@@ -674,6 +689,9 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       job->overhead_pending = integer(f[10]) != 0;
       job->has_prior = integer(f[11]) != 0;
       job->prior = finite(num(f[12]), "prior");
+      // Older states knew neither: their segment counts as progressing and not compound (the old rule).
+      job->seg_progressed = version3 ? integer(f[13]) != 0 : true;
+      job->seg_compound = version3 && integer(f[14]) != 0;
       if (job->nodes < 0 || job->seg_from < 0 || job->last_cum < 0.0 ||
           (job->has_prior && !(job->prior > 0.0)))
         throw ParseError(kWhere, line, "invalid job state for '" + id + "'");

@@ -165,6 +165,53 @@ TEST(CurveAdvisor, MeasuredCostTimesOldRateIsTheLossInSamples) {
   }
 }
 
+TEST(CurveAdvisor, StallLongerThanTheWarmupStillCountsAsWarmup) {
+  // A stall of 95 s after each rescale (30 s of warm-up by default): intervals without progress,
+  // and the one in which progress resumes, are warm-up; counting them as steady understated the
+  // rate at the new size and the overhead both.
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = [](double n) { return 100.0 * n; };
+  job.noise = 0.0;
+  job.stall_s = 95.0;
+  job.Run(adv, 4, 400.0);
+  job.Run(adv, 8, 400.0);
+  const JobProfile p = adv.Profile("job");
+  ASSERT_EQ(p.sizes.size(), 2u);
+  for (const SizeEstimate& s : p.sizes) EXPECT_NEAR(s.samples_per_s, 100.0 * s.nodes, 1e-6) << s.nodes;
+  ASSERT_EQ(p.rescales.size(), 2u);
+  EXPECT_NEAR(p.rescales[1].overhead_s, 95.0, 1e-6);
+  EXPECT_NEAR(p.mean_scale_up_s, 95.0 * 800.0 / 400.0, 1e-6);
+}
+
+TEST(CurveAdvisor, RescaleBeforeThePreviousOneWarmedUpIsNotMeasured) {
+  // A preemption and a regrowth at the same moment (4 -> 2 -> 8), and a rescale inside the
+  // previous one's warm-up (8 -> 16 after 10 s): each stall mixes two losses, which credited to
+  // the last rescale overstated its cost (a grow charged with the preemption's loss too).
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = [](double n) { return 100.0 * n; };
+  job.noise = 0.0;
+  job.stall_s = 15.0;
+  job.Run(adv, 4, 300.0);
+  adv.Report("job", job.t, 2, job.samples);
+  job.Run(adv, 8, 10.0);
+  job.Run(adv, 16, 300.0);
+  JobProfile p = adv.Profile("job");
+  ASSERT_EQ(p.rescales.size(), 1u);  // only the start
+  EXPECT_EQ(p.rescales[0].from_nodes, 0);
+  double up = 17.0, down = 11.0;
+  MeasuredRescaleCosts(p, &up, &down);
+  EXPECT_EQ(up, 17.0);
+  EXPECT_EQ(down, 11.0);
+  // Once warmed up, the next rescale is measured again.
+  job.Run(adv, 4, 300.0);
+  p = adv.Profile("job");
+  ASSERT_EQ(p.rescales.size(), 2u);
+  EXPECT_EQ(p.rescales[1].from_nodes, 16);
+  EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 400.0, 1e-6);
+}
+
 TEST(CurveAdvisor, DriftAgesOutTheOldRate) {
   ProfilingAdvisor adv;
   SimJob job;
@@ -242,7 +289,7 @@ TEST(CurveAdvisor, SaveLoadRoundTrips) {
   EXPECT_EQ(cont.Save(), adv.Save());
 }
 
-TEST(CurveAdvisor, LoadsVersion1StatesEstimatingTheirLostSamples) {
+TEST(CurveAdvisor, LoadsVersion1And2States) {
   ProfilingAdvisor adv;
   SimJob job;
   job.truth = [](double n) { return 100.0 * n; };
@@ -250,16 +297,28 @@ TEST(CurveAdvisor, LoadsVersion1StatesEstimatingTheirLostSamples) {
   job.Run(adv, 4, 300.0);
   job.Run(adv, 8, 300.0);
   std::string state = adv.Save();
-  // A version-1 file: the old header, rescale lines without the lost samples.
-  state.replace(0, state.find('\n'), "bft-profiling-advisor 1");
-  std::string v1;
-  std::istringstream in(state);
-  for (std::string line; std::getline(in, line);)
-    v1 += (line.rfind("rescale ", 0) == 0 ? line.substr(0, line.rfind(' ')) : line) + "\n";
-  const JobProfile p = ProfilingAdvisor::Load(v1).Profile("job");
-  ASSERT_EQ(p.rescales.size(), 2u);
-  EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 800.0, 1e-6);
-  EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6);
+  auto drop_last_fields = [](const std::string& line, int count) {
+    std::string out = line;
+    for (int k = 0; k < count; ++k) out = out.substr(0, out.rfind(' '));
+    return out;
+  };
+  // Versions 1 and 2: job lines without the segment's progress and compound flags; version 1's
+  // rescale lines also without the lost samples.
+  for (const int version : {1, 2}) {
+    std::string old;
+    std::istringstream in(state);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("bft-profiling-advisor ", 0) == 0)
+        line = "bft-profiling-advisor " + std::to_string(version);
+      if (line.rfind("job ", 0) == 0) line = drop_last_fields(line, 2);
+      if (version == 1 && line.rfind("rescale ", 0) == 0) line = drop_last_fields(line, 1);
+      old += line + "\n";
+    }
+    const JobProfile p = ProfilingAdvisor::Load(old).Profile("job");
+    ASSERT_EQ(p.rescales.size(), 2u) << version;
+    EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 800.0, 1e-6) << version;
+    EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6) << version;
+  }
 }
 
 TEST(CurveAdvisor, MalformedStateIsAParseErrorWithALine) {
