@@ -158,9 +158,11 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
         help=f"allocation policy, repeatable or a comma list: {', '.join(sim.POLICIES)} "
         f"(default: {','.join(DEFAULT_POLICIES)})",
     )
-    p.add_argument("--curves", choices=("oracle", "learned", "both"), default="oracle",
+    p.add_argument("--curves", choices=("oracle", "learned", "both", "learned_curves", "learned_costs"),
+                   default="oracle",
                    help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
-                   "advisor (learned), or one replay of each (both). Default: oracle")
+                   "advisor (learned), or one replay of each (both); learned_curves (learned_costs) learns "
+                   "only the curves (only the rescale costs), a diagnostic (docs/sim.md). Default: oracle")
     p.add_argument("--accounting", choices=("continuous", "reference", "both"), default="continuous",
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
                    "replayer's (reference), or one replay of each (both); docs/sim.md. Default: continuous")
@@ -292,7 +294,7 @@ def replay_main(args) -> int:
     _check_numbers(args)
     _check_backend(args.milp_backend)
     advisor = _advisor_options(args.advisor)
-    if args.advisor and "learned" not in curve_modes:
+    if args.advisor and curve_modes == ["oracle"]:
         raise CliError("--advisor sets the profiling advisor of learned curves: add --curves learned (or both)")
     _check_plotting(args)
     if args.out is not None:

@@ -328,11 +328,14 @@ def replay(
     on_progress: Optional[Callable[[float], None]] = None,
     accounting: str = "continuous",
     configurations: str = "choose",
+    models: Optional[Sequence[str]] = None,
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
 
     ``curves`` is "oracle" (the allocator sees the workload's curves) or "learned" (the profiling
-    advisor learns them from the simulated progress). ``nodes`` restricts the replay to a subset of
+    advisor learns them and the rescale costs from the simulated progress); "learned_curves" and
+    "learned_costs" give the allocator only the learned curves or only the learned costs (the
+    workload's for the rest), to tell the two apart (docs/sim.md). ``nodes`` restricts the replay to a subset of
     the trace's node names; ``start_s``/``end_s`` to a window on the trace's clock. ``on_progress``
     is called with the fraction replayed. The replay runs in C++ with the GIL released; Ctrl-C
     stops it (within a MILP solve too) and raises ``KeyboardInterrupt``.
@@ -353,6 +356,10 @@ def replay(
     structured partial backpropagation: docs/spb.md) or "full" (full backpropagation only: the plain
     policy). Samples count at full backpropagation: one processed in a configuration of efficiency
     e counts e.
+
+    ``models`` (learned modes): each job's model, in workload order ("" for none); jobs of one model
+    share what the advisor measured (``curve.ProfilingAdvisor.set_model``). ``model_from_name``
+    derives them from names like "J00000-AlexNet".
     """
     if isinstance(nodes, (str, bytes)):
         raise ValueError(f"nodes: expected a list of node names, got the string {nodes!r} (write [{nodes!r}])")
@@ -388,6 +395,7 @@ def replay(
         on_progress=on_progress,
         accounting=accounting,
         configurations=configurations,
+        models=list(models) if models is not None else [],
     )
     return ReplayResult(
         summary=dict(raw["summary"]),
@@ -396,6 +404,12 @@ def replay(
         progress=dict(raw["progress"]),
         assignments=dict(raw["assignments"]),
     )
+
+
+def model_from_name(name: str) -> str:
+    """A job's model by the naming convention of the shared workloads: the part of its name after
+    the first "-" ("J00000-AlexNet": "AlexNet"); "" (no model) for a name without one."""
+    return name.split("-", 1)[1] if "-" in name else ""
 
 
 def replay_label(policy: str, curves: str = "oracle", accounting: str = "continuous",

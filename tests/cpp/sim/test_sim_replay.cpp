@@ -179,6 +179,49 @@ TEST(SimReplayLearned, TheAllocatorGetsTheMeasuredRescaleCostsOnceMeasured) {
   EXPECT_EQ(unmeasured.jobs[0].allocator_scale_down_s, 3.0);
 }
 
+TEST(SimReplayLearned, ProgressRowsCarryTheTrueRateAndTheAdvisorsEstimate) {
+  // At 0 the job starts on 2 nodes (18/s): nothing is measured yet, so every learned mode's
+  // advisor estimates the prior, 1000/s per node; oracle mode has no advisor (0).
+  for (const CurveMode mode :
+       {CurveMode::kOracle, CurveMode::kLearned, CurveMode::kLearnedCurves, CurveMode::kLearnedCosts}) {
+    ReplayOptions o = Options(300);
+    o.curves = mode;
+    const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o);
+    EXPECT_EQ(r.summary.curves, ToString(mode));
+    EXPECT_EQ(CurveModeFromString(ToString(mode)), mode);
+    ASSERT_FALSE(r.progress.empty());
+    EXPECT_EQ(r.progress[0].nodes, 2) << ToString(mode);
+    EXPECT_DOUBLE_EQ(r.progress[0].rate, 18.0);
+    EXPECT_DOUBLE_EQ(r.progress[0].estimate, mode == CurveMode::kOracle ? 0.0 : 2000.0) << ToString(mode);
+  }
+  EXPECT_THROW(CurveModeFromString("learned_everything"), InvalidArgument);
+}
+
+TEST(SimReplayLearned, AJobStartsFromWhatItsModelsEarlierJobsMeasured) {
+  // max_jobs 1: j1 runs on 2 nodes from 0 (the arrivals at 50 and 100 are reports: [50,100) is a
+  // steady interval at 18/s) and finishes at 150; j2, of the same model, is admitted then. Its
+  // first estimate is j1's measured 18/s on 2 nodes, not the advisor's prior (2 x 1000/s).
+  const Trace trace = ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n");
+  ReplayOptions o = Options(400);
+  o.curves = CurveMode::kLearned;
+  o.max_jobs = 1;
+  const std::vector<JobSpec> jobs = {MakeJob("j1", 0, 18 * 150), MakeJob("j2", 50, 1e6),
+                                     MakeJob("q", 100, 1)};
+  auto first_estimate_of_j2 = [&](std::vector<std::string> models) {
+    o.models = std::move(models);
+    const ReplayResult r = Replay(trace, jobs, o);
+    EXPECT_NEAR(r.jobs[0].finish_s, 150, 1e-9);
+    for (const JobProgress& p : r.progress)
+      if (p.job == 1 && p.nodes > 0) return p.estimate;
+    return -1.0;
+  };
+  EXPECT_NEAR(first_estimate_of_j2({"m", "m", ""}), 18.0, 1e-9);
+  EXPECT_DOUBLE_EQ(first_estimate_of_j2({}), 2000.0);
+  EXPECT_DOUBLE_EQ(first_estimate_of_j2({"m", "other", ""}), 2000.0);
+  o.models = {"m"};
+  EXPECT_THROW(Replay(trace, jobs, o), InvalidArgument);
+}
+
 TEST(SimReplayLearned, AHugeMaxNodesOnlyAsksTheAdvisorForTheReplaysNodes) {
   // max_nodes 10^9 on a 2-node trace: the learned curves are sized by the 2 nodes of the replay,
   // not by max_nodes (which used to ask the advisor for 10^9-point curves at every event).
