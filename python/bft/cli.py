@@ -159,9 +159,11 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
         f"(default: {','.join(DEFAULT_POLICIES)})",
     )
     # Mode names and defaults are the C++ library's (bft.sim reads them from ReplayOptions).
-    p.add_argument("--curves", choices=(*sim.CURVE_MODES, "both"), default=sim.DEFAULT_CURVES,
+    p.add_argument("--curves", choices=(*sim.CURVE_MODES, *sim.DIAGNOSTIC_CURVE_MODES, "both"),
+                   default=sim.DEFAULT_CURVES,
                    help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
-                   f"advisor (learned), or one replay of each (both). Default: {sim.DEFAULT_CURVES}")
+                   "advisor (learned), or one replay of each (both); learned_curves (learned_costs) learns "
+                   f"only the curves (only the rescale costs), a diagnostic (docs/sim.md). Default: {sim.DEFAULT_CURVES}")
     p.add_argument("--accounting", choices=(*sim.ACCOUNTINGS, "both"), default=sim.DEFAULT_ACCOUNTING,
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
                    f"replayer's (reference), or one replay of each (both); docs/sim.md. "
@@ -296,7 +298,7 @@ def replay_main(args) -> int:
     _check_numbers(args)
     _check_backend(args.milp_backend)
     advisor = _advisor_options(args.advisor)
-    if args.advisor and "learned" not in curve_modes:
+    if args.advisor and curve_modes == ["oracle"]:
         raise CliError("--advisor sets the profiling advisor of learned curves: add --curves learned (or both)")
     _check_plotting(args)
     if args.out is not None:

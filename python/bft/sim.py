@@ -44,6 +44,7 @@ DEFAULT_CURVES = _sim.DEFAULT_CURVES
 DEFAULT_ACCOUNTING = _sim.DEFAULT_ACCOUNTING
 DEFAULT_CONFIGURATIONS = _sim.DEFAULT_CONFIGURATIONS
 CURVE_MODES = _sim.CURVE_MODES
+DIAGNOSTIC_CURVE_MODES = _sim.DIAGNOSTIC_CURVE_MODES
 ACCOUNTINGS = _sim.ACCOUNTINGS
 CONFIGURATION_MODES = _sim.CONFIGURATION_MODES
 
@@ -86,6 +87,7 @@ __all__ = [
     "DEFAULT_ACCOUNTING",
     "DEFAULT_CONFIGURATIONS",
     "CURVE_MODES",
+    "DIAGNOSTIC_CURVE_MODES",
     "ACCOUNTINGS",
     "CONFIGURATION_MODES",
 ]
@@ -333,11 +335,14 @@ def replay(
     on_progress: Optional[Callable[[float], None]] = None,
     accounting: str = DEFAULT_ACCOUNTING,
     configurations: str = DEFAULT_CONFIGURATIONS,
+    models: Optional[Sequence[str]] = None,
 ) -> ReplayResult:
     """Replays ``trace`` with ``jobs`` under one allocation policy (see POLICIES).
 
     ``curves`` is "oracle" (the allocator sees the workload's curves) or "learned" (the profiling
-    advisor learns them from the simulated progress). ``nodes`` restricts the replay to a subset of
+    advisor learns them and the rescale costs from the simulated progress); "learned_curves" and
+    "learned_costs" give the allocator only the learned curves or only the learned costs (the
+    workload's for the rest), to tell the two apart (docs/sim.md). ``nodes`` restricts the replay to a subset of
     the trace's node names; ``start_s``/``end_s`` to a window on the trace's clock. ``on_progress``
     is called with the fraction replayed. The replay runs in C++ with the GIL released; Ctrl-C
     stops it (within a MILP solve too) and raises ``KeyboardInterrupt``.
@@ -358,6 +363,10 @@ def replay(
     structured partial backpropagation: docs/spb.md) or "full" (full backpropagation only: the plain
     policy). Samples count at full backpropagation: one processed in a configuration of efficiency
     e counts e.
+
+    ``models`` (learned modes): each job's model, in workload order ("" for none); jobs of one model
+    share what the advisor measured (``curve.ProfilingAdvisor.set_model``). ``model_from_name``
+    derives them from names like "J00000-AlexNet".
     """
     if isinstance(nodes, (str, bytes)):
         raise ValueError(f"nodes: expected a list of node names, got the string {nodes!r} (write [{nodes!r}])")
@@ -393,6 +402,7 @@ def replay(
         on_progress=on_progress,
         accounting=accounting,
         configurations=configurations,
+        models=list(models) if models is not None else [],
     )
     return ReplayResult(
         summary=dict(raw["summary"]),
@@ -401,6 +411,12 @@ def replay(
         progress=dict(raw["progress"]),
         assignments=dict(raw["assignments"]),
     )
+
+
+def model_from_name(name: str) -> str:
+    """A job's model by the naming convention of the shared workloads: the part of its name after
+    the first "-" ("J00000-AlexNet": "AlexNet"); "" (no model) for a name without one."""
+    return name.split("-", 1)[1] if "-" in name else ""
 
 
 def replay_label(policy: str, curves: str = DEFAULT_CURVES, accounting: str = DEFAULT_ACCOUNTING,

@@ -247,7 +247,8 @@ void BindCurve(py::module_& m) {
       .def_readonly("mean_scale_down_s", &curve::JobProfile::mean_scale_down_s)
       .def_readonly("fit", &curve::JobProfile::fit)
       .def_readonly("has_prior", &curve::JobProfile::has_prior)
-      .def_readonly("prior_samples_per_node_s", &curve::JobProfile::prior_samples_per_node_s);
+      .def_readonly("prior_samples_per_node_s", &curve::JobProfile::prior_samples_per_node_s)
+      .def_readonly("model", &curve::JobProfile::model);
 
   py::class_<curve::AdvisorCurves>(m, "AdvisorCurves")
       .def_readonly("throughput", &curve::AdvisorCurves::throughput)
@@ -260,6 +261,7 @@ void BindCurve(py::module_& m) {
       .def("report", &ProfilingAdvisor::Report, py::arg("job_id"), py::arg("time_s"), py::arg("nodes"),
            py::arg("cumulative_samples"))
       .def("set_prior", &ProfilingAdvisor::SetPrior, py::arg("job_id"), py::arg("samples_per_node_s"))
+      .def("set_model", &ProfilingAdvisor::SetModel, py::arg("job_id"), py::arg("model"))
       .def("throughput_estimate", &ProfilingAdvisor::ThroughputEstimate, py::arg("job_id"),
            py::arg("max_nodes"))
       .def("objective_curve", &ProfilingAdvisor::ObjectiveCurve, py::arg("job_id"), py::arg("max_nodes"))

@@ -120,6 +120,8 @@ py::dict ResultToDict(const sim::ReplayResult& r) {
   progress["job"] = Column<std::int32_t>(r.progress, [](const P& p) { return p.job; });
   progress["done"] = Column<double>(r.progress, [](const P& p) { return p.done; });
   progress["nodes"] = Column<std::int32_t>(r.progress, [](const P& p) { return p.nodes; });
+  progress["rate"] = Column<double>(r.progress, [](const P& p) { return p.rate; });
+  progress["estimate"] = Column<double>(r.progress, [](const P& p) { return p.estimate; });
   out["progress"] = progress;
 
   using A = sim::AssignmentChange;
@@ -178,7 +180,10 @@ void BindSim(py::module_& m) {
   BindEnum<sim::NodeState>(m, "NodeState", "A node's state in an idle-node trace",
                            {{"BUSY", sim::NodeState::kBusy}, {"IDLE", sim::NodeState::kIdle}});
   BindEnum<sim::CurveMode>(m, "CurveMode", "Where the allocator's curves come from",
-                           {{"ORACLE", sim::CurveMode::kOracle}, {"LEARNED", sim::CurveMode::kLearned}});
+                           {{"ORACLE", sim::CurveMode::kOracle},
+                            {"LEARNED", sim::CurveMode::kLearned},
+                            {"LEARNED_CURVES", sim::CurveMode::kLearnedCurves},
+                            {"LEARNED_COSTS", sim::CurveMode::kLearnedCosts}});
 
   py::class_<sim::Trace>(m, "Trace", "An idle-node trace: node names and time-sorted transitions.")
       .def(py::init([](std::vector<std::string> node_names, const py::object& times, const py::object& nodes,
@@ -371,6 +376,9 @@ void BindSim(py::module_& m) {
   m.attr("DEFAULT_CONFIGURATIONS") = sim::ToString(defaults.configurations);
   m.attr("CURVE_MODES") =
       py::make_tuple(sim::ToString(sim::CurveMode::kOracle), sim::ToString(sim::CurveMode::kLearned));
+  // Learned modes that learn only the curves or only the rescale costs: diagnostics (docs/sim.md).
+  m.attr("DIAGNOSTIC_CURVE_MODES") = py::make_tuple(sim::ToString(sim::CurveMode::kLearnedCurves),
+                                                    sim::ToString(sim::CurveMode::kLearnedCosts));
   m.attr("ACCOUNTINGS") =
       py::make_tuple(sim::ToString(sim::Accounting::kContinuous), sim::ToString(sim::Accounting::kReference));
   m.attr("CONFIGURATION_MODES") = py::make_tuple(sim::ToString(sim::ConfigurationMode::kChoose),
@@ -382,8 +390,9 @@ void BindSim(py::module_& m) {
          std::optional<double> start_s, std::optional<double> end_s, bool record_job_progress,
          bool record_assignments, std::optional<std::string> milp_backend, std::optional<double> time_limit_s,
          bool isolate, std::optional<curve::AdvisorOptions> advisor, py::object on_progress,
-         const std::string& accounting, const std::string& configurations) {
+         const std::string& accounting, const std::string& configurations, std::vector<std::string> models) {
         sim::ReplayOptions o;
+        o.models = std::move(models);
         if (advisor) o.advisor = *advisor;
         o.solve.solver = alloc::SolverKindFromString(policy);
         if (milp_backend) o.solve.milp_backend = *milp_backend;
@@ -430,6 +439,7 @@ void BindSim(py::module_& m) {
       py::arg("time_limit_s") = py::none(), py::arg("isolate") = true, py::arg("advisor") = py::none(),
       py::arg("on_progress") = py::none(), py::arg("accounting") = sim::ToString(defaults.accounting),
       py::arg("configurations") = sim::ToString(defaults.configurations),
+      py::arg("models") = std::vector<std::string>{},
       "Replays the trace with the jobs under one policy (the GIL is released). Returns a dict: summary, "
       "steps, "
       "jobs, progress, assignments (columns as numpy arrays).");

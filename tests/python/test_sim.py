@@ -227,6 +227,40 @@ def test_learned_replay_uses_the_advisor_options_it_is_given():
         sim.replay(trace, jobs, "exact", "learned", advisor={"warmup_s": 3})
 
 
+def test_learned_replay_shares_what_jobs_of_one_model_measured():
+    trace, jobs = sim.generate_synthetic(seed=3, nodes=64, mean_idle_nodes=20, duration_s=43200, jobs=10)
+
+    def first_estimates(**kwargs):
+        r = sim.replay(trace, jobs, "exact", "learned", max_jobs=2, **kwargs)
+        p = r.progress
+        first = {}
+        for j, n, est in zip(p["job"], p["nodes"], p["estimate"]):
+            if n > 0 and j not in first:
+                first[int(j)] = float(est)
+        return first
+
+    alone = first_estimates()
+    shared = first_estimates(models=["m"] * len(jobs))
+    # The first job has no sibling yet; a later one starts from what the earlier ones measured.
+    assert shared[0] == alone[0]
+    assert shared != alone
+    assert sim.model_from_name("J00000-AlexNet") == "AlexNet"
+    assert sim.model_from_name("plain") == ""
+    with pytest.raises(ValueError, match="models: 1 given for 10 jobs"):
+        sim.replay(trace, jobs, "exact", "learned", models=["m"])
+
+
+def test_the_halves_of_learned_mode_are_replay_modes():
+    trace = sim.parse_trace(TINY_TRACE)
+    jobs = sim.parse_jobs(json.dumps(JOB))
+    for mode in ("learned_curves", "learned_costs"):
+        r = sim.replay(trace, jobs, "exact", mode)
+        assert r.summary["curves"] == mode
+        assert r.progress["estimate"][0] == 2000.0  # the advisor's prior on 2 nodes
+        assert r.progress["rate"][0] == 18.0
+    assert sim.replay(trace, jobs, "exact", "oracle").progress["estimate"][0] == 0.0
+
+
 def test_bad_options_raise_value_error():
     trace = sim.parse_trace(TINY_TRACE)
     jobs = sim.parse_jobs(json.dumps(JOB))

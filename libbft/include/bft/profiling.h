@@ -13,7 +13,8 @@
 // prior for a job with little data) and ObjectiveCurve() (the estimate plus an exploration bonus
 // proportional to its uncertainty, so the allocator tries sizes that are worth learning). A job the
 // advisor knows nothing of gets the prior: linear scaling at prior_samples_per_node_s (or the
-// per-job value given to SetPrior), so a new job still receives nodes. ProbeSuggestions() lists
+// per-job value given to SetPrior), so a new job still receives nodes; a job whose model is known
+// (SetModel) starts from what other jobs of that model measured instead. ProbeSuggestions() lists
 // node counts worth measuring next, for a caller that prefers explicit probe requests.
 //
 // Ageing: every interval's weight halves every half_life_s of wall time after it ended; and when
@@ -94,6 +95,7 @@ struct JobProfile {
   FitResult fit;                          // the curve fitted from `sizes` (status says if usable)
   bool has_prior = false;                 // SetPrior was called
   double prior_samples_per_node_s = 0.0;  // the prior in force
+  std::string model;                      // SetModel ("" = none)
 };
 
 // A job's curves for the allocator: `throughput` (its Job::throughput) and `objective` (its
@@ -134,6 +136,12 @@ class ProfilingAdvisor {
   void Report(const std::string& job_id, double time_s, int nodes, double cumulative_samples);
   // Per-job prior for a job with little data: linear scaling at samples_per_node_s (> 0).
   void SetPrior(const std::string& job_id, double samples_per_node_s);
+  // Declares the job's model ("" = none; throws InvalidArgument for an empty job id). Jobs of one
+  // model share what they measure: each size's latest steady estimate of any of them is kept for
+  // the model (also after the job is forgotten), and a job with fewer than three measured sizes of
+  // its own is estimated by the curve fitted through them, scaled by its own measurements, as
+  // long as those agree with that curve's shape (docs/curve.md, "Model priors").
+  void SetModel(const std::string& job_id, const std::string& model);
 
   // samples/s on 0..max_nodes: the fitted curve (conservative extrapolation), or the estimates
   // and the prior while too few sizes were measured. Never empty for max_nodes >= 1; an unknown

@@ -193,8 +193,13 @@ using jobs::WriteJobs;
 enum class CurveMode {
   kOracle,   // the allocator sees each job's objective and throughput curves from the workload
   kLearned,  // the allocator sees curves the profiling advisor learns from the simulated progress
+  // Diagnostic halves of kLearned (docs/sim.md, "Where the learned samples go"): the advisor
+  // learns as in kLearned, but the allocator gets only its curves (the rescale costs stay the
+  // workload's), or only its rescale costs (the curves stay the workload's).
+  kLearnedCurves,
+  kLearnedCosts,
 };
-const char* ToString(CurveMode mode);               // "oracle", "learned"
+const char* ToString(CurveMode mode);               // "oracle", "learned", "learned_curves", "learned_costs"
 CurveMode CurveModeFromString(const std::string&);  // throws InvalidArgument
 
 // How the replay accounts time and progress (docs/sim.md sets the two side by side).
@@ -246,7 +251,11 @@ struct ReplayOptions {
   CurveMode curves = CurveMode::kOracle;
   Accounting accounting = Accounting::kContinuous;
   ConfigurationMode configurations = ConfigurationMode::kChoose;
-  curve::AdvisorOptions advisor;         // the profiling advisor of learned mode (docs/curve.md)
+  curve::AdvisorOptions advisor;  // the profiling advisor of learned mode (docs/curve.md)
+  // Learned modes: empty, or each job's model in workload order ("" = none). Jobs of one model
+  // share what they measured (curve::ProfilingAdvisor::SetModel): a newly admitted job starts from
+  // its siblings' curve.
+  std::vector<std::string> models;
   int max_jobs = 10;                     // at most this many admitted (unfinished) jobs at once
   double tfwd_s = alloc::kDefaultTfwdS;  // the allocator's forward-looking horizon
   // Only these nodes (names from the trace; in reference accounting also names absent from it,
@@ -290,6 +299,10 @@ struct JobProgress {
   int job = 0;  // index into the workload
   double done = 0.0;
   int nodes = 0;
+  double rate = 0.0;  // true samples/s (of `work`) from now on
+  // Learned modes: what the job's advisor estimates `rate` to be (its throughput estimate at
+  // `nodes` in the job's configuration, times the configuration's efficiency); 0 in oracle mode.
+  double estimate = 0.0;
 };
 
 // A change of the node -> job map (record_assignments): `node` starts running job `job`, or

@@ -38,8 +38,16 @@ struct JobState {
   int seg_from = 0;
   int seg_intervals = 0;
   bool overhead_pending = false;
+  // An interval of the current segment has shown progress: until one has, the segment is still
+  // stalled (a restart), so the interval in which progress resumes is warm-up too.
+  bool seg_progressed = false;
+  // The segment began while the previous rescale's overhead was still unmeasured (e.g. a
+  // preemption and a regrowth at the same moment): its stall mixes both losses, so it is not
+  // recorded as the cost of this rescale.
+  bool seg_compound = false;
   bool has_prior = false;
   double prior = 0.0;
+  std::string model;  // SetModel: jobs of one model share what they measured ("" = none)
   std::map<int, SizeData> sizes;
   std::vector<RescaleOverhead> rescales;
   // Derived (recomputed after every change): the per-size estimates and the fit.
@@ -53,6 +61,14 @@ std::string Num(double v) {
   os << v;
   return os.str();
 }
+
+// What the jobs of one model measured: at each size, the latest steady estimate of any of them
+// (kept after the jobs are forgotten), and the curve fitted through it.
+struct ModelState {
+  std::map<int, double> rates;
+  FitResult fit;
+  bool fit_ok = false;
+};
 
 }  // namespace
 
@@ -83,6 +99,87 @@ bool AdvisorOptions::IsValid(std::string* error) const {
 struct ProfilingAdvisor::Impl {
   AdvisorOptions options;
   std::map<std::string, JobState> jobs;
+  std::map<std::string, ModelState> models;
+
+  void RefitModel(ModelState* model) const {
+    model->fit_ok = false;
+    model->fit = FitResult();
+    if (model->rates.size() < 2) return;
+    std::vector<Sample> samples;
+    for (const auto& [n, rate] : model->rates) samples.push_back({static_cast<double>(n), rate, 1.0});
+    model->fit = Fit(samples, options.fit);
+    model->fit_ok = model->fit.ok();
+  }
+
+  // A job's estimates at the given sizes (all if `only` is 0) become its model's latest, in the
+  // model's scale (divided by the job's scale against the model), so that a job faster than its
+  // siblings does not bend the shared curve; a job whose shape disagrees shares nothing.
+  void ShareWithModel(const JobState& job, int only) {
+    if (job.model.empty()) return;
+    ModelState& model = models[job.model];
+    double scale = 1.0;
+    if (!model.rates.empty() && !ModelScale(job, model, &scale)) return;
+    bool changed = false;
+    for (const SizeEstimate& e : job.estimates) {
+      if (only != 0 && e.nodes != only) continue;
+      double& rate = model.rates[e.nodes];
+      changed = changed || rate != e.samples_per_s / scale;
+      rate = e.samples_per_s / scale;
+    }
+    if (changed) RefitModel(&model);
+  }
+
+  // The job's scale against its model's curve: the geometric mean of own rate / model curve over
+  // its measured sizes within the model's measured range (where the curve is measured, not
+  // extrapolated), or over all of them if none is; 1 without any. False if the ratios within the
+  // range spread by more than fit.duplicate_tolerance (the job scales differently).
+  bool ModelScale(const JobState& job, const ModelState& model, double* scale) const {
+    *scale = 1.0;
+    const int first = model.rates.begin()->first;
+    const int last = model.rates.rbegin()->first;
+    double log_in = 0.0, log_all = 0.0, lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+    int in_range = 0;
+    for (const SizeEstimate& e : job.estimates) {
+      const double r = e.samples_per_s / ModelCurve(model, e.nodes);
+      if (!(r > 0.0) || !std::isfinite(r)) return false;
+      log_all += std::log(r);
+      if (e.nodes < first || e.nodes > last) continue;
+      ++in_range;
+      log_in += std::log(r);
+      lo = std::min(lo, r);
+      hi = std::max(hi, r);
+    }
+    if (job.estimates.empty()) return true;
+    *scale = in_range > 0 ? std::exp(log_in / in_range)
+                          : std::exp(log_all / static_cast<double>(job.estimates.size()));
+    return in_range == 0 || (hi - lo) / *scale <= options.fit.duplicate_tolerance;
+  }
+
+  // The model's curve at n: the fit (conservative extrapolation), linear through a single size, or
+  // piecewise-linear through the sizes if the fit failed.
+  static double ModelCurve(const ModelState& model, int n) {
+    if (model.fit_ok) return model.fit.Evaluate(n);
+    if (model.rates.size() == 1) return model.rates.begin()->second * n / model.rates.begin()->first;
+    std::vector<int> nodes;
+    std::vector<double> values;
+    for (const auto& [m, rate] : model.rates) {
+      nodes.push_back(m);
+      values.push_back(rate);
+    }
+    return ThroughputCurve(nodes, values).Evaluate(n);
+  }
+
+  // The model prior for a job with fewer than three measured sizes of its own (with three its own
+  // fit can tell the shape): its model's curve, scaled by the job's own measurements (the
+  // geometric mean of own rate / model curve), if they agree with the model's shape within
+  // fit.duplicate_tolerance. Null if there is none.
+  const ModelState* ModelPrior(const JobState* job, double* scale) const {
+    *scale = 1.0;
+    if (job == nullptr || job->model.empty() || job->estimates.size() >= 3) return nullptr;
+    const auto it = models.find(job->model);
+    if (it == models.end() || it->second.rates.empty()) return nullptr;
+    return ModelScale(*job, it->second, scale) ? &it->second : nullptr;
+  }
 
   double Age(const JobState& job, const Interval& iv) const {
     if (!(options.half_life_s > 0.0) || !std::isfinite(options.half_life_s)) return iv.mult;
@@ -167,6 +264,11 @@ struct ProfilingAdvisor::Impl {
 
   double Estimate(const JobState* job, int n) const {
     if (n <= 0) return 0.0;
+    double scale = 1.0;
+    if (const ModelState* prior = ModelPrior(job, &scale)) {
+      const SizeEstimate* m = Measured(*job, n);
+      return m != nullptr ? m->samples_per_s : scale * ModelCurve(*prior, n);
+    }
     if (job == nullptr || job->estimates.empty()) return PriorRate(job) * n;
     if (job->estimates.size() == 1) {  // optimistic: linear scaling through the one measured size
       const SizeEstimate& e = job->estimates.front();
@@ -192,6 +294,18 @@ struct ProfilingAdvisor::Impl {
   }
 
   double RelSd(const JobState* job, int n) const {
+    double scale = 1.0;
+    if (const ModelState* prior = ModelPrior(job, &scale)) {
+      // As for a job measured by one interval at each of the model's sizes (and its own).
+      const SizeEstimate* m = Measured(*job, n);
+      if (m != nullptr) return m->rel_sd;
+      double nearest = std::numeric_limits<double>::infinity();
+      for (const auto& [size, rate] : prior->rates)
+        nearest = std::min(nearest, std::abs(std::log2(static_cast<double>(n) / size)));
+      for (const SizeEstimate& e : job->estimates)
+        nearest = std::min(nearest, std::abs(std::log2(static_cast<double>(n) / e.nodes)));
+      return std::min(1.0, options.single_interval_rel_sd + options.rel_sd_per_doubling * nearest);
+    }
     if (job == nullptr || job->estimates.empty()) return 1.0;
     const SizeEstimate* m = Measured(*job, n);
     double base;
@@ -323,7 +437,9 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
     const double ds = cumulative_samples - job.last_cum;
     if (dt > 0.0 && job.nodes > 0) {
       ++job.seg_intervals;
-      const bool warm = job.last_t < job.seg_t + opt.warmup_s || job.seg_intervals <= opt.warmup_intervals;
+      const bool warm = job.last_t < job.seg_t + opt.warmup_s || job.seg_intervals <= opt.warmup_intervals ||
+                        !job.seg_progressed;
+      if (ds > 0.0) job.seg_progressed = true;
       if (!warm) {
         impl_->AddSteady(&job, job.nodes, {time_s, dt, ds, 1.0});
         changed = true;
@@ -331,7 +447,7 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
           // Observed overhead: the warm-up time minus the time the steady rate needs for its samples.
           const SizeData& sd = job.sizes[job.nodes];
           const SizeEstimate e = impl_->EstimateOf(job, job.nodes, sd, sd.intervals.size());
-          if (e.samples_per_s > 0.0) {
+          if (e.samples_per_s > 0.0 && !job.seg_compound) {
             const double lost = (job.last_t - job.seg_t) - (job.last_cum - job.seg_cum) / e.samples_per_s;
             job.rescales.push_back({job.seg_t, job.seg_from, job.nodes, std::max(0.0, lost),
                                     std::max(0.0, lost) * e.samples_per_s});
@@ -343,10 +459,12 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
       }
     }
     if (nodes != job.nodes) {
+      job.seg_compound = job.overhead_pending && job.nodes > 0;
       job.seg_t = time_s;
       job.seg_cum = cumulative_samples;
       job.seg_from = job.nodes;
       job.seg_intervals = 0;
+      job.seg_progressed = false;
       job.overhead_pending = nodes > 0;
       job.nodes = nodes;
     }
@@ -355,6 +473,7 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
   job.last_cum = cumulative_samples;
   // Ageing depends on the latest report time, so the estimates are refreshed on every new interval.
   if (changed || !job.estimates.empty()) impl_->Refresh(&job);
+  if (changed) impl_->ShareWithModel(job, job.nodes);
 }
 
 void ProfilingAdvisor::SetPrior(const std::string& job_id, double samples_per_node_s) {
@@ -367,6 +486,13 @@ void ProfilingAdvisor::SetPrior(const std::string& job_id, double samples_per_no
   job.prior = samples_per_node_s;
 }
 
+void ProfilingAdvisor::SetModel(const std::string& job_id, const std::string& model) {
+  if (job_id.empty()) throw InvalidArgument("advisor model: empty job id");
+  JobState& job = impl_->jobs[job_id];
+  job.model = model;
+  impl_->ShareWithModel(job, 0);
+}
+
 AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes) const {
   if (max_nodes < 1)
     throw InvalidArgument("throughput estimate for job '" + job_id + "': max_nodes " +
@@ -374,6 +500,16 @@ AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes)
   const JobState* job = impl_->Find(job_id);
   // Breakpoints: the sparse grid, every measured size, and the kinks of the extrapolation rule.
   std::vector<long long> extra;
+  double scale = 1.0;
+  if (const ModelState* prior = impl_->ModelPrior(job, &scale)) {
+    for (const auto& [size, rate] : prior->rates) extra.push_back(size);
+    if (prior->fit_ok) {
+      const double cap = prior->fit.max_nodes * prior->fit.options.extrapolation_limit;
+      if (cap < 4e9)
+        extra.insert(extra.end(),
+                     {static_cast<long long>(std::floor(cap)), static_cast<long long>(std::ceil(cap))});
+    }
+  }
   if (job != nullptr) {
     for (const SizeEstimate& e : job->estimates) extra.push_back(e.nodes);
     if (job->fit_ok) {
@@ -482,6 +618,7 @@ JobProfile ProfilingAdvisor::Profile(const std::string& job_id) const {
   p.fit = job->fit;
   p.has_prior = job->has_prior;
   p.prior_samples_per_node_s = impl_->PriorRate(job);
+  p.model = job->model;
   return p;
 }
 
@@ -519,7 +656,10 @@ std::string Encode(const std::string& s) {
   return out;
 }
 
-constexpr const char* kHeader = "bft-profiling-advisor 2";  // 2: rescales carry lost samples
+// 2: rescales carry lost samples; 3: jobs carry whether the segment progressed and is compound,
+// and the models' shared rates and the jobs' models (model, jobmodel lines).
+constexpr const char* kHeader = "bft-profiling-advisor 3";
+constexpr const char* kHeaderVersion2 = "bft-profiling-advisor 2";
 constexpr const char* kHeaderVersion1 = "bft-profiling-advisor 1";
 const char* const kWhere = "advisor state";
 
@@ -552,10 +692,15 @@ std::string ProfilingAdvisor::Save() const {
   os << "fit " << ToString(o.fit.model) << ' ' << ToString(o.fit.selection) << ' ' << o.fit.max_iterations
      << ' ' << D(o.fit.tolerance) << ' ' << D(o.fit.duplicate_tolerance) << ' '
      << D(o.fit.extrapolation_discount) << ' ' << D(o.fit.extrapolation_limit) << "\n";
+  for (const auto& [name, model] : impl_->models)
+    for (const auto& [n, rate] : model.rates)
+      os << "model " << Encode(name) << ' ' << n << ' ' << D(rate) << "\n";
   for (const auto& [id, j] : impl_->jobs) {
     os << "job " << Encode(id) << ' ' << j.has_report << ' ' << j.nodes << ' ' << D(j.last_t) << ' '
        << D(j.last_cum) << ' ' << D(j.seg_t) << ' ' << D(j.seg_cum) << ' ' << j.seg_from << ' '
-       << j.seg_intervals << ' ' << j.overhead_pending << ' ' << j.has_prior << ' ' << D(j.prior) << "\n";
+       << j.seg_intervals << ' ' << j.overhead_pending << ' ' << j.has_prior << ' ' << D(j.prior) << ' '
+       << j.seg_progressed << ' ' << j.seg_compound << "\n";
+    if (!j.model.empty()) os << "jobmodel " << Encode(j.model) << "\n";
     for (const auto& [n, sd] : j.sizes) {
       os << "size " << n << ' ' << sd.drift_count << ' ' << sd.intervals.size() << "\n";
       for (const Interval& iv : sd.intervals)
@@ -614,10 +759,11 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
     if (!std::isfinite(v)) throw ParseError(kWhere, line, std::string(what) + " is not finite");
     return v;
   };
-  if (!next(false) || (text != kHeader && text != kHeaderVersion1))
+  if (!next(false) || (text != kHeader && text != kHeaderVersion2 && text != kHeaderVersion1))
     throw ParseError(kWhere, std::max(line, 1L),
                      std::string("not an advisor state (expected '") + kHeader + "')");
   const bool version1 = text == kHeaderVersion1;
+  const bool version3 = text == kHeader;
   next(true);
   auto f = fields("options", 11);
   AdvisorOptions o;
@@ -658,7 +804,7 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       throw ParseError(kWhere, line, "expected " + std::to_string(size_left) + " more 'iv' lines");
     if (tag == "end") break;
     if (tag == "job") {
-      f = fields("job", 12);
+      f = fields("job", version3 ? 14 : 12);
       const std::string id = Decode(f[1], line);
       if (id.empty() || adv.impl_->jobs.count(id) != 0)
         throw ParseError(kWhere, line, "empty or repeated job id '" + id + "'");
@@ -674,9 +820,25 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       job->overhead_pending = integer(f[10]) != 0;
       job->has_prior = integer(f[11]) != 0;
       job->prior = finite(num(f[12]), "prior");
+      // Older states knew neither: their segment counts as progressing and not compound (the old rule).
+      job->seg_progressed = version3 ? integer(f[13]) != 0 : true;
+      job->seg_compound = version3 && integer(f[14]) != 0;
       if (job->nodes < 0 || job->seg_from < 0 || job->last_cum < 0.0 ||
           (job->has_prior && !(job->prior > 0.0)))
         throw ParseError(kWhere, line, "invalid job state for '" + id + "'");
+    } else if (tag == "model") {
+      f = fields("model", 3);
+      const std::string name = Decode(f[1], line);
+      const int n = integer(f[2]);
+      const double rate = finite(num(f[3]), "model rate");
+      if (name.empty() || n < 1 || !(rate > 0.0))
+        throw ParseError(kWhere, line, "invalid model line '" + text + "'");
+      if (!adv.impl_->models[name].rates.emplace(n, rate).second)
+        throw ParseError(kWhere, line, "repeated size " + std::to_string(n) + " of model '" + name + "'");
+    } else if (tag == "jobmodel") {
+      if (job == nullptr) throw ParseError(kWhere, line, "'jobmodel' before any 'job'");
+      f = fields("jobmodel", 1);
+      job->model = Decode(f[1], line);
     } else if (tag == "size") {
       if (job == nullptr) throw ParseError(kWhere, line, "'size' before any 'job'");
       f = fields("size", 3);
@@ -709,6 +871,7 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       throw ParseError(kWhere, line, "unknown line '" + text + "'");
     }
   }
+  for (auto& [name, model] : adv.impl_->models) adv.impl_->RefitModel(&model);
   for (auto& [id, j] : adv.impl_->jobs) {
     adv.impl_->Refresh(&j);
     if (version1)

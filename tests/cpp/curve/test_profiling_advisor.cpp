@@ -165,6 +165,112 @@ TEST(CurveAdvisor, MeasuredCostTimesOldRateIsTheLossInSamples) {
   }
 }
 
+TEST(CurveAdvisor, StallLongerThanTheWarmupStillCountsAsWarmup) {
+  // A stall of 95 s after each rescale (30 s of warm-up by default): intervals without progress,
+  // and the one in which progress resumes, are warm-up; counting them as steady understated the
+  // rate at the new size and the overhead both.
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = [](double n) { return 100.0 * n; };
+  job.noise = 0.0;
+  job.stall_s = 95.0;
+  job.Run(adv, 4, 400.0);
+  job.Run(adv, 8, 400.0);
+  const JobProfile p = adv.Profile("job");
+  ASSERT_EQ(p.sizes.size(), 2u);
+  for (const SizeEstimate& s : p.sizes) EXPECT_NEAR(s.samples_per_s, 100.0 * s.nodes, 1e-6) << s.nodes;
+  ASSERT_EQ(p.rescales.size(), 2u);
+  EXPECT_NEAR(p.rescales[1].overhead_s, 95.0, 1e-6);
+  EXPECT_NEAR(p.mean_scale_up_s, 95.0 * 800.0 / 400.0, 1e-6);
+}
+
+TEST(CurveAdvisor, RescaleBeforeThePreviousOneWarmedUpIsNotMeasured) {
+  // A preemption and a regrowth at the same moment (4 -> 2 -> 8), and a rescale inside the
+  // previous one's warm-up (8 -> 16 after 10 s): each stall mixes two losses, which credited to
+  // the last rescale overstated its cost (a grow charged with the preemption's loss too).
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = [](double n) { return 100.0 * n; };
+  job.noise = 0.0;
+  job.stall_s = 15.0;
+  job.Run(adv, 4, 300.0);
+  adv.Report("job", job.t, 2, job.samples);
+  job.Run(adv, 8, 10.0);
+  job.Run(adv, 16, 300.0);
+  JobProfile p = adv.Profile("job");
+  ASSERT_EQ(p.rescales.size(), 1u);  // only the start
+  EXPECT_EQ(p.rescales[0].from_nodes, 0);
+  double up = 17.0, down = 11.0;
+  MeasuredRescaleCosts(p, &up, &down);
+  EXPECT_EQ(up, 17.0);
+  EXPECT_EQ(down, 11.0);
+  // Once warmed up, the next rescale is measured again.
+  job.Run(adv, 4, 300.0);
+  p = adv.Profile("job");
+  ASSERT_EQ(p.rescales.size(), 2u);
+  EXPECT_EQ(p.rescales[1].from_nodes, 16);
+  EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 400.0, 1e-6);
+}
+
+double AmdahlCurve(double n) { return 1.0 / (1e-4 + 1e-3 / n); }
+
+TEST(CurveAdvisor, ANewJobOfAKnownModelStartsFromItsSiblingsCurve) {
+  // A sibling of model "m" measured 2, 8 and 32 nodes, then finished (forgotten): a new job of
+  // that model is estimated by the curve through them from its first report on, not by the
+  // linear prior; a job of another model still gets the prior.
+  ProfilingAdvisor adv;
+  SimJob sibling;
+  sibling.id = "sibling";
+  sibling.truth = AmdahlCurve;
+  sibling.noise = 0.0;
+  adv.SetModel("sibling", "m");
+  sibling.Run(adv, 2, 300.0);
+  sibling.Run(adv, 8, 300.0);
+  sibling.Run(adv, 32, 300.0);
+  adv.Forget("sibling");
+  adv.SetModel("new", "m");
+  adv.SetModel("other", "n");
+  EXPECT_EQ(adv.Profile("new").model, "m");
+  const ThroughputCurve fresh = adv.ThroughputEstimate("new", 64);
+  for (const int n : {2, 4, 8, 16, 32})
+    EXPECT_NEAR(fresh.Evaluate(n), AmdahlCurve(n), 1e-6 * AmdahlCurve(n)) << n;
+  EXPECT_LT(adv.RelativeUncertainty("new", 8), 0.5);
+  EXPECT_DOUBLE_EQ(adv.ThroughputEstimate("other", 64).Evaluate(8), 8 * 1000.0);
+}
+
+TEST(CurveAdvisor, AJobsOwnReportsKeepItsModelPriorHonest) {
+  ProfilingAdvisor adv;
+  SimJob sibling;
+  sibling.id = "sibling";
+  sibling.truth = AmdahlCurve;
+  sibling.noise = 0.0;
+  adv.SetModel("sibling", "m");
+  sibling.Run(adv, 2, 300.0);
+  sibling.Run(adv, 8, 300.0);
+  sibling.Run(adv, 32, 300.0);
+  // Twice as fast as its sibling at every size: one own size scales the model's curve.
+  SimJob fast;
+  fast.id = "fast";
+  fast.truth = AmdahlCurve;
+  fast.scale = 2.0;
+  fast.noise = 0.0;
+  adv.SetModel("fast", "m");
+  fast.Run(adv, 4, 300.0);
+  EXPECT_NEAR(adv.ThroughputEstimate("fast", 64).Evaluate(16), 2.0 * AmdahlCurve(16), 1e-6 * AmdahlCurve(16));
+  // Linear scaling, unlike its model: two own sizes that disagree with the model's shape by more
+  // than fit.duplicate_tolerance drop the prior: its own fit, extrapolated conservatively beyond
+  // 8 nodes (half the predicted gain: 40,000 + 0.5 x 40,000 at 16).
+  SimJob linear;
+  linear.id = "linear";
+  linear.truth = [](double n) { return 5000.0 * n; };
+  linear.noise = 0.0;
+  adv.SetModel("linear", "m");
+  linear.Run(adv, 2, 300.0);
+  linear.Run(adv, 8, 300.0);
+  EXPECT_NEAR(adv.ThroughputEstimate("linear", 64).Evaluate(8), 40000.0, 1e-6 * 40000.0);
+  EXPECT_NEAR(adv.ThroughputEstimate("linear", 64).Evaluate(16), 60000.0, 1e-6 * 60000.0);
+}
+
 TEST(CurveAdvisor, DriftAgesOutTheOldRate) {
   ProfilingAdvisor adv;
   SimJob job;
@@ -226,6 +332,8 @@ TEST(CurveAdvisor, SaveLoadRoundTrips) {
   b.truth = [](double n) { return 10.0 * n; };
   b.Run(adv, 2, 200.0);
   adv.SetPrior("prior-only", 7.5);
+  adv.SetModel("job", "model with spaces");
+  adv.SetModel("new of model", "model with spaces");
   const std::string state = adv.Save();
   const ProfilingAdvisor back = ProfilingAdvisor::Load(state);
   EXPECT_EQ(back.Save(), state);
@@ -242,7 +350,7 @@ TEST(CurveAdvisor, SaveLoadRoundTrips) {
   EXPECT_EQ(cont.Save(), adv.Save());
 }
 
-TEST(CurveAdvisor, LoadsVersion1StatesEstimatingTheirLostSamples) {
+TEST(CurveAdvisor, LoadsVersion1And2States) {
   ProfilingAdvisor adv;
   SimJob job;
   job.truth = [](double n) { return 100.0 * n; };
@@ -250,16 +358,28 @@ TEST(CurveAdvisor, LoadsVersion1StatesEstimatingTheirLostSamples) {
   job.Run(adv, 4, 300.0);
   job.Run(adv, 8, 300.0);
   std::string state = adv.Save();
-  // A version-1 file: the old header, rescale lines without the lost samples.
-  state.replace(0, state.find('\n'), "bft-profiling-advisor 1");
-  std::string v1;
-  std::istringstream in(state);
-  for (std::string line; std::getline(in, line);)
-    v1 += (line.rfind("rescale ", 0) == 0 ? line.substr(0, line.rfind(' ')) : line) + "\n";
-  const JobProfile p = ProfilingAdvisor::Load(v1).Profile("job");
-  ASSERT_EQ(p.rescales.size(), 2u);
-  EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 800.0, 1e-6);
-  EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6);
+  auto drop_last_fields = [](const std::string& line, int count) {
+    std::string out = line;
+    for (int k = 0; k < count; ++k) out = out.substr(0, out.rfind(' '));
+    return out;
+  };
+  // Versions 1 and 2: job lines without the segment's progress and compound flags; version 1's
+  // rescale lines also without the lost samples.
+  for (const int version : {1, 2}) {
+    std::string old;
+    std::istringstream in(state);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("bft-profiling-advisor ", 0) == 0)
+        line = "bft-profiling-advisor " + std::to_string(version);
+      if (line.rfind("job ", 0) == 0) line = drop_last_fields(line, 2);
+      if (version == 1 && line.rfind("rescale ", 0) == 0) line = drop_last_fields(line, 1);
+      old += line + "\n";
+    }
+    const JobProfile p = ProfilingAdvisor::Load(old).Profile("job");
+    ASSERT_EQ(p.rescales.size(), 2u) << version;
+    EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 800.0, 1e-6) << version;
+    EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6) << version;
+  }
 }
 
 TEST(CurveAdvisor, MalformedStateIsAParseErrorWithALine) {

@@ -153,34 +153,73 @@ TEST(SimReplay, OracleModeGivesTheAllocatorTheSpecsRescaleCosts) {
 }
 
 TEST(SimReplayLearned, TheAllocatorGetsTheMeasuredRescaleCostsOnceMeasured) {
-  // Learned curves. At 100 b is reclaimed: the job shrinks 2 -> 1 and loses 3 s x 18/s = 54
-  // samples, i.e. 5.4 s at its new steady rate of 10/s. The arrivals at 150 and 190 (never
-  // admitted: max_jobs 1) are reports: [100,150) is warm-up, [150,190) a steady interval at 10/s,
-  // so the advisor measures a shrink overhead of 50 - 446/10 = 5.4 s, 54 samples. The allocator
-  // charges scale_down_s x the rate at the old size, where the advisor's estimate is 20/s (linear
-  // through its one measured size; [0,100) was warm-up), so it gets 54 / 20 = 2.7 s: charged at
-  // the 20/s it sees, exactly the 54 samples lost. (The old figure, 5.4 s, was in the wrong unit.)
-  // The allocation at 220 gets it instead of the spec's 3 s; no grow was measured, so scale_up_s
-  // stays the spec's 5 s.
+  // Learned curves. The arrival at 50 (q0; never admitted: max_jobs 1) is a report: [0,50) is the
+  // start's warm-up, [50,100) a steady interval at 2 nodes (18/s). At 100 b is reclaimed: the job
+  // shrinks 2 -> 1 and loses 3 s x 18/s = 54 samples, 5.4 s at its new steady rate of 10/s. The
+  // arrivals at 150 and 190 are reports: [100,150) is warm-up, [150,190) steady at 10/s, so the
+  // advisor measures 54 samples lost, 54 / 18 = 3 s at the old size's measured rate: the allocation
+  // at 220 gets the measured cost, the workload's 3 s. No grow was measured: scale_up_s stays 5 s.
   const Trace trace = ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n220,b,idle\n");
   ReplayOptions o = Options(250);
   o.curves = CurveMode::kLearned;
   o.max_jobs = 1;
-  const ReplayResult r =
-      Replay(trace, {MakeJob("j", 0, 1e9), MakeJob("q1", 150, 1), MakeJob("q2", 190, 1)}, o);
+  const std::vector<JobSpec> jobs = {MakeJob("j", 0, 1e9), MakeJob("q0", 50, 1), MakeJob("q1", 150, 1),
+                                     MakeJob("q2", 190, 1)};
+  const ReplayResult r = Replay(trace, jobs, o);
   EXPECT_EQ(r.jobs[0].preemptions, 1);
-  EXPECT_NEAR(r.jobs[0].allocator_scale_down_s, 2.7, 1e-9);
+  EXPECT_NEAR(r.jobs[0].allocator_scale_down_s, 3.0, 1e-9);
   EXPECT_EQ(r.jobs[0].allocator_scale_up_s, 5.0);
   EXPECT_EQ(r.jobs[1].admit_s, -1);
-  // Before 220 (no measurement yet at the allocations of 0 and 100) the spec's values were used:
-  // with the window ending at 200 the last allocation is the one at 100.
-  const ReplayResult early =
-      Replay(trace, {MakeJob("j", 0, 1e9), MakeJob("q1", 150, 1), MakeJob("q2", 190, 1)}, [&] {
-        ReplayOptions e = o;
-        e.end_s = 200;
-        return e;
-      }());
-  EXPECT_EQ(early.jobs[0].allocator_scale_down_s, 3.0);
+  // Without the report at 50, 2 nodes were only ever warm-up: the advisor does not record that
+  // shrink (it came before the start's overhead was measured), and the allocator keeps the
+  // workload's 3 s. It used to record it against the rate at 2 nodes extrapolated linearly from
+  // 1 node, 20/s instead of 18/s: 54 / 20 = 2.7 s, a cost the job never had.
+  const ReplayResult unmeasured = Replay(trace, {jobs[0], jobs[2], jobs[3]}, o);
+  EXPECT_EQ(unmeasured.jobs[0].preemptions, 1);
+  EXPECT_EQ(unmeasured.jobs[0].allocator_scale_down_s, 3.0);
+}
+
+TEST(SimReplayLearned, ProgressRowsCarryTheTrueRateAndTheAdvisorsEstimate) {
+  // At 0 the job starts on 2 nodes (18/s): nothing is measured yet, so every learned mode's
+  // advisor estimates the prior, 1000/s per node; oracle mode has no advisor (0).
+  for (const CurveMode mode :
+       {CurveMode::kOracle, CurveMode::kLearned, CurveMode::kLearnedCurves, CurveMode::kLearnedCosts}) {
+    ReplayOptions o = Options(300);
+    o.curves = mode;
+    const ReplayResult r = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o);
+    EXPECT_EQ(r.summary.curves, ToString(mode));
+    EXPECT_EQ(CurveModeFromString(ToString(mode)), mode);
+    ASSERT_FALSE(r.progress.empty());
+    EXPECT_EQ(r.progress[0].nodes, 2) << ToString(mode);
+    EXPECT_DOUBLE_EQ(r.progress[0].rate, 18.0);
+    EXPECT_DOUBLE_EQ(r.progress[0].estimate, mode == CurveMode::kOracle ? 0.0 : 2000.0) << ToString(mode);
+  }
+  EXPECT_THROW(CurveModeFromString("learned_everything"), InvalidArgument);
+}
+
+TEST(SimReplayLearned, AJobStartsFromWhatItsModelsEarlierJobsMeasured) {
+  // max_jobs 1: j1 runs on 2 nodes from 0 (the arrivals at 50 and 100 are reports: [50,100) is a
+  // steady interval at 18/s) and finishes at 150; j2, of the same model, is admitted then. Its
+  // first estimate is j1's measured 18/s on 2 nodes, not the advisor's prior (2 x 1000/s).
+  const Trace trace = ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n");
+  ReplayOptions o = Options(400);
+  o.curves = CurveMode::kLearned;
+  o.max_jobs = 1;
+  const std::vector<JobSpec> jobs = {MakeJob("j1", 0, 18 * 150), MakeJob("j2", 50, 1e6),
+                                     MakeJob("q", 100, 1)};
+  auto first_estimate_of_j2 = [&](std::vector<std::string> models) {
+    o.models = std::move(models);
+    const ReplayResult r = Replay(trace, jobs, o);
+    EXPECT_NEAR(r.jobs[0].finish_s, 150, 1e-9);
+    for (const JobProgress& p : r.progress)
+      if (p.job == 1 && p.nodes > 0) return p.estimate;
+    return -1.0;
+  };
+  EXPECT_NEAR(first_estimate_of_j2({"m", "m", ""}), 18.0, 1e-9);
+  EXPECT_DOUBLE_EQ(first_estimate_of_j2({}), 2000.0);
+  EXPECT_DOUBLE_EQ(first_estimate_of_j2({"m", "other", ""}), 2000.0);
+  o.models = {"m"};
+  EXPECT_THROW(Replay(trace, jobs, o), InvalidArgument);
 }
 
 TEST(SimReplayLearned, AHugeMaxNodesOnlyAsksTheAdvisorForTheReplaysNodes) {

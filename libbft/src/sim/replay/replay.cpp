@@ -117,6 +117,7 @@ class Engine {
   void CreditCounter(JobState& job, const JobSpec& spec);
   void ReportConfiguration(int j, double t, int configuration, int nodes);
   alloc::Job LearnedJob(int j);
+  double LearnedRate(int j) const;
   double Allocate(double t, int* rescales);
   void CheckInterrupt() const;
   void ReportToAdvisor(double t);
@@ -345,14 +346,21 @@ void Engine::Charge(JobState& job, double samples) {
 // advisor (curves only as far as the replay has nodes: the allocator never evaluates beyond the
 // pool); the rescale costs are the measured means of the configuration it runs now, once measured,
 // the last ones given (at first the spec's) until then. Efficiencies are the workload's.
+// kLearnedCurves keeps the spec's costs, kLearnedCosts the spec's curves (the oracle's job).
 alloc::Job Engine::LearnedJob(int j) {
   const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
   JobState& state = jobs_[static_cast<std::size_t>(j)];
   const int top = std::max(1, std::min(spec.max_nodes, subset_size_));
   const curve::ProfilingAdvisor& current = advisors_[static_cast<std::size_t>(state.configuration)];
-  if (current.HasJob(spec.name)) {
+  if (opt_.curves != CurveMode::kLearnedCurves && current.HasJob(spec.name)) {
     curve::MeasuredRescaleCosts(current.Profile(spec.name), &state.allocator_scale_up_s,
                                 &state.allocator_scale_down_s);
+  }
+  if (opt_.curves == CurveMode::kLearnedCosts) {
+    alloc::Job job = oracle_jobs_[static_cast<std::size_t>(j)];
+    job.scale_up_s = state.allocator_scale_up_s;
+    job.scale_down_s = state.allocator_scale_down_s;
+    return job;
   }
   curve::AdvisorCurves curves = advisors_[0].Curves(spec.name, top);
   alloc::Job job = ToAllocJob(spec, std::move(curves.objective), std::move(curves.throughput),
@@ -364,6 +372,18 @@ alloc::Job Engine::LearnedJob(int j) {
     job.configurations[k].throughput = std::move(learned.throughput);
   }
   return job;
+}
+
+// Learned modes: the advisor's estimate of the job's current rate (JobProgress::estimate).
+double Engine::LearnedRate(int j) const {
+  const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+  const JobState& job = jobs_[static_cast<std::size_t>(j)];
+  const int n = static_cast<int>(job.nodes.size());
+  if (advisors_.empty() || n < spec.min_nodes || n == 0) return 0.0;
+  const int top = std::max(1, std::min(spec.max_nodes, subset_size_));
+  return Efficiency(spec, job.configuration) * advisors_[static_cast<std::size_t>(job.configuration)]
+                                                   .ThroughputEstimate(spec.name, top)
+                                                   .Evaluate(n);
 }
 
 // Learned mode: credits the job's new progress (its counter since the last credit) to the
@@ -647,6 +667,11 @@ bool Engine::Admit(double t, bool* arrived) {
     }
     if (!advisors_.empty()) {
       job.configuration_samples.assign(advisors_.size(), 0.0);
+      if (!opt_.models.empty() && !opt_.models[static_cast<std::size_t>(j)].empty()) {
+        for (curve::ProfilingAdvisor& advisor : advisors_)
+          advisor.SetModel(specs_[static_cast<std::size_t>(j)].name,
+                           opt_.models[static_cast<std::size_t>(j)]);
+      }
       ReportConfiguration(j, t, 0, 0);
     }
   }
@@ -672,7 +697,8 @@ void Engine::Decide(double t, int transitions, int preemptions, bool allocate) {
   if (opt_.record_job_progress) {
     for (const int j : active_) {
       const JobState& job = jobs_[static_cast<std::size_t>(j)];
-      result_.progress.push_back({t, j, job.done, static_cast<int>(job.nodes.size())});
+      result_.progress.push_back(
+          {t, j, job.done, static_cast<int>(job.nodes.size()), job.rate, LearnedRate(j)});
     }
   }
   const double span = end_ - start_;
@@ -723,7 +749,8 @@ void Engine::RunContinuous() {
     for (const int j : active_) {
       const JobState& job = jobs_[static_cast<std::size_t>(j)];
       if (opt_.record_job_progress)
-        result_.progress.push_back({end_, j, job.done, static_cast<int>(job.nodes.size())});
+        result_.progress.push_back(
+            {end_, j, job.done, static_cast<int>(job.nodes.size()), job.rate, LearnedRate(j)});
     }
   }
 }
@@ -776,6 +803,10 @@ ReplayResult Engine::Run() {
         throw InvalidArgument("job \"" + spec.name + "\": duplicate job name");
     }
   }
+  if (!opt_.models.empty() && opt_.models.size() != specs_.size()) {
+    throw InvalidArgument("models: " + std::to_string(opt_.models.size()) + " given for " +
+                          std::to_string(specs_.size()) + " jobs (one per job, or none)");
+  }
   SetupNodes();
   if (solve_.solver == alloc::SolverKind::kLifetimeAware) {
     lifetime_ = std::make_unique<IdleLifetimePredictor>();
@@ -788,11 +819,12 @@ ReplayResult Engine::Run() {
     jobs_[j].allocator_scale_down_s = specs_[j].scale_down_s;
   }
   const bool choose = opt_.configurations == ConfigurationMode::kChoose;
-  if (opt_.curves == CurveMode::kLearned) {
+  if (opt_.curves != CurveMode::kOracle) {
     std::size_t configurations = 0;
     for (const JobSpec& spec : specs_) configurations = std::max(configurations, spec.configurations.size());
     advisors_.assign(1 + (choose ? configurations : 0), curve::ProfilingAdvisor(opt_.advisor));
-  } else {
+  }
+  if (opt_.curves == CurveMode::kOracle || opt_.curves == CurveMode::kLearnedCosts) {
     oracle_jobs_.reserve(specs_.size());
     for (const JobSpec& spec : specs_) {
       oracle_jobs_.push_back(alloc::FromJobSpec(spec));
@@ -914,6 +946,10 @@ bool ReplayOptions::IsValid(std::string* error) const {
   std::string why;
   if (!solve.IsValid(&why)) return fail("solve: " + why);
   if (!advisor.IsValid(&why)) return fail(why);  // "advisor options: <field> ..."
+  if (curves != CurveMode::kOracle && curves != CurveMode::kLearned && curves != CurveMode::kLearnedCurves &&
+      curves != CurveMode::kLearnedCosts) {
+    return fail("curves is not a known CurveMode");
+  }
   if (accounting != Accounting::kContinuous && accounting != Accounting::kReference) {
     return fail("accounting is not a known Accounting");
   }

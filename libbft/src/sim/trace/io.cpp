@@ -36,12 +36,26 @@ bool ValidNodeName(std::string_view name, std::string* why) {
 
 const char* ToString(NodeState state) { return state == NodeState::kIdle ? "idle" : "busy"; }
 
-const char* ToString(CurveMode mode) { return mode == CurveMode::kLearned ? "learned" : "oracle"; }
+const char* ToString(CurveMode mode) {
+  switch (mode) {
+    case CurveMode::kLearned:
+      return "learned";
+    case CurveMode::kLearnedCurves:
+      return "learned_curves";
+    case CurveMode::kLearnedCosts:
+      return "learned_costs";
+    case CurveMode::kOracle:
+      break;
+  }
+  return "oracle";
+}
 
 CurveMode CurveModeFromString(const std::string& name) {
-  if (name == "oracle") return CurveMode::kOracle;
-  if (name == "learned") return CurveMode::kLearned;
-  throw InvalidArgument("curves: unknown mode \"" + name + "\" (expected \"oracle\" or \"learned\")");
+  for (const CurveMode mode :
+       {CurveMode::kOracle, CurveMode::kLearned, CurveMode::kLearnedCurves, CurveMode::kLearnedCosts})
+    if (name == ToString(mode)) return mode;
+  throw InvalidArgument("curves: unknown mode \"" + name +
+                        "\" (expected \"oracle\", \"learned\", \"learned_curves\" or \"learned_costs\")");
 }
 
 NodeId Trace::FindNode(const std::string& name) const {

@@ -1,0 +1,167 @@
+"""Where the learned replay's samples go: learned curves and costs against the oracle, job by job.
+
+Replays the trace once per curve mode (oracle; learned; learned_curves: the learned curves with the
+workload's rescale costs; learned_curves with exploration_bonus=0; learned_costs: the workload's
+curves with the learned costs) and attributes the learned replay's shortfall against the oracle:
+
+- wrong costs: learned against learned_curves (the same learning, only the costs differ);
+- exploration: learned_curves against the same without the exploration bonus;
+- curves (wrong shape and late learning): the rest of learned_curves against the oracle;
+
+and, job by job over the learned replay, how far the advisor's estimate of the rate at the size the
+job runs (JobProgress.estimate) is from the true rate, in the first hour after admission (late
+learning) and later (wrong shape), and the learned rescale costs against the workload's.
+The figure compared is the mean turnaround when every replay finishes every job, else samples done.
+
+    PYTHONPATH=build/dev/python .venv/bin/python bench/learned_diagnose.py \\
+        --trace ../shared/data/summit-idle-nodes-2021-02.csv.gz \\
+        --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --nodes 0:1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from bft import Error, cli, curve, sim
+
+EARLY_S = 3600.0  # "late learning": the first hour after admission
+
+
+def _median(values):
+    return float(np.median(values)) if len(values) else float("nan")
+
+
+def curve_errors(result, specs):
+    """Per job: time-weighted mean |estimate / rate - 1| while running, in the first EARLY_S after
+    admission and later, with the running seconds behind each."""
+    p = result.progress
+    order = np.lexsort((p["time_s"], p["job"]))
+    job, t, rate, est = p["job"][order], p["time_s"][order], p["rate"][order], p["estimate"][order]
+    out = {}
+    for j in np.unique(job):
+        rows = np.flatnonzero(job == j)
+        admit = result.jobs["admit_s"][j]
+        early = [0.0, 0.0]
+        late = [0.0, 0.0]
+        for a, b in zip(rows[:-1], rows[1:]):
+            dt = t[b] - t[a]
+            if dt <= 0 or rate[a] <= 0:
+                continue
+            err = abs(est[a] / rate[a] - 1.0)
+            acc = early if t[a] < admit + EARLY_S else late
+            acc[0] += err * dt
+            acc[1] += dt
+        out[int(j)] = (early[0] / early[1] if early[1] else None, early[1],
+                       late[0] / late[1] if late[1] else None, late[1])
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trace", required=True)
+    p.add_argument("--jobs", required=True)
+    p.add_argument("--nodes", metavar="SPEC", help="node subset, as bft replay --nodes")
+    p.add_argument("--start", type=float, help="window start, seconds on the trace's clock")
+    p.add_argument("--end", type=float, help="window end, seconds on the trace's clock")
+    p.add_argument("--first-jobs", type=int, help="only the first N jobs of the workload")
+    p.add_argument("--policy", default="exact")
+    p.add_argument("--max-jobs", type=int, default=10)
+    p.add_argument("--jobs-csv", help="write the per-job table here")
+    p.add_argument("--models-from-names", action="store_true",
+                   help="jobs of one model share priors, the model being the name after its first '-' "
+                   "(sim.model_from_name)")
+    args = p.parse_args()
+    try:
+        trace = sim.read_trace(args.trace)
+        specs = sim.read_jobs(args.jobs)
+        if args.first_jobs is not None:
+            if args.first_jobs < 1:
+                raise ValueError(f"--first-jobs: {args.first_jobs} must be >= 1")
+            specs = specs[: args.first_jobs]
+        nodes = cli.select_nodes(args.nodes, trace)
+
+        models = [sim.model_from_name(s.name) for s in specs] if args.models_from_names else None
+
+        def replay(curves, advisor=None):
+            return sim.replay(trace, specs, args.policy, curves, nodes=nodes, max_jobs=args.max_jobs,
+                              start_s=args.start, end_s=args.end, advisor=advisor,
+                              models=None if curves == "oracle" else models)
+
+        no_bonus = curve.AdvisorOptions()
+        no_bonus.exploration_bonus = 0.0
+        runs = {
+            "oracle": replay("oracle"),
+            "learned": replay("learned"),
+            "learned_curves": replay("learned_curves"),
+            "learned_curves, no bonus": replay("learned_curves", no_bonus),
+            "learned_costs": replay("learned_costs"),
+        }
+    except (Error, OSError, ValueError) as e:
+        print(f"learned_diagnose: error: {e}", file=sys.stderr)
+        return 2
+
+    all_finish = all(r.summary["jobs_finished"] == r.summary["jobs_submitted"] for r in runs.values())
+    if all_finish:
+        name, key, better = "mean turnaround (d)", "mean_turnaround_s", -1.0
+        value = {k: r.summary[key] / 86400.0 for k, r in runs.items()}
+    else:
+        name, key, better = "samples done", "samples_done", 1.0
+        value = {k: r.summary[key] for k, r in runs.items()}
+    oracle = value["oracle"]
+    print(f"policy {args.policy}; models shared: {args.models_from_names}; every job finishes: {all_finish}; "
+          f"compared: {name}")
+    print(f"| replay | {name} | / oracle | rescales |")
+    print("|---|---|---|---|")
+    for k, r in runs.items():
+        print(f"| {k} | {value[k]:.6g} | {value[k] / oracle:.4f} | {r.summary['rescales']} |")
+    # Shortfalls in percent of the oracle's figure, positive = worse than the comparison.
+    def loss(a, b):
+        return 100.0 * better * (value[b] - value[a]) / oracle
+
+    print(f"\nlearned against oracle: {loss('learned', 'oracle'):+.2f} % of the oracle's figure, of which")
+    print(f"  wrong costs (learned vs learned_curves):          {loss('learned', 'learned_curves'):+.2f} %")
+    print(f"  exploration (learned_curves vs no bonus):          "
+          f"{loss('learned_curves', 'learned_curves, no bonus'):+.2f} %")
+    print(f"  curves: shape and late learning (no bonus vs oracle): "
+          f"{loss('learned_curves, no bonus', 'oracle'):+.2f} %")
+    print(f"  (learned costs alone, learned_costs vs oracle:     {loss('learned_costs', 'oracle'):+.2f} %)")
+
+    learned = runs["learned"]
+    errors = curve_errors(learned, specs)
+    early = [e[0] for e in errors.values() if e[0] is not None]
+    late = [e[2] for e in errors.values() if e[2] is not None]
+    print(f"\nlearned: |estimate / true rate - 1| at the size run, time-weighted per job, median over jobs:")
+    print(f"  first {EARLY_S / 3600:g} h after admission: {100 * _median(early):.1f} % ({len(early)} jobs); "
+          f"later: {100 * _median(late):.1f} % ({len(late)} jobs)")
+    jobs = learned.jobs
+    up, down = [], []
+    for j, spec in enumerate(specs):
+        if jobs["admit_s"][j] < 0:
+            continue
+        # A cost never measured stays the workload's exactly.
+        if jobs["allocator_scale_up_s"][j] != spec.scale_up_s:
+            up.append(jobs["allocator_scale_up_s"][j] / spec.scale_up_s)
+        if jobs["allocator_scale_down_s"][j] != spec.scale_down_s:
+            down.append(jobs["allocator_scale_down_s"][j] / spec.scale_down_s)
+    print(f"learned rescale costs / workload's, median over jobs with a measured cost: "
+          f"scale_up_s {_median(up):.3f} ({len(up)} jobs), scale_down_s {_median(down):.3f} ({len(down)} jobs)")
+
+    if args.jobs_csv:
+        o = runs["oracle"].jobs
+        with open(args.jobs_csv, "w", encoding="utf-8") as f:
+            f.write("job,oracle_done,learned_done,oracle_finish_s,learned_finish_s,err_first_hour,err_later,"
+                    "scale_up_ratio,scale_down_ratio\n")
+            for j, spec in enumerate(specs):
+                e = errors.get(j, (None, 0, None, 0))
+                cells = [o["done"][j], jobs["done"][j], o["finish_s"][j], jobs["finish_s"][j], e[0], e[2],
+                         jobs["allocator_scale_up_s"][j] / spec.scale_up_s,
+                         jobs["allocator_scale_down_s"][j] / spec.scale_down_s]
+                f.write(",".join([spec.name] + ["" if c is None else repr(float(c)) for c in cells]) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

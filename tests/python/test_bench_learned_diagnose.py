@@ -1,0 +1,44 @@
+"""bench/learned_diagnose.py: it replays the five curve modes, its attribution adds up to the learned
+replay's shortfall, it writes one row per job, and bad input is one line with exit status 2."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+
+from bft import sim
+from runtime_util import REPO, python_env
+
+SCRIPT = REPO / "bench" / "learned_diagnose.py"
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], env=python_env(), capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_shortfall_is_attributed_and_every_job_gets_a_row(tmp_path):
+    trace, jobs = sim.generate_synthetic(seed=2, nodes=96, duration_s=2 * 86400, mean_idle_nodes=30, jobs=12,
+                                         mean_interarrival_s=1800)
+    trace_path, jobs_path, table = tmp_path / "trace.csv", tmp_path / "jobs.jsonl", tmp_path / "jobs.csv"
+    sim.write_trace(trace, trace_path)
+    sim.write_jobs(jobs, jobs_path)
+    r = run_script("--trace", str(trace_path), "--jobs", str(jobs_path), "--max-jobs", "4", "--jobs-csv", str(table))
+    assert r.returncode == 0, r.stderr
+    rows = re.findall(r"^\| (oracle|learned|learned_curves|learned_curves, no bonus|learned_costs) \|", r.stdout, re.M)
+    assert rows == ["oracle", "learned", "learned_curves", "learned_curves, no bonus", "learned_costs"], r.stdout
+    total = float(re.search(r"learned against oracle: ([-+0-9.]+) %", r.stdout).group(1))
+    parts = [float(x) for x in re.findall(r"^  (?:wrong costs|exploration|curves).*:\s+([-+0-9.]+) %$", r.stdout, re.M)]
+    assert len(parts) == 3, r.stdout
+    assert abs(sum(parts) - total) < 0.02, r.stdout
+    with open(table, encoding="utf-8") as f:
+        assert [row["job"] for row in csv.DictReader(f)] == [job.name for job in jobs]
+
+
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
+    r = run_script("--trace", str(tmp_path / "missing.csv"), "--jobs", str(tmp_path / "missing.jsonl"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("learned_diagnose: error: "), r.stderr
