@@ -38,6 +38,7 @@ NodeNames = _a.NodeNames
 solve = _a.solve
 
 SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
+MILP_SOLVERS = tuple(_a.milp_solver_names())  # those of SOLVERS that solve a MILP (alloc::SolvesMilp)
 GOALS = tuple(_a.goal_names())  # from C++ (alloc::ToString(Goal))
 DEFAULT_TFWD_S = _a.DEFAULT_TFWD_S  # alloc::kDefaultTfwdS, the horizon of Problem and ReplayOptions
 
@@ -277,6 +278,7 @@ __all__ = [
     "solve",
     "to_job",
     "SOLVERS",
+    "MILP_SOLVERS",
     "GOALS",
     "DEFAULT_TFWD_S",
 ]

@@ -77,6 +77,15 @@ void BindAlloc(py::module_& m) {
       },
       "The one list of solver (policy) names, exact first");
   m.def(
+      "milp_solver_names",
+      [] {
+        std::vector<std::string> names;
+        for (SolverKind kind : alloc::AllSolverKinds())
+          if (alloc::SolvesMilp(kind)) names.emplace_back(alloc::ToString(kind));
+        return names;
+      },
+      "The solvers that solve a MILP (run them under a time limit, isolated)");
+  m.def(
       "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
 
   py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")

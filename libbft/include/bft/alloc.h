@@ -139,6 +139,9 @@ SolverKind SolverKindFromString(const std::string& name);
 // Every solver kind, in the order users are offered them (exact first): the one list of policy
 // names (bft replay --policy, bft.allocate solver=, sim.POLICIES, alloc.SOLVERS).
 const std::vector<SolverKind>& AllSolverKinds();
+// True for the solvers that solve a MILP (node_milp, count_milp): those a caller may want to run
+// under a time limit and in a child process (SolveOptions::time_limit_s, isolate).
+bool SolvesMilp(SolverKind kind);
 
 enum class Goal {
   kThroughput,  // the weighted objective above

@@ -182,6 +182,8 @@ const std::vector<SolverKind>& AllSolverKinds() {
   return kinds;
 }
 
+bool SolvesMilp(SolverKind kind) { return kind == SolverKind::kCountMilp || kind == SolverKind::kNodeMilp; }
+
 SolverKind SolverKindFromString(const std::string& name) {
   std::string names;
   for (SolverKind kind : AllSolverKinds()) {

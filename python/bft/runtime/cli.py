@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .. import alloc
+from .. import alloc, sim
 from . import control
 from .launcher import RESIZE_METHODS, default_python
 from .nodes import SourceError, source_class, source_names
@@ -48,11 +48,14 @@ def add_parsers(sub) -> None:
                    help="run (default) or stop the manager of --state-dir")
     _state_dir_arg(p)
     p.add_argument("--source", default="local", help=f"node source: {', '.join(source_names())} (default local)")
-    p.add_argument("--policy", default="exact", help=f"allocation policy: {', '.join(alloc.SOLVERS)} (default exact)")
+    p.add_argument("--policy", default=sim.DEFAULT_POLICY,
+                   help=f"allocation policy: {', '.join(alloc.SOLVERS)} (default {sim.DEFAULT_POLICY})")
     p.add_argument("--resize", default="relaunch",
                    help=f"how jobs change size: {' or '.join(RESIZE_METHODS)} (default relaunch; docs/runtime.md)")
-    p.add_argument("--tfwd", type=float, default=10.0, help="allocator's forward-looking time in seconds (default 10)")
-    p.add_argument("--max-jobs", type=int, default=10, help="most jobs admitted at once, FCFS (default 10)")
+    p.add_argument("--tfwd", type=float, default=alloc.DEFAULT_TFWD_S,
+                   help=f"allocator's forward-looking time in seconds (default {alloc.DEFAULT_TFWD_S:g})")
+    p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS,
+                   help=f"most jobs admitted at once, FCFS (default {sim.DEFAULT_MAX_JOBS})")
     p.add_argument("--grace", type=float, default=20.0,
                    help="seconds a job has to checkpoint after SIGTERM before it is killed (default 20)")
     p.add_argument("--max-retries", type=int, default=2, help="retries of a failing job (default 2)")

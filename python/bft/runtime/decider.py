@@ -13,13 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence
 
-from .. import alloc
+from .. import alloc, sim
 from .curvebook import CurveBook, configuration_name
 from .runs import JobRun
 from .state import ACTIVE_STATES, StateStore
-
-MILP_POLICIES = ("count_milp", "node_milp")
-MILP_TIME_LIMIT_S = 10.0  # per decision, as the replay's default
 
 
 @dataclass
@@ -67,11 +64,11 @@ class Decider:
         current = {self.node_names.find(n): run.id for run in runs for n in run.target if n in in_pool}
         # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
         # costs one decision, never the manager.
-        milp = self.policy in MILP_POLICIES
+        milp = self.policy in alloc.MILP_SOLVERS
         # completion_aware reads what each job still has to do (0: a job submitted without --samples).
         remaining = [max(run.row.work - run.row.samples, 1.0) if run.row.work else 0.0 for run in runs]
         result = alloc.allocate(jobs, ids, current, tfwd=self.tfwd_s, solver=self.policy, isolate=milp,
-                                time_limit_s=MILP_TIME_LIMIT_S if milp else None, remaining_samples=remaining)
+                                time_limit_s=sim.DEFAULT_MILP_TIME_LIMIT_S if milp else None, remaining_samples=remaining)
         if result.status == alloc.AllocationStatus.FAILED:
             self.store.log_event("allocation_failed", policy=self.policy, message=result.message)
             return None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .. import alloc
+from .. import alloc, sim
 from . import control
 from .curvebook import CurveBook
 from .decider import Decider
@@ -44,10 +44,10 @@ from .state import ACTIVE_STATES, StateStore
 
 @dataclass
 class ManagerOptions:
-    policy: str = "exact"
+    policy: str = sim.DEFAULT_POLICY  # the defaults of bft replay, from the C++ option structs
     resize: str = "relaunch"
-    tfwd_s: float = 10.0
-    max_jobs: int = 10
+    tfwd_s: float = alloc.DEFAULT_TFWD_S
+    max_jobs: int = sim.DEFAULT_MAX_JOBS
     bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
     store_port: int = 0  # 0: any free port
     report_port: int = 0
