@@ -2,6 +2,9 @@
 logs against an independent second-by-second oracle, the project's fixtures and the errors a user meets."""
 
 import gzip
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +224,26 @@ def test_writes_that_fail_and_inputs_out_of_bounds_are_errors(tmp_path, capsys):
     assert sim.import_swf(swf, 1, machine_nodes=4).jobs_used == 1  # field 5 of 0: the requested 2 processors
     with pytest.raises(ValueError, match=r"bad_header\.swf:1: MaxNodes: expects a positive whole number, found \"-1\""):
         sim.import_swf(swf, 1)
+
+
+@pytest.mark.parametrize("kind", ["trace", "jobs"])
+def test_a_200_mb_line_is_refused_in_bounded_memory(tmp_path, kind):
+    """A file whose one line is 200 MB (gzip: under 1 MB on disk) is a one-line error naming file:line,
+    and the reader never holds more than about the formats' 1 MiB line limit of it."""
+    path = tmp_path / f"huge-{kind}.gz"
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(b"time,node,state\n" if kind == "trace" else b"")
+        for _ in range(200):
+            f.write(b"x" * (1 << 20))
+    reader = "bft.sim.read_trace" if kind == "trace" else "bft.jobs.read_jobs"
+    # A child process, so that its peak memory (VmHWM: since its exec, unlike ru_maxrss) is this read's.
+    code = (f"import re, sys, bft.sim, bft.jobs\n"
+            f"try:\n    {reader}(sys.argv[1])\nexcept ValueError as e:\n    print(e)\n"
+            "print(re.search(r'VmHWM:\\s*(\\d+) kB', open('/proc/self/status').read()).group(1))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr
+    message, max_rss_kib = out.stdout.strip().splitlines()
+    line = 2 if kind == "trace" else 1
+    assert message == f"{path}:{line}: a line longer than 1048576 bytes, the formats' limit (is this the right file?)"
+    assert int(max_rss_kib) < 150 * 1024, f"peak RSS {int(max_rss_kib) / 1024:.0f} MiB"

@@ -16,8 +16,14 @@
 namespace bft::text {
 namespace {
 
-// Checks one line of an input file: no NUL byte, valid UTF-8. Throws ParseError naming the line.
+std::string LineTooLong() {
+  return "a line longer than " + std::to_string(kMaxLineBytes) + " bytes, the formats' limit (is this the right file?)";
+}
+
+// Checks one line of an input file: not too long, no NUL byte, valid UTF-8. Throws ParseError
+// naming the line.
 void CheckText(std::string_view line, const std::string& source, long number) {
+  if (line.size() > kMaxLineBytes) throw ParseError(source, number, LineTooLong());
   std::size_t k = 0;
   while (k < line.size()) {
     const auto c = static_cast<unsigned char>(line[k]);
@@ -114,6 +120,7 @@ void StreamLines(const std::string& path, const LineFn& f) {
       pos = end + 1;
     }
     pending.erase(0, pos);
+    if (pending.size() > kMaxLineBytes) throw ParseError(path, number + 1, LineTooLong());
   };
 
   std::vector<char> in(1 << 17);

@@ -203,6 +203,21 @@ TEST(SimTraceReader, DataAfterTheGzipStreamIsAnErrorButAnotherMemberIsRead) {
   std::filesystem::remove(path);
 }
 
+TEST(SimTraceReader, ALineLongerThanTheLimitIsRefusedNamingIt) {
+  const std::string path = TempPath("long.csv");
+  // The limit itself is fine (a bad row, but read whole); one byte more is refused, newline or not.
+  const std::string at_limit(std::size_t{1} << 20, 'x');  // 1 MiB: docs/formats.md
+  Spit(path, "time,node,state\n" + at_limit + "\n");
+  EXPECT_NE(AnyErrorOf([&] { ReadTrace(path); }).find(path + ":2: "), std::string::npos);
+  EXPECT_EQ(AnyErrorOf([&] { ReadTrace(path); }).find("limit"), std::string::npos);
+  for (const std::string tail : {"x\n1,a,idle\n", "x"}) {
+    Spit(path, "time,node,state\n" + at_limit + tail);
+    EXPECT_EQ(AnyErrorOf([&] { ReadTrace(path); }),
+              path + ":2: a line longer than 1048576 bytes, the formats' limit (is this the right file?)");
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(SimTraceReader, CompressedFormatsOtherThanGzipAndBinaryOrNonUtf8TextAreRefused) {
   const std::string path = TempPath("odd.csv");
   Spit(path, std::string("BZh91AY&SY\x01\x02\x03", 13));
