@@ -133,7 +133,7 @@ def main() -> int:
     errors = curve_errors(learned, specs)
     early = [e[0] for e in errors.values() if e[0] is not None]
     late = [e[2] for e in errors.values() if e[2] is not None]
-    print(f"\nlearned: |estimate / true rate - 1| at the size run, time-weighted per job, median over jobs:")
+    print("\nlearned: |estimate / true rate - 1| at the size run, time-weighted per job, median over jobs:")
     print(f"  first {EARLY_S / 3600:g} h after admission: {100 * _median(early):.1f} % ({len(early)} jobs); "
           f"later: {100 * _median(late):.1f} % ({len(late)} jobs)")
     jobs = learned.jobs

@@ -16,7 +16,6 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
@@ -195,7 +194,8 @@ def import_sacct(
     elif isinstance(machine_nodes, (list, tuple)):
         items = list(machine_nodes)
     else:
-        raise ValueError(f"machine_nodes: expected a hostlist string or a list of them, got {type(machine_nodes).__name__}")
+        raise ValueError("machine_nodes: expected a hostlist string or a list of them, "
+                         f"got {type(machine_nodes).__name__}")
     names = expand_hostlists(items)
     start_s, end_s = _sacct_time("start", start), _sacct_time("end", end)
     if start_s is not None and end_s is not None and end_s <= start_s:
@@ -460,7 +460,8 @@ def format_summary(summary: Dict[str, object]) -> str:
     lines = [
         f"policy {label}: {s['nodes']} nodes, window {_duration(float(s['end_s']) - float(s['start_s']))}, "
         f"{s['events']} events",
-        f"  samples done          {float(s['samples_done']):.4g}  (overhead efficiency {float(s['overhead_efficiency']):.1%}, "
+        f"  samples done          {float(s['samples_done']):.4g}  "
+        f"(overhead efficiency {float(s['overhead_efficiency']):.1%}, "
         f"{float(s['loss_samples']):.3g} lost to {s['rescales']} rescales and {s['preemptions']} preemptions)",
         f"  node-hours            {float(s['used_node_hours']):.1f} used of {float(s['idle_node_hours']):.1f} idle "
         f"(idle capture {float(s['idle_capture']):.1%})",
@@ -512,7 +513,8 @@ def comparison_table(results: Sequence[ReplayResult]) -> str:
         ("allocator max", lambda s: _seconds(s["allocator_max_s"])),
         ("replay wall time", lambda s: _seconds(s["wall_s"])),
     ]
-    if any(float(r.summary["partial_node_hours"]) or r.summary["configurations"] != DEFAULT_CONFIGURATIONS for r in results):
+    if any(float(r.summary["partial_node_hours"]) or r.summary["configurations"] != DEFAULT_CONFIGURATIONS
+           for r in results):
         at = [name for name, _ in rows].index("preemptions") + 1
         rows[at:at] = [
             ("partial-backprop node-hours", lambda s: f"{float(s['partial_node_hours']):.1f}"),
