@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bft import Error, cli, sim
+from bft import Error, sim
 
 ACCOUNTINGS = ("continuous", "reference")
 
@@ -49,7 +49,7 @@ def main() -> int:
     try:
         trace = sim.read_trace(args.trace)
         jobs = sim.read_jobs(args.jobs)
-        nodes = cli.select_nodes(args.nodes, trace)
+        nodes = sim.select_nodes(args.nodes, trace)
 
         def replay(policy, workload=jobs, tfwd=args.tfwd):
             return {acc: sim.replay(trace, workload, policy, nodes=nodes, max_jobs=args.max_jobs, tfwd_s=tfwd,
@@ -64,7 +64,7 @@ def main() -> int:
         for c in (1, 10):
             weighted = weighted_by_node_seconds_per_sample(sim.read_jobs(args.jobs), c)
             rows.append(("exact", f"weights c = {c}", replay("exact", weighted)))
-    except (OSError, ValueError, Error, cli.CliError) as e:  # unreadable or bad files, bad options
+    except (OSError, ValueError, Error) as e:  # unreadable or bad files, bad options
         p.error(str(e))
 
     base = rows[0][2]

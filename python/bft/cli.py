@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from . import Error, curve, milp, sim
 from .runtime import cli as runtime_cli
@@ -52,62 +52,6 @@ def _parse_policies(values: Optional[Sequence[str]]) -> List[str]:
     if not out:
         raise CliError(f"--policy: no policy named (choose from {', '.join(sim.POLICIES)})")
     return out
-
-
-def _read_lines_file(path: Path, option: str) -> List[Tuple[int, str]]:
-    """OPTION @FILE: the non-blank lines of a UTF-8 file with their numbers; errors name file:line."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise CliError(f"{option}: cannot read {path}: {e.strerror or e}") from None
-    lines = []
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as e:
-            raise CliError(f"{option}: {path}:{number}: not UTF-8 text "
-                           f"(byte 0x{raw[e.start]:02X} at column {e.start + 1})") from None
-        if "\0" in line:
-            raise CliError(f"{option}: {path}:{number}: NUL byte in a node name")
-        if line:
-            lines.append((number, line))
-    if not lines:
-        raise CliError(f"{option}: {path} names no nodes")
-    return lines
-
-
-def _read_names_file(path: Path) -> List[str]:
-    """--nodes @FILE: one node name per line."""
-    return [name for _, name in _read_lines_file(path, "--nodes")]
-
-
-def select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]]:
-    """--nodes of `bft replay` (and of the bench scripts that replay): a count N (the first N node
-    names in sorted order), positions A:B in the trace's order of first appearance, a comma list of
-    names, or @FILE."""
-    if spec is None:
-        return None
-    if spec.startswith("@"):
-        return _read_names_file(Path(spec[1:]))
-    positions = re.fullmatch(r"([0-9]+):([0-9]+)", spec) if spec.isascii() else None
-    if positions:
-        a, b = int(positions.group(1)), int(positions.group(2))
-        if not a < b <= len(trace.node_names):
-            raise CliError(f"--nodes {spec}: positions A:B need A < B <= {len(trace.node_names)} (the trace's nodes)")
-        return list(trace.node_names[a:b])
-    if spec.isascii() and spec.isdigit():
-        n = int(spec)
-        if n < 1:
-            raise CliError("--nodes: the count must be >= 1")
-        names = sorted(trace.node_names)
-        if n > len(names):
-            raise CliError(f"--nodes {n}: the trace has only {len(names)} nodes")
-        return names[:n]
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    if not names:
-        raise CliError(f"--nodes {spec!r} names no nodes (a count N, a comma list of names, or @FILE)")
-    return names
 
 
 class ProgressBar:
@@ -307,7 +251,10 @@ def replay_main(args) -> int:
     if args.out is not None:
         _prepare_out(args.out)
     trace, jobs, what = _load_inputs(args)
-    nodes = select_nodes(args.nodes, trace)
+    try:
+        nodes = sim.select_nodes(args.nodes, trace)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     print(f"bft replay: {what}", flush=True)
     window = []
     if nodes is not None:
@@ -438,9 +385,9 @@ def _trace_parser(sub) -> None:
 
 def _machine_nodes(spec: str) -> List[str]:
     """--machine-nodes: a hostlist expression, or @FILE with one name or expression per line."""
-    entries = _read_lines_file(Path(spec[1:]), "--machine-nodes") if spec.startswith("@") else [(0, spec)]
-    labels = [f"--machine-nodes: {spec[1:]}:{number}" if number else "--machine-nodes" for number, _ in entries]
     try:
+        entries = sim._read_lines_file(spec[1:], "--machine-nodes") if spec.startswith("@") else [(0, spec)]
+        labels = [f"--machine-nodes: {spec[1:]}:{number}" if number else "--machine-nodes" for number, _ in entries]
         return sim.expand_hostlists([entry for _, entry in entries], labels, field="--machine-nodes")
     except ValueError as e:
         raise CliError(str(e)) from None

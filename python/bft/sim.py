@@ -15,8 +15,10 @@ import csv
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -65,6 +67,7 @@ __all__ = [
     "IdleLifetimePredictor",
     "expand_hostlist",
     "expand_hostlists",
+    "select_nodes",
     "import_sacct",
     "import_swf",
     "read_jobs",
@@ -239,6 +242,66 @@ def _sacct_time(field: str, value) -> Optional[int]:
         except ValueError as e:
             raise ValueError(f"{field}: {e}") from None
     return _whole(field, value, 0, 2**62)
+
+
+def select_nodes(spec: Optional[str], trace: Trace) -> Optional[List[str]]:
+    """The node subset a ``--nodes`` spec names (``bft replay``, the bench scripts), for ``replay(nodes=...)``.
+
+    ``spec``: a count N (the first N node names in sorted order), positions A:B in the trace's order
+    of first appearance (A included, B not), a comma list of names, or @FILE (one name per line);
+    None selects every node (returns None). A bad spec is a ValueError starting with ``--nodes``.
+    """
+    if spec is None:
+        return None
+    spec = _text("--nodes", spec)
+    if spec.startswith("@"):
+        return [name for _, name in _read_lines_file(spec[1:], "--nodes")]
+    positions = re.fullmatch(r"([0-9]+):([0-9]+)", spec) if spec.isascii() else None
+    if positions:
+        a, b = int(positions.group(1)), int(positions.group(2))
+        if not a < b <= len(trace.node_names):
+            raise ValueError(f"--nodes {spec}: positions A:B need A < B <= {len(trace.node_names)} (the trace's nodes)")
+        return list(trace.node_names[a:b])
+    if spec.isascii() and spec.isdigit():
+        n = int(spec)
+        if n < 1:
+            raise ValueError("--nodes: the count must be >= 1")
+        names = sorted(trace.node_names)
+        if n > len(names):
+            raise ValueError(f"--nodes {n}: the trace has only {len(names)} nodes")
+        return names[:n]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"--nodes {spec!r} names no nodes (a count N, positions A:B, a comma list of names, "
+                         "or @FILE)")
+    return names
+
+
+def _read_lines_file(path: PathLike, field: str) -> List[Tuple[int, str]]:
+    """FIELD @FILE (--nodes, --machine-nodes): the non-blank lines of a UTF-8 file with their numbers.
+
+    Errors are ValueErrors naming the field and file:line.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{field}: cannot read {path}: {e.strerror or e}") from None
+    lines = []
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{field}: {path}:{number}: not UTF-8 text "
+                             f"(byte 0x{raw[e.start]:02X} at column {e.start + 1})") from None
+        if "\0" in line:
+            raise ValueError(f"{field}: {path}:{number}: NUL byte in a node name")
+        if line:
+            lines.append((number, line))
+    if not lines:
+        raise ValueError(f"{field}: {path} names no nodes")
+    return lines
 
 
 def generate_synthetic(seed: int = 1, **options) -> "tuple[Trace, List[JobSpec]]":
