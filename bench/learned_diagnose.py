@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from bft import Error, cli, curve, sim
+from bft import Error, curve, sim
 
 EARLY_S = 3600.0  # "late learning": the first hour after admission
 
@@ -81,7 +81,7 @@ def main() -> int:
             if args.first_jobs < 1:
                 raise ValueError(f"--first-jobs: {args.first_jobs} must be >= 1")
             specs = specs[: args.first_jobs]
-        nodes = cli.select_nodes(args.nodes, trace)
+        nodes = sim.select_nodes(args.nodes, trace)
 
         models = [sim.model_from_name(s.name) for s in specs] if args.models_from_names else None
 
@@ -133,7 +133,7 @@ def main() -> int:
     errors = curve_errors(learned, specs)
     early = [e[0] for e in errors.values() if e[0] is not None]
     late = [e[2] for e in errors.values() if e[2] is not None]
-    print(f"\nlearned: |estimate / true rate - 1| at the size run, time-weighted per job, median over jobs:")
+    print("\nlearned: |estimate / true rate - 1| at the size run, time-weighted per job, median over jobs:")
     print(f"  first {EARLY_S / 3600:g} h after admission: {100 * _median(early):.1f} % ({len(early)} jobs); "
           f"later: {100 * _median(late):.1f} % ({len(late)} jobs)")
     jobs = learned.jobs

@@ -24,7 +24,8 @@ every rank computes for as long as a full one and the job processes more samples
    (ceil(n/2) + floor(n/2) * speedup) / n (the step time stays the full one's), and the measured
    efficiency.
 
-    python bench/spb_measure.py [--seeds 8] [--write-jobs DIR [--imagenet ../shared/data/jobs-imagenet-throughput-1001.jsonl]]
+    python bench/spb_measure.py [--seeds 8] \
+        [--write-jobs DIR [--imagenet ../shared/data/jobs-imagenet-throughput-1001.jsonl]]
 
 Prints Markdown tables (docs/spb.md has a run). About 5 minutes on the project's 2-vCPU machine.
 """
@@ -52,6 +53,7 @@ from bft.train.spb import PartialBackprop, balanced_batches
 # The model and data of the runtime example, so that what is measured here is what it runs.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "runtime"))
 from ddp_digits import STAGES, digits, spb_depths, stages  # noqa: E402
+
 BATCH = 32  # per full-depth rank and step in the 2-rank runs
 PARTIAL_DEPTHS = (2, 3)  # the configurations measured: spb-d2, spb-d3
 # The runtime's measured resize gaps (docs/runtime.md, relaunch: grow 12.6 s, shrink 9.3 s, medians of
@@ -169,7 +171,8 @@ def worker(rank: int, world: int, rendezvous: str, job: dict, queue) -> None:
         if job["mode"] == "train" and rank == 0 and (done // job["every"]) != ((done - per_step) // job["every"]):
             with torch.no_grad():
                 out = model(test_x)
-                curve.append((done, F.cross_entropy(out, test_y).item(), (out.argmax(1) == test_y).float().mean().item()))
+                accuracy = (out.argmax(1) == test_y).float().mean().item()
+                curve.append((done, F.cross_entropy(out, test_y).item(), accuracy))
     if rank == 0:
         queue.put((per_step * steps) / (time.perf_counter() - t0) if job["mode"] == "throughput" else curve)
     dist.barrier()  # every rank arrives before any tears down (gloo)
@@ -218,8 +221,8 @@ def efficiency(full: list, config: list) -> float:
     samples, over the samples the configuration needs for it (both mean curves)."""
     half = config[len(config) // 2 - 1]
     target = half[1]
-    need_full = samples_to_reach([(s, l) for s, l, _ in full], target)
-    need_config = samples_to_reach([(s, l) for s, l, _ in config], target)
+    need_full = samples_to_reach([(s, loss) for s, loss, _ in full], target)
+    need_config = samples_to_reach([(s, loss) for s, loss, _ in config], target)
     if need_full is None:
         return 1.0  # full never gets there within the budget: the configuration is at least as good
     return need_full / need_config
@@ -235,7 +238,8 @@ def with_configurations(job: dict, speedup: dict, factor: dict) -> dict:
     out = dict(job)
     out["configurations"] = [
         {"name": config_name(d), "efficiency": round(factor[d], 4), "nodes": job["nodes"],
-         "throughput": [round(v * configuration_ratio(n, speedup[d]), 3) for n, v in zip(job["nodes"], job["throughput"])]}
+         "throughput": [round(v * configuration_ratio(n, speedup[d]), 3)
+                        for n, v in zip(job["nodes"], job["throughput"])]}
         for d in PARTIAL_DEPTHS]
     return out
 
@@ -279,8 +283,8 @@ def main() -> int:
         job = {"mode": "throughput", "seed": 0, "depths": depths, "sizes": sizes, "warmup": 20, "steps": 150}
         rates[d] = statistics.median(run_job(2, job) for _ in range(3))
         predicted = "-" if d == STAGES else f"{configuration_ratio(2, speedup[d]):.2f}"
-        print(f"| {config_name(d)} | {depths} | {sizes} | {rates[d]:.0f} | {rates[d] / rates[STAGES]:.2f} | {predicted} |",
-              flush=True)
+        print(f"| {config_name(d)} | {depths} | {sizes} | {rates[d]:.0f} | {rates[d] / rates[STAGES]:.2f} "
+              f"| {predicted} |", flush=True)
     one = statistics.median(run_job(1, {"mode": "throughput", "seed": 0, "depths": [STAGES], "sizes": [BATCH],
                                          "warmup": 20, "steps": 150}) for _ in range(3))
     print(f"\n1 rank at full depth: {one:.0f} samples/s")

@@ -44,7 +44,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-from bft import Error, cli, sim
+from bft import Error, sim
 
 
 def concave_majorant(values: np.ndarray) -> list:
@@ -77,10 +77,10 @@ def main() -> int:
     try:
         trace = sim.read_trace(args.trace)
         jobs = sim.read_jobs(args.jobs)
-        nodes = cli.select_nodes(args.nodes, trace)
+        nodes = sim.select_nodes(args.nodes, trace)
         exact = {acc: sim.replay(trace, jobs, "exact", nodes=nodes, max_jobs=args.max_jobs, accounting=acc,
                                  record_job_progress=False) for acc in ("continuous", "reference")}
-    except (OSError, ValueError, Error, cli.CliError) as e:  # unreadable or bad files, bad options
+    except (OSError, ValueError, Error) as e:  # unreadable or bad files, bad options
         p.error(str(e))
     steps = exact["continuous"].steps  # the idle count after every event of the subset: any policy's
     times, idle = np.asarray(steps["time_s"], float), np.asarray(steps["idle_nodes"], float)

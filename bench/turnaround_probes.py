@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bft import Error, cli, sim
+from bft import Error, sim
 
 ACCOUNTINGS = ("continuous", "reference")
 
@@ -49,7 +49,7 @@ def main() -> int:
     try:
         trace = sim.read_trace(args.trace)
         jobs = sim.read_jobs(args.jobs)
-        nodes = cli.select_nodes(args.nodes, trace)
+        nodes = sim.select_nodes(args.nodes, trace)
 
         def replay(policy, workload=jobs, tfwd=args.tfwd):
             return {acc: sim.replay(trace, workload, policy, nodes=nodes, max_jobs=args.max_jobs, tfwd_s=tfwd,
@@ -62,12 +62,14 @@ def main() -> int:
         free = without_rescale_costs(sim.read_jobs(args.jobs))
         rows += [(policy, "no rescale costs", replay(policy, free)) for policy in ("exact", "completion_aware")]
         for c in (1, 10):
-            rows.append(("exact", f"weights c = {c}", replay("exact", weighted_by_node_seconds_per_sample(sim.read_jobs(args.jobs), c))))
-    except (OSError, ValueError, Error, cli.CliError) as e:  # unreadable or bad files, bad options
+            weighted = weighted_by_node_seconds_per_sample(sim.read_jobs(args.jobs), c)
+            rows.append(("exact", f"weights c = {c}", replay("exact", weighted)))
+    except (OSError, ValueError, Error) as e:  # unreadable or bad files, bad options
         p.error(str(e))
 
     base = rows[0][2]
-    print("| policy | variant | " + " | ".join(f"{a}: mean turnaround (× exact), efficiency" for a in ACCOUNTINGS) + " |")
+    print("| policy | variant | "
+          + " | ".join(f"{a}: mean turnaround (× exact), efficiency" for a in ACCOUNTINGS) + " |")
     print("|---|---|" + "---|" * len(ACCOUNTINGS))
     for policy, variant, summary in rows:
         cells = []

@@ -83,7 +83,8 @@ def main() -> int:
         beyond_sizes = [n for n in all_sizes if n > max(train)]
         print(f"### Training sizes {{{', '.join(map(str, train))}}}\n")
         print(f"Inside: {inside_sizes or 'none'}; beyond: {beyond_sizes or 'none'}. Median / max relative error.\n")
-        print("| model | inside (interpolation) | beyond, raw model | beyond, conservative curve | all unmeasured, raw |")
+        print("| model | inside (interpolation) | beyond, raw model | beyond, conservative curve "
+              "| all unmeasured, raw |")
         print("|---|---|---|---|---|")
         picks = {}
         for model in MODELS:

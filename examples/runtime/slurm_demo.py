@@ -75,6 +75,11 @@ def idle_node_s(jobs) -> float:
     return NODES * (end - start) - sum(j["nodes"] * (j["EndTime"] - j["StartTime"]) for j in jobs)
 
 
+def _samples_at(counts: List[Tuple[float, float]], t: float) -> float:
+    """The samples a job had trained by time t, from its (time_s, samples) progress records."""
+    return max([s for when, s in counts if when <= t], default=0.0)
+
+
 def training(state_dir: Path, start: float, end: float) -> Tuple[float, float]:
     """(node-seconds the training jobs' processes ran within [start, end], samples trained in it)."""
     from bft.runtime.state import StateStore
@@ -87,8 +92,7 @@ def training(state_dir: Path, start: float, end: float) -> Tuple[float, float]:
     samples = 0.0
     for job in store.jobs():
         counts = [(r["time_s"], r["samples"]) for r in store.progress() if r["job"] == job.id]
-        at = lambda t: max([s for when, s in counts if when <= t], default=0.0)  # noqa: E731
-        samples += at(end) - at(start)
+        samples += _samples_at(counts, end) - _samples_at(counts, start)
     store.close()
     return node_s, samples
 

@@ -5,15 +5,10 @@ Capabilities mirror the C++ library: :mod:`bft.milp` (MILP model and backends), 
 (the allocator) and :mod:`bft.sim` (trace replay).
 """
 
-from . import _core
+from . import _core, alloc, curve, jobs, milp, sim
 from ._core import Error, NotAvailable
-from . import jobs
-from . import alloc
 from .alloc import allocate
-from . import curve
-from . import milp
-from . import sim
 
 __version__ = _core.__version__
 
-__all__ = ["Error", "NotAvailable", "__version__"]
+__all__ = ["Error", "NotAvailable", "__version__", "alloc", "allocate", "curve", "jobs", "milp", "sim"]

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from . import Error, curve, milp, sim
 from .runtime import cli as runtime_cli
@@ -52,60 +52,6 @@ def _parse_policies(values: Optional[Sequence[str]]) -> List[str]:
     if not out:
         raise CliError(f"--policy: no policy named (choose from {', '.join(sim.POLICIES)})")
     return out
-
-
-def _read_lines_file(path: Path, option: str) -> List[Tuple[int, str]]:
-    """OPTION @FILE: the non-blank lines of a UTF-8 file with their numbers; errors name file:line."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise CliError(f"{option}: cannot read {path}: {e.strerror or e}")
-    lines = []
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as e:
-            raise CliError(f"{option}: {path}:{number}: not UTF-8 text (byte 0x{raw[e.start]:02X} at column {e.start + 1})")
-        if "\0" in line:
-            raise CliError(f"{option}: {path}:{number}: NUL byte in a node name")
-        if line:
-            lines.append((number, line))
-    if not lines:
-        raise CliError(f"{option}: {path} names no nodes")
-    return lines
-
-
-def _read_names_file(path: Path) -> List[str]:
-    """--nodes @FILE: one node name per line."""
-    return [name for _, name in _read_lines_file(path, "--nodes")]
-
-
-def select_nodes(spec: Optional[str], trace: "sim.Trace") -> Optional[List[str]]:
-    """--nodes of `bft replay` (and of the bench scripts that replay): a count N (the first N node names in sorted order), positions A:B in the trace's order of first
-    appearance, a comma list of names, or @FILE."""
-    if spec is None:
-        return None
-    if spec.startswith("@"):
-        return _read_names_file(Path(spec[1:]))
-    positions = re.fullmatch(r"([0-9]+):([0-9]+)", spec) if spec.isascii() else None
-    if positions:
-        a, b = int(positions.group(1)), int(positions.group(2))
-        if not a < b <= len(trace.node_names):
-            raise CliError(f"--nodes {spec}: positions A:B need A < B <= {len(trace.node_names)} (the trace's nodes)")
-        return list(trace.node_names[a:b])
-    if spec.isascii() and spec.isdigit():
-        n = int(spec)
-        if n < 1:
-            raise CliError("--nodes: the count must be >= 1")
-        names = sorted(trace.node_names)
-        if n > len(names):
-            raise CliError(f"--nodes {n}: the trace has only {len(names)} nodes")
-        return names[:n]
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    if not names:
-        raise CliError(f"--nodes {spec!r} names no nodes (a count N, a comma list of names, or @FILE)")
-    return names
 
 
 class ProgressBar:
@@ -163,7 +109,8 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
                    default=sim.DEFAULT_CURVES,
                    help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
                    "advisor (learned), or one replay of each (both); learned_curves (learned_costs) learns "
-                   f"only the curves (only the rescale costs), a diagnostic (docs/sim.md). Default: {sim.DEFAULT_CURVES}")
+                   "only the curves (only the rescale costs), a diagnostic (docs/sim.md). "
+                   f"Default: {sim.DEFAULT_CURVES}")
     p.add_argument("--accounting", choices=(*sim.ACCOUNTINGS, "both"), default=sim.DEFAULT_ACCOUNTING,
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
                    f"replayer's (reference), or one replay of each (both); docs/sim.md. "
@@ -233,7 +180,7 @@ def _load_inputs(args) -> "tuple":
         jobs = sim.read_jobs(args.jobs)
         dt = time.perf_counter() - t0
     except (OSError, ValueError, Error) as e:  # unreadable files; bad lines (path:line: ...)
-        raise CliError(f"{e}")
+        raise CliError(f"{e}") from None
     what = (f"{args.trace}: {len(trace.node_names)} nodes, {len(trace)} transitions; "
             f"{args.jobs}: {len(jobs)} jobs (read in {dt:.1f} s)")
     return trace, jobs, what
@@ -256,7 +203,7 @@ def _prepare_out(out: Path) -> None:
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as e:
-        raise CliError(f"--out {out}: cannot write there: {e.strerror or e}")
+        raise CliError(f"--out {out}: cannot write there: {e.strerror or e}") from None
 
 
 def _safe(label: str) -> str:
@@ -304,7 +251,10 @@ def replay_main(args) -> int:
     if args.out is not None:
         _prepare_out(args.out)
     trace, jobs, what = _load_inputs(args)
-    nodes = select_nodes(args.nodes, trace)
+    try:
+        nodes = sim.select_nodes(args.nodes, trace)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     print(f"bft replay: {what}", flush=True)
     window = []
     if nodes is not None:
@@ -335,7 +285,7 @@ def replay_main(args) -> int:
         try:
             written = _write_outputs(args, results)
         except OSError as e:
-            raise CliError(f"--out {args.out}: {e}")
+            raise CliError(f"--out {args.out}: {e}") from None
         print(f"wrote {len(written)} files to {args.out}/: {', '.join(written)}")
     elif args.trace is None:
         print("(--out DIR writes the step logs, summaries and plots; --help lists the options)")
@@ -355,7 +305,7 @@ def _replay_one(args, trace, jobs, nodes, policy, curves, accounting, configurat
             configurations=configurations,
         )
     except (ValueError, Error, OSError) as e:
-        raise CliError(f"{label}: {e}")
+        raise CliError(f"{label}: {e}") from None
     s = r.summary
     if int(s["allocator_time_limits"]) or int(s["allocator_failures"]):
         limit = args.time_limit if args.time_limit is not None else sim.DEFAULT_MILP_TIME_LIMIT_S
@@ -435,9 +385,9 @@ def _trace_parser(sub) -> None:
 
 def _machine_nodes(spec: str) -> List[str]:
     """--machine-nodes: a hostlist expression, or @FILE with one name or expression per line."""
-    entries = _read_lines_file(Path(spec[1:]), "--machine-nodes") if spec.startswith("@") else [(0, spec)]
-    labels = [f"--machine-nodes: {spec[1:]}:{number}" if number else "--machine-nodes" for number, _ in entries]
     try:
+        entries = sim._read_lines_file(spec[1:], "--machine-nodes") if spec.startswith("@") else [(0, spec)]
+        labels = [f"--machine-nodes: {spec[1:]}:{number}" if number else "--machine-nodes" for number, _ in entries]
         return sim.expand_hostlists([entry for _, entry in entries], labels, field="--machine-nodes")
     except ValueError as e:
         raise CliError(str(e)) from None
@@ -455,7 +405,7 @@ def _import_trace(args) -> int:
             imported = sim.import_swf(args.log, args.procs_per_node, args.machine_nodes)
         sim.write_trace(imported.trace, args.out)
     except (OSError, ValueError, Error) as e:  # unreadable file; bad lines (path:line: ...); bad options
-        raise CliError(f"{e}")
+        raise CliError(f"{e}") from None
     trace = imported.trace
     never_idle = imported.machine_nodes - len(trace.node_names)
     print(f"wrote {args.out}: {len(trace):,} transitions of {len(trace.node_names):,} nodes "
@@ -484,7 +434,7 @@ def trace_main(args) -> int:
     try:
         stats = sim.trace_stats(args.trace)
     except (OSError, ValueError, Error) as e:  # unreadable file; bad lines (path:line: ...)
-        raise CliError(f"{e}")
+        raise CliError(f"{e}") from None
     print(sim.format_trace_stats(stats, str(args.trace)))
     if args.png is not None:
         from . import plots
@@ -492,7 +442,7 @@ def trace_main(args) -> int:
         try:
             plots.plot_trace_stats(stats, args.png, title=str(args.trace))
         except OSError as e:
-            raise CliError(f"--png: cannot write {args.png}: {e.strerror or e}")
+            raise CliError(f"--png: cannot write {args.png}: {e.strerror or e}") from None
         print(f"wrote {args.png}")
     return 0
 

@@ -15,9 +15,10 @@ import csv
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -66,6 +67,7 @@ __all__ = [
     "IdleLifetimePredictor",
     "expand_hostlist",
     "expand_hostlists",
+    "select_nodes",
     "import_sacct",
     "import_swf",
     "read_jobs",
@@ -195,7 +197,8 @@ def import_sacct(
     elif isinstance(machine_nodes, (list, tuple)):
         items = list(machine_nodes)
     else:
-        raise ValueError(f"machine_nodes: expected a hostlist string or a list of them, got {type(machine_nodes).__name__}")
+        raise ValueError("machine_nodes: expected a hostlist string or a list of them, "
+                         f"got {type(machine_nodes).__name__}")
     names = expand_hostlists(items)
     start_s, end_s = _sacct_time("start", start), _sacct_time("end", end)
     if start_s is not None and end_s is not None and end_s <= start_s:
@@ -239,6 +242,66 @@ def _sacct_time(field: str, value) -> Optional[int]:
         except ValueError as e:
             raise ValueError(f"{field}: {e}") from None
     return _whole(field, value, 0, 2**62)
+
+
+def select_nodes(spec: Optional[str], trace: Trace) -> Optional[List[str]]:
+    """The node subset a ``--nodes`` spec names (``bft replay``, the bench scripts), for ``replay(nodes=...)``.
+
+    ``spec``: a count N (the first N node names in sorted order), positions A:B in the trace's order
+    of first appearance (A included, B not), a comma list of names, or @FILE (one name per line);
+    None selects every node (returns None). A bad spec is a ValueError starting with ``--nodes``.
+    """
+    if spec is None:
+        return None
+    spec = _text("--nodes", spec)
+    if spec.startswith("@"):
+        return [name for _, name in _read_lines_file(spec[1:], "--nodes")]
+    positions = re.fullmatch(r"([0-9]+):([0-9]+)", spec) if spec.isascii() else None
+    if positions:
+        a, b = int(positions.group(1)), int(positions.group(2))
+        if not a < b <= len(trace.node_names):
+            raise ValueError(f"--nodes {spec}: positions A:B need A < B <= {len(trace.node_names)} (the trace's nodes)")
+        return list(trace.node_names[a:b])
+    if spec.isascii() and spec.isdigit():
+        n = int(spec)
+        if n < 1:
+            raise ValueError("--nodes: the count must be >= 1")
+        names = sorted(trace.node_names)
+        if n > len(names):
+            raise ValueError(f"--nodes {n}: the trace has only {len(names)} nodes")
+        return names[:n]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"--nodes {spec!r} names no nodes (a count N, positions A:B, a comma list of names, "
+                         "or @FILE)")
+    return names
+
+
+def _read_lines_file(path: PathLike, field: str) -> List[Tuple[int, str]]:
+    """FIELD @FILE (--nodes, --machine-nodes): the non-blank lines of a UTF-8 file with their numbers.
+
+    Errors are ValueErrors naming the field and file:line.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{field}: cannot read {path}: {e.strerror or e}") from None
+    lines = []
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{field}: {path}:{number}: not UTF-8 text "
+                             f"(byte 0x{raw[e.start]:02X} at column {e.start + 1})") from None
+        if "\0" in line:
+            raise ValueError(f"{field}: {path}:{number}: NUL byte in a node name")
+        if line:
+            lines.append((number, line))
+    if not lines:
+        raise ValueError(f"{field}: {path} names no nodes")
+    return lines
 
 
 def generate_synthetic(seed: int = 1, **options) -> "tuple[Trace, List[JobSpec]]":
@@ -460,7 +523,8 @@ def format_summary(summary: Dict[str, object]) -> str:
     lines = [
         f"policy {label}: {s['nodes']} nodes, window {_duration(float(s['end_s']) - float(s['start_s']))}, "
         f"{s['events']} events",
-        f"  samples done          {float(s['samples_done']):.4g}  (overhead efficiency {float(s['overhead_efficiency']):.1%}, "
+        f"  samples done          {float(s['samples_done']):.4g}  "
+        f"(overhead efficiency {float(s['overhead_efficiency']):.1%}, "
         f"{float(s['loss_samples']):.3g} lost to {s['rescales']} rescales and {s['preemptions']} preemptions)",
         f"  node-hours            {float(s['used_node_hours']):.1f} used of {float(s['idle_node_hours']):.1f} idle "
         f"(idle capture {float(s['idle_capture']):.1%})",
@@ -512,7 +576,8 @@ def comparison_table(results: Sequence[ReplayResult]) -> str:
         ("allocator max", lambda s: _seconds(s["allocator_max_s"])),
         ("replay wall time", lambda s: _seconds(s["wall_s"])),
     ]
-    if any(float(r.summary["partial_node_hours"]) or r.summary["configurations"] != DEFAULT_CONFIGURATIONS for r in results):
+    if any(float(r.summary["partial_node_hours"]) or r.summary["configurations"] != DEFAULT_CONFIGURATIONS
+           for r in results):
         at = [name for name, _ in rows].index("preemptions") + 1
         rows[at:at] = [
             ("partial-backprop node-hours", lambda s: f"{float(s['partial_node_hours']):.1f}"),

@@ -274,6 +274,41 @@ def test_bad_options_raise_value_error():
         sim.replay(trace, jobs, nodes=["zz"])
 
 
+def test_select_nodes_reads_counts_positions_lists_and_files(tmp_path):
+    # First appearance c, a, b: positions follow it, a count takes the sorted names.
+    trace = sim.parse_trace("time,node,state\n0,c,idle\n0,a,idle\n50,b,idle\n100,a,busy\n")
+    listed = tmp_path / "nodes.txt"
+    listed.write_bytes(b"\xef\xbb\xbfb\n\n  c  \n")
+    assert sim.select_nodes(None, trace) is None
+    assert sim.select_nodes("2", trace) == ["a", "b"]
+    assert sim.select_nodes("0:2", trace) == ["c", "a"]
+    assert sim.select_nodes("1:3", trace) == ["a", "b"]
+    assert sim.select_nodes(" b, c,", trace) == ["b", "c"]
+    assert sim.select_nodes(f"@{listed}", trace) == ["b", "c"]
+    nodes = sim.select_nodes("0:2", trace)
+    assert sim.replay(trace, sim.parse_jobs(json.dumps(JOB)), nodes=nodes).summary["nodes"] == len(nodes)
+
+
+def test_a_bad_node_spec_is_a_value_error_naming_the_option_and_what_is_wrong(tmp_path):
+    trace = sim.parse_trace("time,node,state\n0,c,idle\n0,a,idle\n50,b,idle\n")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"a\ncaf\xe9\n")
+    cases = [
+        ("0", "--nodes: the count must be >= 1"),
+        ("4", "--nodes 4: the trace has only 3 nodes"),
+        ("2:1", "--nodes 2:1: positions A:B need A < B <= 3 (the trace's nodes)"),
+        ("0:4", "--nodes 0:4: positions A:B need A < B <= 3"),
+        (",", "--nodes ',' names no nodes"),
+        (f"@{tmp_path / 'missing.txt'}", f"--nodes: cannot read {tmp_path / 'missing.txt'}: No such file"),
+        (f"@{latin1}", f"--nodes: {latin1}:2: not UTF-8 text (byte 0xE9 at column 4)"),
+        (64, "--nodes: expected a string, got int"),
+    ]
+    for spec, message in cases:
+        with pytest.raises(ValueError) as e:
+            sim.select_nodes(spec, trace)
+        assert str(e.value).startswith(message), (spec, str(e.value))
+
+
 def test_progress_callback_runs_and_its_exception_stops_the_replay():
     trace, jobs = sim.generate_synthetic(seed=1, nodes=64, mean_idle_nodes=16, duration_s=20000, jobs=4)
     seen = []
