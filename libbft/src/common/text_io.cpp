@@ -17,7 +17,8 @@ namespace bft::text {
 namespace {
 
 std::string LineTooLong() {
-  return "a line longer than " + std::to_string(kMaxLineBytes) + " bytes, the formats' limit (is this the right file?)";
+  return "a line longer than " + std::to_string(kMaxLineBytes) +
+         " bytes, the formats' limit (is this the right file?)";
 }
 
 // Checks one line of an input file: not too long, no NUL byte, valid UTF-8. Throws ParseError

@@ -68,7 +68,8 @@ class Decider:
         # completion_aware reads what each job still has to do (0: a job submitted without --samples).
         remaining = [max(run.row.work - run.row.samples, 1.0) if run.row.work else 0.0 for run in runs]
         result = alloc.allocate(jobs, ids, current, tfwd=self.tfwd_s, solver=self.policy, isolate=milp,
-                                time_limit_s=sim.DEFAULT_MILP_TIME_LIMIT_S if milp else None, remaining_samples=remaining)
+                                time_limit_s=sim.DEFAULT_MILP_TIME_LIMIT_S if milp else None,
+                                remaining_samples=remaining)
         if result.status == alloc.AllocationStatus.FAILED:
             self.store.log_event("allocation_failed", policy=self.policy, message=result.message)
             return None
