@@ -133,6 +133,10 @@ struct SacctImportOptions {
   // ends at the end are applied.
   std::optional<std::int64_t> start_s;
   std::optional<std::int64_t> end_s;
+
+  // True if valid (machine_nodes non-empty, at most 1,000,000 valid and distinct names; end_s after
+  // start_s); else false with the offending field in *error.
+  bool IsValid(std::string* error) const;
 };
 // Reads `sacct --parsable2` output (docs/trace.md has the command): a header line naming at least
 // the columns Start, End and NodeList ("|"-separated; JobID, if present, names jobs in messages),
@@ -145,6 +149,9 @@ struct SwfImportOptions {
   // Nodes of the machine; 0: from the log's header comments (MaxNodes, else MaxProcs divided by
   // procs_per_node, rounded up).
   int machine_nodes = 0;
+
+  // True if valid (procs_per_node >= 1, machine_nodes >= 0); else false with the field in *error.
+  bool IsValid(std::string* error) const;
 };
 // Reads a Standard Workload Format log (18 numeric fields per line, ';' comments) at count level:
 // a job takes ceil(processors / procs_per_node) whole nodes from its start (submit + wait) for its

@@ -195,5 +195,33 @@ TEST(SimImportSwf, BadLinesAreErrorsNamingFileAndLine) {
   EXPECT_EQ(error("; MaxProcs: 3\n" + ok), "");  // 3 processors at 2 per node: 2 nodes
 }
 
+TEST(SimImportOptions, IsValidNamesTheOffendingField) {
+  std::string error;
+  SacctImportOptions sacct;
+  EXPECT_FALSE(sacct.IsValid(&error));
+  EXPECT_EQ(error, "machine_nodes: empty (list every node of the machine)");
+  sacct.machine_nodes = {"a1", "a2", "a1"};
+  EXPECT_FALSE(sacct.IsValid(&error));
+  EXPECT_EQ(error, "machine_nodes[2]: node \"a1\" is listed twice");
+  sacct.machine_nodes = {"a1", "a2"};
+  sacct.start_s = 100;
+  sacct.end_s = 100;
+  EXPECT_FALSE(sacct.IsValid(&error));
+  EXPECT_EQ(error, "end_s (100) must be after start_s (100)");
+  sacct.end_s = 101;
+  EXPECT_TRUE(sacct.IsValid(&error));
+  EXPECT_TRUE(sacct.IsValid(nullptr));
+
+  SwfImportOptions swf;
+  EXPECT_FALSE(swf.IsValid(&error));
+  EXPECT_EQ(error, "procs_per_node: must be >= 1");
+  swf.procs_per_node = 42;
+  swf.machine_nodes = -1;
+  EXPECT_FALSE(swf.IsValid(&error));
+  EXPECT_EQ(error, "machine_nodes: must be >= 1 (or 0: from the header)");
+  swf.machine_nodes = 0;
+  EXPECT_TRUE(swf.IsValid(nullptr));
+}
+
 }  // namespace
 }  // namespace bft::sim

@@ -254,12 +254,34 @@ std::int64_t ParseSacctTime(const std::string& text) {
          s;
 }
 
-ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& options) {
-  const std::unordered_map<std::string, NodeId> machine = IndexMachineNodes(options.machine_nodes);
-  if (options.start_s && options.end_s && *options.end_s <= *options.start_s) {
-    throw InvalidArgument("end_s (" + std::to_string(*options.end_s) + ") must be after start_s (" +
-                          std::to_string(*options.start_s) + ")");
+bool SacctImportOptions::IsValid(std::string* error) const {
+  try {
+    IndexMachineNodes(machine_nodes);
+  } catch (const InvalidArgument& e) {
+    if (error) *error = e.what();
+    return false;
   }
+  if (start_s && end_s && *end_s <= *start_s) {
+    if (error)
+      *error =
+          "end_s (" + std::to_string(*end_s) + ") must be after start_s (" + std::to_string(*start_s) + ")";
+    return false;
+  }
+  return true;
+}
+
+bool SwfImportOptions::IsValid(std::string* error) const {
+  const char* problem = procs_per_node < 1  ? "procs_per_node: must be >= 1"
+                        : machine_nodes < 0 ? "machine_nodes: must be >= 1 (or 0: from the header)"
+                                            : nullptr;
+  if (problem != nullptr && error != nullptr) *error = problem;
+  return problem == nullptr;
+}
+
+ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& options) {
+  std::string error;
+  if (!options.IsValid(&error)) throw InvalidArgument(error);
+  const std::unordered_map<std::string, NodeId> machine = IndexMachineNodes(options.machine_nodes);
   struct Column {
     const char* name;
     int index = -1;
@@ -369,8 +391,8 @@ ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& opt
 }
 
 ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options) {
-  if (options.procs_per_node < 1) throw InvalidArgument("procs_per_node: must be >= 1");
-  if (options.machine_nodes < 0) throw InvalidArgument("machine_nodes: must be >= 1 (or 0: from the header)");
+  std::string error;
+  if (!options.IsValid(&error)) throw InvalidArgument(error);
   struct Job {
     long line;
     std::int64_t id;
