@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 from bft import Error, curve, sim
+from workload_args import add_workload_arguments, read_workload
 
 EARLY_S = 3600.0  # "late learning": the first hour after admission
 
@@ -61,9 +62,7 @@ def curve_errors(result, specs):
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trace", required=True)
-    p.add_argument("--jobs", required=True)
-    p.add_argument("--nodes", metavar="SPEC", help="node subset, as bft replay --nodes")
+    add_workload_arguments(p)
     p.add_argument("--start", type=float, help="window start, seconds on the trace's clock")
     p.add_argument("--end", type=float, help="window end, seconds on the trace's clock")
     p.add_argument("--first-jobs", type=int, help="only the first N jobs of the workload")
@@ -75,13 +74,11 @@ def main() -> int:
                    "(sim.model_from_name)")
     args = p.parse_args()
     try:
-        trace = sim.read_trace(args.trace)
-        specs = sim.read_jobs(args.jobs)
+        trace, specs, nodes = read_workload(args)
         if args.first_jobs is not None:
             if args.first_jobs < 1:
                 raise ValueError(f"--first-jobs: {args.first_jobs} must be >= 1")
             specs = specs[: args.first_jobs]
-        nodes = sim.select_nodes(args.nodes, trace)
 
         models = [sim.model_from_name(s.name) for s in specs] if args.models_from_names else None
 

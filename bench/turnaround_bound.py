@@ -45,6 +45,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from bft import Error, sim
+from workload_args import add_workload_arguments, read_workload
 
 
 def concave_majorant(values: np.ndarray) -> list:
@@ -64,10 +65,7 @@ def concave_majorant(values: np.ndarray) -> list:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trace", required=True)
-    p.add_argument("--jobs", required=True)
-    p.add_argument("--nodes", metavar="SPEC", help="node subset, as bft replay --nodes (e.g. positions A:B in the "
-                   "trace's order of first appearance)")
+    add_workload_arguments(p)
     p.add_argument("--max-jobs", type=int, default=10)
     p.add_argument("--interval", type=float, default=600.0, help="shortest interval in seconds (default 600)")
     args = p.parse_args()
@@ -75,9 +73,7 @@ def main() -> int:
         p.error(f"--interval {args.interval:g}: must be > 0 seconds")
 
     try:
-        trace = sim.read_trace(args.trace)
-        jobs = sim.read_jobs(args.jobs)
-        nodes = sim.select_nodes(args.nodes, trace)
+        trace, jobs, nodes = read_workload(args)
         exact = {acc: sim.replay(trace, jobs, "exact", nodes=nodes, max_jobs=args.max_jobs, accounting=acc,
                                  record_job_progress=False) for acc in ("continuous", "reference")}
     except (OSError, ValueError, Error) as e:  # unreadable or bad files, bad options

@@ -21,6 +21,7 @@ import argparse
 import sys
 
 from bft import Error, sim
+from workload_args import add_workload_arguments, read_workload
 
 ACCOUNTINGS = ("continuous", "reference")
 
@@ -40,16 +41,12 @@ def weighted_by_node_seconds_per_sample(jobs, fixed_nodes: float):
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trace", required=True)
-    p.add_argument("--jobs", required=True)
-    p.add_argument("--nodes", metavar="SPEC", help="node subset, as bft replay --nodes")
+    add_workload_arguments(p)
     p.add_argument("--max-jobs", type=int, default=10)
     p.add_argument("--tfwd", type=float, default=10.0, help="the horizon of the reference rows (default 10 s)")
     args = p.parse_args()
     try:
-        trace = sim.read_trace(args.trace)
-        jobs = sim.read_jobs(args.jobs)
-        nodes = sim.select_nodes(args.nodes, trace)
+        trace, jobs, nodes = read_workload(args)
 
         def replay(policy, workload=jobs, tfwd=args.tfwd):
             return {acc: sim.replay(trace, workload, policy, nodes=nodes, max_jobs=args.max_jobs, tfwd_s=tfwd,
