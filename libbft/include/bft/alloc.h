@@ -134,7 +134,7 @@ enum class SolverKind {
   kLifetimeAware,
 };
 const char* ToString(SolverKind kind);
-// "node_milp", "count_milp", "exact", "equal_share"; throws InvalidArgument otherwise.
+// One of the names AllSolverKinds lists; throws InvalidArgument otherwise.
 SolverKind SolverKindFromString(const std::string& name);
 // Every solver kind, in the order users are offered them (exact first): the one list of policy
 // names (bft replay --policy, bft.allocate solver=, sim.POLICIES, alloc.SOLVERS).
