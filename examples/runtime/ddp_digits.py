@@ -3,8 +3,9 @@ images; no download), data-parallel over gloo on CPU, elastic under ``bft manage
 
     bft submit examples/runtime/ddp_digits.py --min 1 --max 4 --samples 300000
 
-Each rank trains on its own shard of every shuffled epoch; the test split's accuracy is printed at
-the end. Runs unchanged as ``python ddp_digits.py`` or under plain ``torchrun``.
+Each step takes the next images of the job's shuffled epochs (bft.train.ElasticSampler), each rank its
+own share, so across resizes every training image is used once per epoch; the test split's accuracy
+is printed at the end. Runs unchanged as ``python ddp_digits.py`` or under plain ``torchrun``.
 
 It also runs in configurations of structured partial backpropagation (docs/spb.md), which the
 manager chooses when the job declares them:
@@ -80,13 +81,14 @@ def main() -> None:
     sizes = balanced_batches(depths, args.batch, SPB_SPEEDUP)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     state = bt.resume()
-    samples = 0
+    sampler = bt.ElasticSampler(len(train_x), seed=0)
     if state is not None:
         net.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        samples = state["samples"]
+        sampler.load_state_dict(state["sampler"])
         if rank == 0:
-            print(f"resumed from checkpoint at {samples} samples on {world} workers", flush=True)
+            print(f"resumed from checkpoint at {sampler.samples} samples on {world} workers", flush=True)
+    samples = sampler.samples
     if rank == 0:
         print(f"configuration {bt.configuration()}: depths {depths}, batches {sizes}", flush=True)
     if min(depths) < STAGES:  # the stages share net's parameters: checkpoints are alike in every configuration
@@ -97,25 +99,23 @@ def main() -> None:
         ddp = nn.parallel.DistributedDataParallel(net) if dist.is_initialized() else net
 
     def save() -> None:
-        bt.checkpoint({"model": net.state_dict(), "optimizer": optimizer.state_dict(), "samples": samples})
+        bt.checkpoint({"model": net.state_dict(), "optimizer": optimizer.state_dict(), "sampler": sampler.state_dict()})
 
     last_save = time.monotonic()
     while samples < args.samples:
-        # The epoch and the position in it follow from the samples done, so a resumed job goes on
-        # where it stopped, whatever the new world size.
-        epoch, offset = divmod(samples, len(train_x))
-        order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(epoch))
-        start = offset + sum(sizes[:rank])
-        idx = order[start:start + sizes[rank]]
-        if len(idx) < sizes[rank]:  # the epoch's tail: wrap into the next permutation
-            idx = torch.cat([idx, order[: sizes[rank] - len(idx)]])
+        # The step takes the job's next sum(sizes) images, each rank its slice (ranks may take batches
+        # of different sizes in spb configurations); a resumed job goes on where it stopped, whatever
+        # the new world size.
+        start = sum(sizes[:rank])
+        idx = torch.tensor(sampler.indices(samples, samples + sum(sizes))[start:start + sizes[rank]])
         loss = F.cross_entropy(ddp(train_x[idx]), train_y[idx])
         optimizer.zero_grad()
         loss.backward()
         if spb is not None:
             spb.sync_gradients()
         optimizer.step()
-        samples += sum(sizes)
+        sampler.record(sum(sizes))
+        samples = sampler.samples
         bt.report(samples)
         if bt.should_stop():
             save()

@@ -18,6 +18,7 @@ Under ``bft manager`` the reports reach the manager (authenticated with the job'
 checkpoints go to the job's checkpoint directory. Outside it (``python train.py``, plain
 ``torchrun``) reports are no-ops and checkpoints go to ``./bft-checkpoints/<script name>``, so the
 same script runs unchanged. docs/runtime.md describes the contract and its environment variables.
+``ElasticSampler`` (bft.train.sampler) feeds a DataLoader so that resizes neither repeat nor skip data.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from typing import Any, Optional
 
 from . import _reporter
 from .protocol import ENV_CHECKPOINT_DIR, ENV_CONFIGURATION, ENV_GRACE_S, ENV_JOB_ID, ENV_TARGET_SAMPLES
+from .sampler import ElasticSampler
 
 __all__ = [
     "EXIT_RESIZE",
+    "ElasticSampler",
     "report",
     "resume",
     "checkpoint",
