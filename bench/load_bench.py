@@ -9,8 +9,9 @@ arrival times in scaled time, each an emulated job (bft.runtime.emulated) that a
 curve. Measured per run: events handled per second, manager CPU per event (/proc/<pid>/stat),
 decision latency (the manager's own, arrival of an event to a decided map), how far the manager's
 handling of node events lags the trace, the state database's size and growth per trace day, and
-samples done against ``bft replay`` of the same window, nodes, jobs and costs. ``--queued N``
-adds a run with N jobs submitted at once (the decision latency with a long queue).
+samples done against ``bft replay`` of the same window, nodes, jobs and costs. Then one run of
+``--queued-start``'s window, later than every job's arrival: all 1,001 jobs are queued at once, and
+its 4 hours hold the trace's busiest burst (34,844 transitions, up to 2,875 idle nodes).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def node_event_lags(store, trace, names: List[str], start_s: float, t0: float, t
 
 def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: float, window_s: Optional[float],
           time_scale: float, max_jobs: int = 10, limit: Optional[int] = None, work: Optional[float] = None,
-          all_at_once: bool = False, timeout_s: float = 3600.0, grace_s: float = 5.0) -> Dict[str, Any]:
+          timeout_s: float = 3600.0, grace_s: float = 5.0) -> Dict[str, Any]:
     """One run of the real manager. With `window_s` it stops at the window's end; without, once every
     submitted job has ended (or after `timeout_s`). Returns the measurements and the final status."""
     from bft import sim
@@ -133,15 +134,18 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
         t0 = json.loads((state / "local-source.json").read_text())["t0"]
         cpu0, wall0 = cpu_s(pid), time.time()
         submitted: List[str] = []
+        refused: List[str] = []  # submits not answered in time (the manager may take them later) or refused
 
         def submit_all() -> None:
-            for job in jobs:
-                if not all_at_once:
-                    time.sleep(max(0.0, t0 + (job["submit"] - start_s) / scale - time.time()))
+            for job in jobs:  # those that arrived before the window's start at once
+                time.sleep(max(0.0, t0 + (job["submit"] - start_s) / scale - time.time()))
                 if manager.poll() is not None:
                     return
-                control.request(state, submit_request(job, scale))
-                submitted.append(job["name"])
+                try:
+                    control.request(state, submit_request(job, scale))
+                    submitted.append(job["name"])
+                except control.ControlError as e:
+                    refused.append(f"{job['name']}: {e}")
 
         submitter = threading.Thread(target=submit_all, daemon=True)
         submitter.start()
@@ -179,8 +183,8 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
     handled = node_events + reports + status["manager"]["bad_reports"] + len(submitted)
     trace_days = (min(trace_end, end_s) - start_s) / 86400
     samples = sum(j["samples"] for j in status["jobs"])
-    return {"nodes": len(names), "jobs_submitted": len(submitted), "wall_s": wall, "node_events": node_events,
-            "reports": reports, "events_handled": handled, "events_per_s": handled / wall,
+    return {"nodes": len(names), "jobs_submitted": len(submitted), "submits_failed": refused, "wall_s": wall,
+            "node_events": node_events, "reports": reports, "events_handled": handled, "events_per_s": handled / wall,
             "cpu_s": cpu, "cpu_ms_per_event": 1000 * cpu / max(1, handled), "cpu_share": cpu / wall,
             "decisions": status["manager"]["decisions"], "decision_latency_s": status["manager"]["decision_latency_s"],
             "node_event_lag_s": quantiles(lags), "db_bytes": db_bytes, "db_bytes_per_trace_day": db_bytes / trace_days,
@@ -209,14 +213,17 @@ def main() -> None:
     p.add_argument("--hours", type=float, default=4.0, help="window length, trace hours (default 4)")
     p.add_argument("--time-scale", type=float, default=100.0)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--queued", type=int, default=0, help="also a run with this many jobs submitted at once")
+    p.add_argument("--queued-start", type=float, default=216_000.0,
+                   help="window start of the run with every job queued (default 216000; negative: no such run)")
     p.add_argument("--keep", action="store_true", help="keep the runs' state directories")
     args = p.parse_args()
+    from bft import sim
+
     runs = []
     for k in range(args.repeats):
         root = Path(tempfile.mkdtemp(prefix="bft-load-"))
         r = drive(root, args.trace, args.jobs, args.nodes, args.start, args.hours * 3600, args.time_scale)
-        names = [n for n in __import__("bft").sim.read_trace(args.trace).node_names][: args.nodes]
+        names = list(sim.read_trace(args.trace).node_names)[: args.nodes]
         for curves in ("oracle", "learned"):
             r[f"replay_{curves}"] = replay_samples(args.trace, r["job_specs"], names, args.start, r["trace_end_s"],
                                                    curves, root)
@@ -225,29 +232,40 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root)
     if runs:
-        med = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
-        print(f"\n{len(runs)} runs, {runs[0]['nodes']} nodes, {args.hours:g} trace hours from {args.start:g} s "
-              f"at {args.time_scale:g}x (medians):")
-        print(f"  events handled/s {med(lambda r: r['events_per_s']):.1f}; manager CPU "
-              f"{med(lambda r: r['cpu_ms_per_event']):.2f} ms/event ({med(lambda r: r['cpu_share']):.0%} of a core)")
-        for key in ("p50", "p99", "max"):
-            print(f"  decision latency {key} {1000 * med(lambda r: r['decision_latency_s'][key]):.1f} ms; "
-                  f"node event handled after its due time, {key} {1000 * med(lambda r: r['node_event_lag_s'][key]):.1f} ms")
-        print(f"  state DB {med(lambda r: r['db_bytes']) / 1e6:.1f} MB, "
-              f"{med(lambda r: r['db_bytes_per_trace_day']) / 1e6:.1f} MB per trace day")
-        for curves in ("oracle", "learned"):
-            print(f"  samples done vs bft replay ({curves} curves): "
-                  f"{med(lambda r: (r['samples_done'] - r[f'replay_{curves}']) / r[f'replay_{curves}']):+.1%}")
-    if args.queued:
+        print_summary(runs, f"{args.hours:g} trace hours from {args.start:g} s at {args.time_scale:g}x")
+    if args.queued_start >= 0:
         root = Path(tempfile.mkdtemp(prefix="bft-load-queued-"))
-        r = drive(root, args.trace, args.jobs, args.nodes, args.start, args.hours * 3600, args.time_scale,
-                  limit=args.queued, all_at_once=True)
-        lat = r["decision_latency_s"]
-        print(f"\n{r['jobs_submitted']} jobs submitted at once: decision latency p50 {1000 * lat['p50']:.1f} ms, "
-              f"p99 {1000 * lat['p99']:.1f} ms, max {1000 * lat['max']:.1f} ms ({lat['count']} decisions); "
-              f"{r['cpu_ms_per_event']:.2f} ms CPU/event")
+        r = drive(root, args.trace, args.jobs, args.nodes, args.queued_start, args.hours * 3600, args.time_scale)
+        print(json.dumps({k: v for k, v in r.items() if k not in ("jobs", "job_specs")}), flush=True)
+        print_summary([r], f"{args.hours:g} trace hours from {args.queued_start:g} s at {args.time_scale:g}x, "
+                           f"{r['jobs_submitted']} jobs queued at the start")
         if not args.keep:
             shutil.rmtree(root)
+
+
+def print_summary(runs: List[Dict[str, Any]], title: str) -> None:
+    def med(key, *path):
+        values = []
+        for r in runs:
+            v = r[key]
+            for p in path:
+                v = v[p]
+            values.append(v)
+        return statistics.median(values)
+
+    print(f"\n{title}, {runs[0]['nodes']} nodes, {len(runs)} run(s), medians:")
+    print(f"  {med('node_events'):.0f} node events, {med('reports'):.0f} reports, {med('launches'):.0f} launches; "
+          f"{med('events_per_s'):.1f} events handled/s; manager CPU {med('cpu_ms_per_event'):.2f} ms/event "
+          f"({med('cpu_share'):.0%} of a core)")
+    for q in ("p50", "p99", "max"):
+        print(f"  {q}: decision latency {1000 * med('decision_latency_s', q):.1f} ms; node event handled "
+              f"{1000 * med('node_event_lag_s', q):.1f} ms after its due time")
+    print(f"  state DB {med('db_bytes') / 1e6:.1f} MB, {med('db_bytes_per_trace_day') / 1e6:.1f} MB per trace day")
+    for curves in ("oracle", "learned"):
+        if f"replay_{curves}" in runs[0]:
+            ratio = statistics.median((r["samples_done"] - r[f"replay_{curves}"]) / r[f"replay_{curves}"] for r in runs)
+            print(f"  samples done {med('samples_done'):.3g} vs bft replay ({curves} curves) "
+                  f"{med(f'replay_{curves}'):.3g}: {ratio:+.1%}")
 
 
 if __name__ == "__main__":
