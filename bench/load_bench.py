@@ -177,6 +177,10 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
     trace = sim.read_trace(trace_path)
     names = list(trace.node_names)[:nodes]
     lags = node_event_lags(store, trace, names, start_s, t0, scale)
+    # The manager records a process row per node, started and ended (a commit each): how long a
+    # generation's rows took to write from its first to its last, at its start and at its end.
+    spans = store.db.execute("SELECT COUNT(*), MAX(started_s) - MIN(started_s), MAX(ended_s) - MIN(ended_s) "
+                             "FROM procs GROUP BY job, generation").fetchall()
     store.close()
     db_bytes = sum(p.stat().st_size for p in state.glob("state.db*"))
     node_events = counts.get("join", 0) + counts.get("reclaim", 0)
@@ -189,7 +193,10 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
             "decisions": status["manager"]["decisions"], "decision_latency_s": status["manager"]["decision_latency_s"],
             "node_event_lag_s": quantiles(lags), "db_bytes": db_bytes, "db_bytes_per_trace_day": db_bytes / trace_days,
             "trace_days": trace_days, "samples_done": samples, "launches": counts.get("launch", 0),
-            "orphans": orphans, "jobs": status["jobs"], "job_specs": jobs, "trace_end_s": min(trace_end, end_s)}
+            "proc_rows": sum(n for n, _, _ in spans), "generation_nodes": quantiles([n for n, _, _ in spans]),
+            "launch_rows_s": quantiles([a for _, a, _ in spans]),
+            "end_rows_s": quantiles([e for _, _, e in spans if e is not None]), "orphans": orphans,
+            "jobs": status["jobs"], "job_specs": jobs, "trace_end_s": min(trace_end, end_s)}
 
 
 def replay_samples(trace_path: Path, jobs: List[Dict[str, Any]], nodes: List[str], start_s: float, end_s: float,
@@ -260,6 +267,9 @@ def print_summary(runs: List[Dict[str, Any]], title: str) -> None:
     for q in ("p50", "p99", "max"):
         print(f"  {q}: decision latency {1000 * med('decision_latency_s', q):.1f} ms; node event handled "
               f"{1000 * med('node_event_lag_s', q):.1f} ms after its due time")
+    print(f"  a generation's process rows written in {med('launch_rows_s', 'p50'):.3f} s (p50), "
+          f"{med('launch_rows_s', 'max'):.2f} s (max) at its start, {med('end_rows_s', 'max'):.2f} s (max) at its end; "
+          f"generations of {med('generation_nodes', 'p50'):.0f} (p50) to {med('generation_nodes', 'max'):.0f} nodes")
     print(f"  state DB {med('db_bytes') / 1e6:.1f} MB, {med('db_bytes_per_trace_day') / 1e6:.1f} MB per trace day")
     for curves in ("oracle", "learned"):
         if f"replay_{curves}" in runs[0]:
