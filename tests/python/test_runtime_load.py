@@ -60,3 +60,29 @@ def test_a_stopped_job_resumes_from_where_it_reported(run):
         last[p["job"]] = (p["generation"], p["samples"])
     store.close()
     assert resumed > 0  # the trace resized or preempted some job: the check above was exercised
+
+
+def test_each_node_event_is_handled_once(run):
+    """A node's joins and reclaims alternate in the event log: none is handled twice."""
+    store = StateStore(Path(run["root"]) / "state" / "state.db", create=False, read_only=True)
+    last: dict = {}
+    for e in store.events(("join", "reclaim")):
+        assert last.get(e["node"]) != e["kind"], e
+        last[e["node"]] = e["kind"]
+    store.close()
+    assert last  # nodes came and went
+def test_emulation_runs_the_script_alone_on_the_generations_node_count():
+    from bft.runtime.launcher import LaunchSpec, torchrun_argv
+    from bft.runtime.local import _without_torchrun
+    from bft.runtime.nodes import SourceError
+
+    def spec(low, high):
+        return LaunchSpec(job="j", generation=3, script="/x/emulated.py", args=["--curve", "{}", "--time-scale", "100"],
+                          python="/usr/bin/python3", node="n1", node_address="127.0.0.1", store_address="127.0.0.1:1",
+                          min_nodes=low, max_nodes=high, max_restarts=0, log_dir=Path("/tmp"))
+
+    argv, world = _without_torchrun(torchrun_argv(spec(7, 7)))
+    assert argv == ["/usr/bin/python3", "/x/emulated.py", "--curve", "{}", "--time-scale", "100"]
+    assert world == 7
+    with pytest.raises(SourceError, match="--resize relaunch"):
+        _without_torchrun(torchrun_argv(spec(1, 8)))  # the membership method's node range

@@ -180,8 +180,9 @@ class Manager:
 
     def _loop(self) -> None:
         while True:
+            items = []
             try:
-                items = [self.inbox.get(timeout=0.2)]
+                items.append(self.inbox.get(timeout=0.2))
                 while True:
                     items.append(self.inbox.get_nowait())
             except queue.Empty:
