@@ -188,7 +188,8 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
     trace_days = (min(trace_end, end_s) - start_s) / 86400
     samples = sum(j["samples"] for j in status["jobs"])
     return {"nodes": len(names), "jobs_submitted": len(submitted), "submits_failed": refused, "wall_s": wall,
-            "node_events": node_events, "reports": reports, "events_handled": handled, "events_per_s": handled / wall,
+            "node_events": node_events, "reports": reports, "dropped_reports": status["manager"]["dropped_reports"],
+            "events_handled": handled, "events_per_s": handled / wall,
             "cpu_s": cpu, "cpu_ms_per_event": 1000 * cpu / max(1, handled), "cpu_share": cpu / wall,
             "decisions": status["manager"]["decisions"], "decision_latency_s": status["manager"]["decision_latency_s"],
             "node_event_lag_s": quantiles(lags), "db_bytes": db_bytes, "db_bytes_per_trace_day": db_bytes / trace_days,

@@ -62,6 +62,12 @@ def test_a_stopped_job_resumes_from_where_it_reported(run):
     assert resumed > 0  # the trace resized or preempted some job: the check above was exercised
 
 
+def test_every_report_is_accepted_once(run):
+    """The emulated jobs send only genuine reports: none is dropped, none handled twice (a replay)."""
+    assert run["reports"] > 0
+    assert sum(run["dropped_reports"].values()) == 0, run["dropped_reports"]
+
+
 def test_each_node_event_is_handled_once(run):
     """A node's joins and reclaims alternate in the event log: none is handled twice."""
     store = StateStore(Path(run["root"]) / "state" / "state.db", create=False, read_only=True)
