@@ -105,6 +105,12 @@ class Decider:
         lat = sorted(self.latencies_s)
         return lat[len(lat) // 2] if lat else None
 
+    def latency_summary_s(self) -> Dict[str, Optional[float]]:
+        """p50, p99 and max of the last 1,000 decisions' latencies (bench/load_bench.py reads them)."""
+        lat = sorted(self.latencies_s)
+        return {"p50": self.latency_p50_s(), "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None,
+                "max": lat[-1] if lat else None, "count": len(lat)}
+
 
 def fair_share(pool_size: int, jobs: int) -> int:
     """The nodes of the pool per admitted job (at least 1): an unproven job's first probe size."""

@@ -6,11 +6,20 @@ go idle and busy as the trace says, played back in scaled time (``--local-time-s
 trace hour in ten seconds). A node that turns busy is reclaimed: the manager is told at once, and
 after ``--local-grace-s`` the source kills whatever of this manager still runs there, as a batch
 scheduler taking its node back would.
+
+``--local-emulate`` is a load-testing tool, never a default (docs/runtime.md, "Load testing: the
+emulated launcher"): instead of one torchrun agent per node, the first node of a job's generation
+runs the job's script once, without torchrun, with WORLD_SIZE set to the generation's node count;
+the generation's other nodes share that process. With the emulated job of
+:mod:`bft.runtime.emulated` as the script, a few processes stand for hundreds of nodes, so the real
+manager can be driven by Summit's whole trace on a small machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
+import itertools
 import json
 import os
 import signal
@@ -21,6 +30,8 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import sim
+from ..train import protocol
+from .emulated import LAUNCHED_ENV
 from .launcher import signal_processes, tagged_processes
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
 
@@ -30,7 +41,8 @@ class LocalNodeSource(NodeSource):
     name = "local"
 
     def __init__(self, identity: str, state_dir: Path, nodes: int = 4, trace: Optional[Path] = None,
-                 time_scale: float = 1.0, grace_s: float = 5.0, start_s: Optional[float] = None):
+                 time_scale: float = 1.0, grace_s: float = 5.0, start_s: Optional[float] = None,
+                 emulate: bool = False):
         if nodes < 1:
             raise SourceError("--local-nodes must be >= 1")
         if not time_scale > 0:
@@ -40,6 +52,7 @@ class LocalNodeSource(NodeSource):
         self.identity = identity
         self.grace_s = grace_s
         self.time_scale = time_scale
+        self.emulate = emulate
         self._events: List[Tuple[float, str, str]] = []  # (trace time, node, "join"/"reclaim")
         if trace is None:
             self.node_names = [f"local-{k}" for k in range(nodes)]
@@ -65,7 +78,11 @@ class LocalNodeSource(NodeSource):
         self._idle: Dict[str, bool] = {}
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._timers: List[threading.Timer] = []
+        # Reclaimed nodes to clear once their grace time is over: (wall deadline, node), a heap the
+        # playback thread serves (a burst of thousands of reclaims is thousands of entries, not threads).
+        self._take_backs: List[Tuple[float, str]] = []
+        self._launched: Dict[str, subprocess.Popen] = {}  # node -> the last process started there
+        self._generations: Dict[Tuple[str, str], subprocess.Popen] = {}  # emulated (job, generation) -> process
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -79,11 +96,14 @@ class LocalNodeSource(NodeSource):
         g.add_argument("--local-grace-s", type=float, default=5.0, metavar="S",
                        help="seconds between a node turning busy and its processes being killed (default 5)")
         g.add_argument("--local-start", type=float, metavar="S", help="trace time to start playing at")
+        g.add_argument("--local-emulate", action="store_true",
+                       help="load testing only: one process per job generation, no torchrun (docs/runtime.md)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, identity: str, state_dir: Path) -> "LocalNodeSource":
         return cls(identity, state_dir, nodes=args.local_nodes, trace=args.local_trace,
-                   time_scale=args.local_time_scale, grace_s=args.local_grace_s, start_s=args.local_start)
+                   time_scale=args.local_time_scale, grace_s=args.local_grace_s, start_s=args.local_start,
+                   emulate=args.local_emulate)
 
     def _load_t0(self) -> float:
         try:
@@ -120,9 +140,18 @@ class LocalNodeSource(NodeSource):
             if idle:
                 self._apply(node, "join")
         for trace_t, node, kind in self._events[start:]:
-            if self._stop.wait(max(0.0, self.wall_time(trace_t) - time.time())):
+            due = self.wall_time(trace_t)
+            while self._take_backs and self._take_backs[0][0] <= due:
+                if self._stop.wait(max(0.0, self._take_backs[0][0] - time.time())):
+                    return
+                self._take_back(heapq.heappop(self._take_backs)[1])
+            if self._stop.wait(max(0.0, due - time.time())):
                 return
             self._apply(node, kind)
+        while self._take_backs:
+            if self._stop.wait(max(0.0, self._take_backs[0][0] - time.time())):
+                return
+            self._take_back(heapq.heappop(self._take_backs)[1])
 
     def _apply(self, node: str, kind: str) -> None:
         idle = kind == "join"
@@ -133,27 +162,45 @@ class LocalNodeSource(NodeSource):
             self._emit(NodeEvent("join", node))
         else:
             self._emit(NodeEvent("reclaim", node, grace_s=self.grace_s))
-            timer = threading.Timer(self.grace_s, self._take_back, args=(node,))
-            timer.daemon = True
-            self._timers.append(timer)
-            timer.start()
+            heapq.heappush(self._take_backs, (time.time() + self.grace_s, node))
 
     def _take_back(self, node: str) -> None:
         """The main scheduler takes the node: whatever of ours still runs there is killed."""
-        if not self._idle.get(node):
+        proc = self._launched.get(node)
+        if self._idle.get(node) or proc is None:
+            return  # idle again, or nothing of ours ever ran there
+        if self.emulate:
+            if proc.poll() is None:  # the process of the node's generation stands for this node too
+                signal_processes([-proc.pid], signal.SIGKILL)
+        else:
             signal_processes(tagged_processes(self.identity, node=node), signal.SIGKILL)
 
     def stop(self, release: bool = True) -> None:
         self._stop.set()
-        for timer in self._timers:
-            timer.cancel()
 
     def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
                cwd: Optional[Path] = None) -> subprocess.Popen:
         if not self._idle.get(node):
             raise SourceError(f"node {node} is not idle")
+        env = {**os.environ, **env}
+        if self.emulate:
+            key = (env.get(protocol.ENV_JOB_ID, ""), env.get(protocol.ENV_GENERATION, ""))
+            proc = self._generations.get(key)
+            if proc is None:
+                argv, world = _without_torchrun(argv)
+                env.update(WORLD_SIZE=str(world), RANK="0", LOCAL_RANK="0")
+                env[LAUNCHED_ENV] = repr(time.time())
+                self._generations = {k: p for k, p in self._generations.items() if p.poll() is None}
+                proc = self._generations[key] = self._popen(argv, env, log_path, cwd)
+        else:
+            proc = self._popen(argv, env, log_path, cwd)
+        self._launched[node] = proc
+        return proc
+
+    @staticmethod
+    def _popen(argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Optional[Path]) -> subprocess.Popen:
         with open(log_path, "ab") as log:
-            return subprocess.Popen(list(argv), env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+            return subprocess.Popen(list(argv), env=dict(env), stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
 
     def address(self, node: str) -> str:
@@ -171,3 +218,17 @@ class LocalNodeSource(NodeSource):
             trace_time_s = self._trace_start + (time.time() - self._t0) * self.time_scale
             d.update(time_scale=self.time_scale, trace_time_s=trace_time_s)
         return d
+
+
+def _without_torchrun(argv: Sequence[str]) -> Tuple[List[str], int]:
+    """The script's own command line inside a torchrun command line (launcher.torchrun_argv), and the
+    generation's node count. A node range (the membership resize method) cannot be emulated: one
+    process stands for a fixed set of nodes."""
+    python, rest = argv[0], list(argv[3:])  # python -m torch.distributed.run
+    options = list(itertools.takewhile(lambda a: a.startswith("--"), rest))
+    script = rest[len(options):]  # the script and its arguments
+    nnodes = next((a.split("=", 1)[1] for a in options if a.startswith("--nnodes=")), "1:1")
+    low, _, high = nnodes.partition(":")
+    if low != (high or low):
+        raise SourceError("--local-emulate needs --resize relaunch (one emulated process per fixed set of nodes)")
+    return [python, *script], int(low)
