@@ -228,7 +228,7 @@ def main() -> None:
     from bft import sim
 
     runs = []
-    for k in range(args.repeats):
+    for _ in range(args.repeats):
         root = Path(tempfile.mkdtemp(prefix="bft-load-"))
         r = drive(root, args.trace, args.jobs, args.nodes, args.start, args.hours * 3600, args.time_scale)
         names = list(sim.read_trace(args.trace).node_names)[: args.nodes]

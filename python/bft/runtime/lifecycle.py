@@ -84,8 +84,7 @@ class JobLifecycle:
             for node, agent in run.agents.items():
                 if node not in target:
                     self.stop_agent(agent)
-            for node in set(target) - old - set(run.agents):
-                self._launch_agent(run, node)
+            self._launch_agents(run, sorted(set(target) - old - set(run.agents)))
         else:  # a new configuration restarts every worker, whatever the resize method
             self.stop_run(run, "resize")
         if not switch:
@@ -162,36 +161,45 @@ class JobLifecycle:
             run.running = row.configuration
         if self.book.advisor_nodes(run) != len(run.target):  # a start (a resize was recorded when decided)
             self.book.record(run, len(run.target))
-        for node in run.target:
-            self._launch_agent(run, node)
+        self._launch_agents(run, run.target)
         if not run.agents:
             self._generation_ended(run)
 
-    def _launch_agent(self, run: JobRun, node: str) -> None:
+    def _launch_agents(self, run: JobRun, nodes: List[str]) -> None:
+        """Starts the job's agents on `nodes`. Their process rows are recorded, in one commit, before
+        any of them exists; their pids, or their failures, in one more."""
         row = run.row
         membership = self.resize == "membership"
-        spec = LaunchSpec(
-            job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python, node=node,
-            node_address=self.source.address(node), store_address=self.store_address,
-            min_nodes=row.min_nodes if membership else len(run.target),
-            max_nodes=row.max_nodes if membership else len(run.target),
-            max_restarts=1000 if membership else 0, log_dir=self.job_dir(row.id) / "workers")
-        exit_file = agent_exit_file(self.job_dir(row.id), row.generation, node)
-        exit_file.parent.mkdir(exist_ok=True)
-        env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
-                              self.job_dir(row.id) / "checkpoint", row.work, self.grace_s, row.configuration,
-                              exit_file)
-        proc_row = self.store.add_proc(row.id, row.generation, node)  # recorded before it exists
-        try:
-            proc = self.source.launch(node, torchrun_argv(spec), env, self.job_dir(row.id) / "output.log",
-                                      cwd=Path(row.cwd))
-        except (SourceError, OSError) as e:
-            self.store.end_proc(proc_row, None)
-            self.store.log_event("launch_failed", job=row.id, node=node, error=str(e))
+        with self.store.transaction():
+            rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
+        started: Dict[str, Any] = {}
+        failed: Dict[str, str] = {}
+        for node in nodes:
+            spec = LaunchSpec(
+                job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python,
+                node=node, node_address=self.source.address(node), store_address=self.store_address,
+                min_nodes=row.min_nodes if membership else len(run.target),
+                max_nodes=row.max_nodes if membership else len(run.target),
+                max_restarts=1000 if membership else 0, log_dir=self.job_dir(row.id) / "workers")
+            exit_file = agent_exit_file(self.job_dir(row.id), row.generation, node)
+            exit_file.parent.mkdir(exist_ok=True)
+            env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
+                                  self.job_dir(row.id) / "checkpoint", row.work, self.grace_s, row.configuration,
+                                  exit_file)
+            try:
+                started[node] = self.source.launch(node, torchrun_argv(spec), env,
+                                                   self.job_dir(row.id) / "output.log", cwd=Path(row.cwd))
+            except (SourceError, OSError) as e:
+                failed[node] = str(e)
+        with self.store.transaction():
+            for node, proc in started.items():
+                self.store.set_proc_pid(rows[node], proc.pid)
+                run.agents[node] = Agent(row.id, row.generation, node, proc, rows[node])
+            for node, error in failed.items():
+                self.store.end_proc(rows[node], None)
+                self.store.log_event("launch_failed", job=row.id, node=node, error=error)
+        if failed:
             run.failed_code, run.failed_at = -1, time.monotonic()
-            return
-        self.store.set_proc_pid(proc_row, proc.pid)
-        run.agents[node] = Agent(row.id, row.generation, node, proc, proc_row)
 
     def adopt(self, run: JobRun, procs: List[Any]) -> bool:
         """Takes over the agents a previous manager started for a running job (its keeper kept their
@@ -216,7 +224,11 @@ class JobLifecycle:
 
     def poll(self) -> None:
         """Reaps agents that exited, judges failures whose settle time has come, and hands vacated
-        reclaimed nodes back to the source."""
+        reclaimed nodes back to the source; what it records is one commit."""
+        with self.store.transaction():
+            self._poll()
+
+    def _poll(self) -> None:
         now = time.monotonic()
         for run in list(self.runs.values()):
             had_agents = bool(run.agents)

@@ -195,10 +195,11 @@ class Manager:
                     items.append(self.inbox.get_nowait())
             except queue.Empty:
                 pass
-            # A run of node events is one commit, not one fsync each (6 ms here): Summit frees or takes
-            # thousands of nodes at once (bench/README.md, "Load on the real manager").
+            # A run of node events or of reports is one commit, not one fsync each (6 ms here): Summit
+            # frees or takes thousands of nodes at once (bench/README.md, "Load on the real manager"),
+            # and every job reports twice a second.
             for kind, group in itertools.groupby(items, key=lambda item: item[1]):
-                with self.store.transaction() if kind == "node" else contextlib.nullcontext():
+                with self.store.transaction() if kind in ("node", "report") else contextlib.nullcontext():
                     for item in group:
                         try:
                             self._handle(*item)

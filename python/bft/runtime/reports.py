@@ -91,8 +91,8 @@ class ReportIntake:
         run.advisor_samples = samples + run.advisor_offset
         run.recent.append((now, samples))
         run.row.samples = samples
-        # Every report is stored (a transaction each, a few per second per job): after kill -9 the
-        # next manager knows every count a job reported.
+        # Every report is stored (those that arrive together in one commit): after kill -9 the next
+        # manager knows every count a job reported, or gets the rest from the keeper.
         self.book.record(run, len(run.agents) or r.world, now)
 
 

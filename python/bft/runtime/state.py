@@ -107,6 +107,7 @@ class StateStore:
     """The SQLite state database of one manager (used from the manager's loop thread only)."""
 
     def __init__(self, path: Path, create: bool = True, read_only: bool = False):
+        self._depth = 0  # open transactions (state.transaction nests)
         self.path = Path(path)
         # An empty file is what a manager killed before its first commit leaves: a new database.
         exists = self.path.exists() and self.path.stat().st_size > 0
@@ -159,17 +160,23 @@ class StateStore:
     # -- transactions ---------------------------------------------------------------------------
 
     class _Transaction:
-        def __init__(self, db: sqlite3.Connection):
-            self.db = db
+        """One commit (one fsync) for everything inside; nested ones join the outermost."""
+
+        def __init__(self, store: "StateStore"):
+            self.store = store
 
         def __enter__(self):
-            self.db.execute("BEGIN IMMEDIATE")
+            if self.store._depth == 0:
+                self.store.db.execute("BEGIN IMMEDIATE")
+            self.store._depth += 1
 
         def __exit__(self, kind, value, tb):
-            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+            self.store._depth -= 1
+            if self.store._depth == 0:
+                self.store.db.execute("COMMIT" if kind is None else "ROLLBACK")
 
     def transaction(self) -> "_Transaction":
-        return self._Transaction(self.db)
+        return self._Transaction(self)
 
     # -- meta -----------------------------------------------------------------------------------
 
