@@ -14,10 +14,19 @@ the partition's GraceTime). Where pilots hold the nodes, also submitted -> the s
 reclaim (the pilot's own report, which carries the grace time). Medians over --repeat samples;
 measurements, never pass/fail.
 
+Load on slurmctld (--sdiag-minutes M, instead of the above): the source with its defaults (poll
+every 2 s, 2 pilots pending, no node cap) for M minutes with every node held by a pilot (steady),
+then M minutes of churn (one-node main jobs submitted, preempting a pilot the manager releases at
+once, and cancelled, a pending pilot then taking the node). `sdiag --reset` before and `sdiag`
+after each phase give RPCs per minute by message type; the bench's own squeue/sbatch/scancel calls
+are counted and reported beside them. Churn also gives "node freed (scancel) -> join emitted".
+
     PYTHONPATH=build/dev/python .venv/bin/python bench/slurm_bench.py [--repeat 7] [--cluster-dir DIR]
+    PYTHONPATH=build/dev/python .venv/bin/python bench/slurm_bench.py --sdiag-minutes 2
 """
 
 import argparse
+import collections
 import logging
 import os
 import re
@@ -176,6 +185,95 @@ def reclaim(repeat, state_dir):
     return result, announced
 
 
+def sdiag_rpcs():
+    """sdiag's RPC counts: ({message type: count}, {user: count})."""
+    out = subprocess.run(["sdiag"], check=True, capture_output=True, text=True).stdout
+    by_type, by_user, section = {}, {}, None
+    for line in out.splitlines():
+        if "statistics by message type" in line:
+            section = by_type
+        elif "statistics by user" in line:
+            section = by_user
+        elif "Pending RPC" in line:
+            section = None
+        m = re.match(r"\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)", line)
+        if m and section is not None:
+            section[m.group(1)] = int(m.group(2))
+    return by_type, by_user
+
+
+class Counted:
+    """The bench's own Slurm commands, by command, so that they can be told from the source's RPCs."""
+
+    def __init__(self):
+        self.calls = collections.Counter()
+
+    def squeue(self, *args):
+        self.calls["squeue"] += 1
+        return squeue(*args)
+
+    def sbatch(self, *args):
+        self.calls["sbatch"] += 1
+        return sbatch(*args)
+
+    def scancel(self, job):
+        self.calls["scancel"] += 1
+        subprocess.run(["scancel", job], check=True)
+
+
+def sdiag_load(minutes, state_dir):
+    """RPCs per minute on slurmctld with pilots holding every node (steady), then with churn."""
+    src = SlurmNodeSource("bench-sdiag", state_dir / "sdiag", partition="pilot", manager_address="127.0.0.1",
+                          pilot_output="/dev/null")  # default poll (2 s), pending (2), no node cap
+    ev = Events()
+    ev.on_reclaim = lambda e: src.reclaim_done(e.node)
+    phases, freed_join = {}, []
+    try:
+        src.start(ev)
+        wait_until(lambda: len(ev.held()) == 8, 60, "8 nodes held", step_s=0.1)
+        time.sleep(5)  # the start-up submissions settle
+        for phase in ("steady", "churn"):
+            own = Counted()
+            subprocess.run(["sdiag", "--reset"], check=True, capture_output=True)
+            t0 = time.monotonic()
+            end = t0 + minutes * 60
+            if phase == "steady":
+                time.sleep(minutes * 60)  # the bench itself sends nothing to slurmctld
+            while phase == "churn" and time.monotonic() < end:
+                wait_until(lambda: len(ev.held()) == 8, 30, "8 nodes held", step_s=0.1)
+                since = len(ev.items)
+                job = own.sbatch("--partition=main", "--nodes=1", "--wrap=sleep 3600")
+                ev.wait_new("reclaim", since, 30)
+                wait_until(lambda job=job: any(r["state"] == "RUNNING" for r in own.squeue(f"--jobs={job}")),
+                           30, "main job running", step_s=0.5)
+                time.sleep(2)
+                since = len(ev.items)
+                t_free = time.time()
+                own.scancel(job)
+                freed_join.append(ev.wait_new("join", since, 30).time_s - t_free)
+            by_type, by_user = sdiag_rpcs()
+            phases[phase] = (time.monotonic() - t0, by_type, by_user, dict(own.calls))
+    finally:
+        src.stop(release=True)
+        wait_until(lambda: not squeue(), 30, "empty queue", step_s=0.2)
+    return phases, freed_join
+
+
+def print_sdiag(phases, freed_join):
+    picks = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_USER_INFO", "REQUEST_PARTITION_INFO",
+             "REQUEST_SUBMIT_BATCH_JOB", "REQUEST_CANCEL_JOB", "REQUEST_KILL_JOB", "REQUEST_JOB_STEP_CREATE")
+    print("\n| RPCs per minute (sdiag) | " + " | ".join(phases) + " |\n|---|" + "---:|" * len(phases))
+    rows = [("total", lambda t: sum(t.values()))] + [(k, lambda t, k=k: t.get(k, 0)) for k in picks]
+    for name, get in rows:
+        print(f"| {name} | " + " | ".join(f"{get(bt) / (secs / 60):.1f}" for secs, bt, _, _ in phases.values()) + " |")
+    for phase, (secs, by_type, by_user, own) in phases.items():
+        print(f"\n{phase}: {secs:.0f} s; bench's own commands {own or 'none'}; by user {by_user}")
+        print("  all types: " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])))
+    if freed_join:
+        print(f"\nnode freed (scancel of the main job) -> join emitted, during churn ({len(freed_join)} samples): "
+              f"{fmt(freed_join)}")
+
+
 def fmt(xs):
     return f"{statistics.median(xs):.2f} s (min {min(xs):.2f}, max {max(xs):.2f})"
 
@@ -183,6 +281,8 @@ def fmt(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=7, help="samples per measurement (default %(default)s)")
+    ap.add_argument("--sdiag-minutes", type=float, default=0,
+                    help="instead of the latencies: slurmctld's load (sdiag) over this many minutes per phase")
     ap.add_argument("--cluster-dir", type=Path, help="use (or start) the test cluster here; default: a temporary one")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
@@ -196,13 +296,21 @@ def main():
         try:
             grace = re.search(r"GraceTime=(\d+)", subprocess.run(["scontrol", "show", "partition", "pilot"],
                               capture_output=True, text=True).stdout).group(1)
-            print(f"Slurm test cluster: 8 nodes, pilot partition GraceTime={grace} s, {args.repeat} samples each",
-                  flush=True)
-            adopt = adoption(args.repeat, tmp / "state", tmp)
-            waits, announced = reclaim(args.repeat, tmp / "state")
+            if args.sdiag_minutes > 0:
+                print(f"Slurm test cluster: 8 nodes, pilot partition GraceTime={grace} s, sdiag over "
+                      f"{args.sdiag_minutes} min per phase", flush=True)
+                sdiag_result = sdiag_load(args.sdiag_minutes, tmp / "state")
+            else:
+                print(f"Slurm test cluster: 8 nodes, pilot partition GraceTime={grace} s, {args.repeat} samples "
+                      "each", flush=True)
+                adopt = adoption(args.repeat, tmp / "state", tmp)
+                waits, announced = reclaim(args.repeat, tmp / "state")
         finally:
             if args.cluster_dir is None:
                 subprocess.run([str(CLUSTER_SH), "stop", str(cluster)], capture_output=True)
+    if args.sdiag_minutes > 0:
+        print_sdiag(*sdiag_result)
+        return
     cols = list(zip(*adopt))
     print("\n| measurement | median (min, max) |\n|---|---|")
     print(f"| node freed -> pilot allocated (squeue RUNNING) | {fmt(cols[0])} |")
