@@ -244,7 +244,7 @@ def sdiag_load(minutes, state_dir):
                 since = len(ev.items)
                 job = own.sbatch("--partition=main", "--nodes=1", "--wrap=sleep 3600")
                 ev.wait_new("reclaim", since, 30)
-                wait_until(lambda job=job: any(r["state"] == "RUNNING" for r in own.squeue(f"--jobs={job}")),
+                wait_until(lambda job=job, own=own: any(r["state"] == "RUNNING" for r in own.squeue(f"--jobs={job}")),
                            30, "main job running", step_s=0.5)
                 time.sleep(2)
                 since = len(ev.items)
