@@ -125,11 +125,15 @@ def is_tagged(pid: int, tags: Mapping[str, str]) -> bool:
     return bool(env) and all(env.get(k.encode()) == v.encode() for k, v in tags.items()) and not _is_zombie(pid)
 
 
-def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None) -> List[int]:
-    """PIDs of live processes started by the manager ``identity`` (optionally one job's, one node's)."""
+def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None,
+                     except_jobs: Iterable[str] = ()) -> List[int]:
+    """PIDs of live processes started by the manager ``identity`` (optionally one job's, one node's;
+    none of `except_jobs`)."""
     tags = _tags(identity, job, node)
+    spared = {j.encode() for j in except_jobs}
     me = os.getpid()
-    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me and is_tagged(int(e), tags)]
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me and is_tagged(int(e), tags)
+            and (not spared or _environ(int(e)).get(protocol.ENV_JOB_ID.encode()) not in spared)]
 
 
 class AdoptedAgent:
@@ -166,18 +170,20 @@ def signal_processes(pids: Iterable[int], sig: int) -> None:
             pass
 
 
-def terminate_tagged(identity: str, grace_s: float, job: Optional[str] = None, node: Optional[str] = None) -> int:
-    """SIGTERM every tagged process, SIGKILL what is left after ``grace_s``; returns how many were found."""
-    pids = tagged_processes(identity, job, node)
+def terminate_tagged(identity: str, grace_s: float, job: Optional[str] = None, node: Optional[str] = None,
+                     except_jobs: Iterable[str] = ()) -> int:
+    """SIGTERM every tagged process (of `job`, of `node`, none of `except_jobs`), SIGKILL what is left
+    after ``grace_s``; returns how many were found."""
+    pids = tagged_processes(identity, job, node, except_jobs)
     if not pids:
         return 0
     signal_processes(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not tagged_processes(identity, job, node):
+        if not tagged_processes(identity, job, node, except_jobs):
             return len(pids)
         time.sleep(0.1)
-    signal_processes(tagged_processes(identity, job, node), signal.SIGKILL)
+    signal_processes(tagged_processes(identity, job, node, except_jobs), signal.SIGKILL)
     return len(pids)
 
 

@@ -137,13 +137,12 @@ class Manager:
         adopted = [run for run in self.runs.values() if run.row.state == "running" and self.keeper.adopted
                    and self.jobs.adopt(run, by_job.get(run.id, []))]
         kept = {a.row for run in adopted for a in run.agents.values()}
-        stopped = 0
-        for job in (set(by_job) | set(self.runs)) - {run.id for run in adopted}:
-            stopped += terminate_tagged(self.identity, self.options.grace_s, job=job)
+        # One pass over the process table for all the others (also strays of jobs that have ended).
+        stopped = terminate_tagged(self.identity, self.options.grace_s, except_jobs=[run.id for run in adopted])
         for row in open_rows:
             if row["id"] not in kept:
                 self.store.end_proc(row["id"], None)
-        if open_rows:
+        if open_rows or self.runs or stopped:  # what a previous manager left: said once, even if nothing ran
             self.store.log_event("recovered", adopted=[run.id for run in adopted], processes_stopped=stopped,
                                  process_rows_closed=len(open_rows) - len(kept))
         for run in self.runs.values():
