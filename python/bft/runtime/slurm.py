@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import hashlib
-import hmac
 import json
 import logging
 import os
 import re
 import secrets
-import shutil
 import socket
 import subprocess
 import threading
@@ -31,24 +28,12 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
+from .slurm_commands import SlurmCommands
+from .slurm_reports import MAX_CONNECTIONS, PilotReportServer
 
 log = logging.getLogger(__name__)
 
-# The pilot program (pilot.py beside this file) travels inline in single quotes: compute nodes need
-# only a python3. The batch shell only starts it as step 0 (Slurm does not signal the shell at
-# preemption).
-_PILOT_PY = (Path(__file__).parent / "pilot.py").read_text()
-assert "'" not in _PILOT_PY, "pilot.py must hold no single quote"
-PILOT_SCRIPT = f"""#!/bin/sh
-# libbft pilot job: holds this node for a bft manager (see docs/slurm.md).
-exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{_PILOT_PY}'
-"""
-
 _IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
-_COMMAND_TIMEOUT_S = 30.0
-_MESSAGE_MAX_BYTES = 4096
-_MESSAGE_MAX_AGE_S = 300.0  # older (or replayed) signed reports are ignored; allows for clock skew
-_MAX_CONNECTIONS = 32  # reports handled at once; a slow or idle client cannot hold up the others
 # squeue states in which a pilot is waiting for a node (it counts as pending).
 _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
 
@@ -60,13 +45,8 @@ class _Pilot:
     node: str = ""
 
 
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
 @register_source
-class SlurmNodeSource(NodeSource):
+class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
     """Idle nodes of a Slurm cluster, held by single-node pilot jobs in a preemptible partition/QOS."""
 
     name = "slurm"
@@ -124,7 +104,7 @@ class SlurmNodeSource(NodeSource):
         self._next_submit_s = 0.0
         self._submitted: Optional[List[str]] = None  # during start(): what it submitted, to undo a failure
         self._ended: Dict[str, None] = {}  # pilots seen gone (insertion-ordered, bounded): replays of them are ignored
-        self._connections = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+        self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -162,113 +142,6 @@ class SlurmNodeSource(NodeSource):
             pilot_output=args.slurm_pilot_output,
         )
 
-    # ---- Slurm commands -----------------------------------------------------------------------
-
-    def _run(self, argv: Sequence[str], stdin: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> str:
-        """Runs a Slurm command; its stdout, or SourceError with Slurm's own first line."""
-        try:
-            r = subprocess.run(
-                list(argv), input=stdin, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S,
-                env=dict(env) if env is not None else None,
-            )
-        except FileNotFoundError:
-            raise SourceError(f"slurm: {argv[0]} not found on PATH (is the Slurm client installed?)") from None
-        except subprocess.TimeoutExpired:
-            raise SourceError(f"slurm: '{' '.join(argv[:2])}' got no answer in {_COMMAND_TIMEOUT_S:.0f} s "
-                              "(slurmctld down or unreachable?)") from None
-        if r.returncode != 0:
-            why = _first_line(r.stderr) or _first_line(r.stdout) or f"exit status {r.returncode}"
-            raise SourceError(f"slurm: {argv[0]} failed: {why}")
-        return r.stdout
-
-    def _pilot_options(self) -> List[str]:
-        opts = ["--nodes=1", "--exclusive", "--no-requeue", f"--job-name={self.job_name}",
-                f"--comment=bft-manager={self.identity}", f"--time={self.time_limit}"]
-        for flag, value in (("--time-min", self.time_min), ("--partition", self.partition),
-                            ("--qos", self.qos), ("--account", self.account)):
-            if value:
-                opts.append(f"{flag}={value}")
-        return opts
-
-    def _check_slurm(self) -> None:
-        """Everything a pilot submission needs, checked without submitting one."""
-        missing = [c for c in ("sbatch", "squeue", "scancel", "scontrol", "srun") if shutil.which(c) is None]
-        if missing:
-            raise SourceError(f"slurm: {', '.join(missing)} not found on PATH (is the Slurm client installed?)")
-        conf = os.environ.get("SLURM_CONF")
-        if conf and not os.path.isfile(conf):
-            # Slurm's own clients would retry for a minute before saying so.
-            raise SourceError(f"slurm: SLURM_CONF={conf} does not exist")
-        # --test-only validates partition, QOS, account, time limits and the user's rights on them
-        # exactly as a submission would, and submits nothing.
-        try:
-            self._run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
-        except SourceError as e:
-            what = ", ".join(f"{k} {v}" for k, v in (("partition", self.partition), ("qos", self.qos),
-                                                      ("account", self.account), ("time", self.time_limit)) if v)
-            raise SourceError(f"slurm: cannot submit pilot jobs as user {self.user} ({what}): "
-                              f"{str(e).split(' failed: ', 1)[-1]}") from None
-        part = self.partition or self._default_partition()
-        out = self._run(["scontrol", "show", "partition", "--oneliner", part])
-        m = re.search(r"\bGraceTime=(\d+)", out)
-        self.grace_s = float(m.group(1)) if m else 0.0
-        if self.qos:
-            self.grace_s = max(self.grace_s, self._qos_grace_s())
-        if self.grace_s == 0:
-            # No preemption grace (e.g. backfill-only pilots): a time limit or a cancellation
-            # still leaves KillWait between SIGTERM and SIGKILL.
-            m = re.search(r"^KillWait\s*=\s*(\d+)", self._run(["scontrol", "show", "config"]), re.M)
-            self.grace_s = float(m.group(1)) if m else 0.0
-
-    def _qos_grace_s(self) -> float:
-        """The QOS's GraceTime (preempt/qos); 0 where there is no accounting database to ask."""
-        try:
-            r = subprocess.run(["sacctmgr", "--noheader", "--parsable2", "show", "qos", self.qos, "format=GraceTime"],
-                               capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired):
-            return 0.0
-        m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", r.stdout.strip()) if r.returncode == 0 else None
-        if not m:
-            return 0.0
-        d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
-        return float(((d * 24 + h) * 60 + mi) * 60 + sec)
-
-    def _default_partition(self) -> str:
-        out = self._run(["sinfo", "--noheader", "--format=%P"])
-        for p in out.split():
-            if p.endswith("*"):
-                return p[:-1]
-        raise SourceError("slurm: no --slurm-partition given and the cluster has no default partition")
-
-    def _squeue(self) -> Dict[str, Tuple[str, str]]:
-        """This manager's pilot jobs: {job id: (squeue state, node)}."""
-        out = self._run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}",
-                         "--format=%i|%T|%N"])
-        jobs = {}
-        for line in out.splitlines():
-            parts = line.strip().split("|")
-            if len(parts) == 3:
-                jobs[parts[0]] = (parts[1], parts[2])
-        return jobs
-
-    def _submit(self) -> str:
-        env = dict(os.environ)
-        env.update(BFT_PILOT_SECRET=self._secret.hex(), BFT_PILOT_ADDR=f"{self._manager_address}:{self.port}",
-                   BFT_PILOT_IDENTITY=self.identity)
-        # Only these variables reach the pilot (the secret travels in the environment, not on a
-        # command line that `ps` shows); Slurm adds its own SLURM_* variables.
-        out = self._run(["sbatch", "--parsable", *self._pilot_options(), f"--output={self.pilot_output}",
-                         "--export=PATH,BFT_PILOT_SECRET,BFT_PILOT_ADDR,BFT_PILOT_IDENTITY"],
-                        stdin=PILOT_SCRIPT, env=env)
-        return out.strip().split(";")[0]
-
-    def _cancel(self, job_ids: Sequence[str]) -> None:
-        if job_ids:
-            try:
-                self._run(["scancel", *job_ids])
-            except SourceError as e:  # a job that ended meanwhile is not an error worth more than a log line
-                log.warning("%s", e)
-
     # ---- state kept across manager restarts ---------------------------------------------------
 
     def _load_or_create_state(self) -> None:
@@ -293,22 +166,6 @@ class SlurmNodeSource(NodeSource):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-
-    def _bind(self) -> socket.socket:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((self.listen_address(), self.port))
-        except OSError as e:
-            if self.port == 0:
-                s.close()
-                raise SourceError(f"slurm: cannot listen for pilot reports: {e}") from None
-            # The previous manager's port is taken: its adopted pilots now reach us only by poll.
-            log.warning("slurm: port %d unavailable (%s); listening on a new one", self.port, e)
-            s.bind((self.listen_address(), 0))
-        s.listen(64)
-        s.settimeout(0.5)
-        return s
 
     # ---- NodeSource ---------------------------------------------------------------------------
 
@@ -435,25 +292,8 @@ class SlurmNodeSource(NodeSource):
         self._failures = 0
         self._emit(NodeEvent("join", node))
 
-    def _handle_message(self, line: bytes) -> str:
-        try:
-            mac, body = line.decode().strip().split(" ", 1)
-        except (UnicodeDecodeError, ValueError):
-            return "error malformed"
-        want = hmac.new(self._secret, body.encode(), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(mac, want):
-            log.warning("slurm: pilot report with a bad signature ignored")
-            return "error signature"
-        try:
-            msg = json.loads(body)
-            job, node, event, sent_s = str(msg["job"]), str(msg["node"]), msg["event"], float(msg["time"])
-        except (ValueError, KeyError, TypeError):
-            return "error malformed"
-        if msg.get("identity") != self.identity or event not in ("start", "term"):
-            return "error unknown"
-        if abs(time.time() - sent_s) > _MESSAGE_MAX_AGE_S:
-            log.warning("slurm: report of pilot %s sent %.0f s ago ignored", job, time.time() - sent_s)
-            return "error stale"
+    def _on_pilot_report(self, job: str, node: str, event: str) -> str:
+        """A pilot's verified report ("start" or "term"); the answer it gets ("hold" or "release")."""
         with self._lock:
             if job in self._ended:
                 return "error ended"
@@ -468,35 +308,6 @@ class SlurmNodeSource(NodeSource):
                 self._emit(NodeEvent("reclaim", pilot.node, self.grace_s))
         return "hold"
 
-    def _listen_loop(self) -> None:
-        listener = self._listener
-        while True:  # until stop() closes the socket: it answers "release" while stop cancels
-            try:
-                conn, _ = listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            if not self._connections.acquire(blocking=False):
-                conn.close()  # flooded: the pilot retries, and the poll is the safety net
-                continue
-            threading.Thread(target=self._serve, args=(conn,), name="bft-slurm-report", daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            with conn:
-                conn.settimeout(2.0)
-                data = b""
-                while not data.endswith(b"\n") and len(data) < _MESSAGE_MAX_BYTES:
-                    chunk = conn.recv(_MESSAGE_MAX_BYTES)
-                    if not chunk:
-                        break
-                    data += chunk
-                conn.sendall((self._handle_message(data) + "\n").encode())
-        except OSError:
-            pass
-        finally:
-            self._connections.release()
 
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.poll_s):

@@ -295,8 +295,11 @@ TEST(AllocSolve, OnlyMilpSolversReportATermination) {
   for (SolverKind solver : AllSolverKinds()) {
     const Allocation a = Solve(p, With(solver));
     const bool milp = solver == SolverKind::kCountMilp || solver == SolverKind::kNodeMilp;
+    EXPECT_EQ(milp, SolvesMilp(solver)) << ToString(solver);
     EXPECT_EQ(a.termination.has_value(), milp) << ToString(solver);
-    if (milp) EXPECT_EQ(a.termination, milp::Termination::kOptimal) << ToString(solver);
+    if (milp) {
+      EXPECT_EQ(a.termination, milp::Termination::kOptimal) << ToString(solver);
+    }
   }
 }
 

@@ -1,0 +1,144 @@
+"""The Slurm commands the Slurm node source runs (sbatch, squeue, scancel, scontrol, sinfo,
+sacctmgr), each with a time limit and Slurm's own first line as the error, and the pilot job's
+batch script. A mixin of :class:`bft.runtime.slurm.SlurmNodeSource`, whose attributes it reads:
+``identity``, ``job_name``, ``user``, ``partition``, ``qos``, ``account``, ``time_limit``,
+``time_min``, ``pilot_output``, ``port``, ``_manager_address``, ``_secret``; it sets ``grace_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .nodes import SourceError
+
+log = logging.getLogger(__name__)
+
+_COMMAND_TIMEOUT_S = 30.0
+
+# The pilot program (pilot.py beside this file) travels inline in single quotes: compute nodes need
+# only a python3. The batch shell only starts it as step 0 (Slurm does not signal the shell at
+# preemption).
+_PILOT_PY = (Path(__file__).parent / "pilot.py").read_text()
+assert "'" not in _PILOT_PY, "pilot.py must hold no single quote"
+PILOT_SCRIPT = f"""#!/bin/sh
+# libbft pilot job: holds this node for a bft manager (see docs/slurm.md).
+exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{_PILOT_PY}'
+"""
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+class SlurmCommands:
+    def _run(self, argv: Sequence[str], stdin: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> str:
+        """Runs a Slurm command; its stdout, or SourceError with Slurm's own first line."""
+        try:
+            r = subprocess.run(
+                list(argv), input=stdin, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S,
+                env=dict(env) if env is not None else None,
+            )
+        except FileNotFoundError:
+            raise SourceError(f"slurm: {argv[0]} not found on PATH (is the Slurm client installed?)") from None
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"slurm: '{' '.join(argv[:2])}' got no answer in {_COMMAND_TIMEOUT_S:.0f} s "
+                              "(slurmctld down or unreachable?)") from None
+        if r.returncode != 0:
+            why = _first_line(r.stderr) or _first_line(r.stdout) or f"exit status {r.returncode}"
+            raise SourceError(f"slurm: {argv[0]} failed: {why}")
+        return r.stdout
+
+    def _pilot_options(self) -> List[str]:
+        opts = ["--nodes=1", "--exclusive", "--no-requeue", f"--job-name={self.job_name}",
+                f"--comment=bft-manager={self.identity}", f"--time={self.time_limit}"]
+        for flag, value in (("--time-min", self.time_min), ("--partition", self.partition),
+                            ("--qos", self.qos), ("--account", self.account)):
+            if value:
+                opts.append(f"{flag}={value}")
+        return opts
+
+    def _check_slurm(self) -> None:
+        """Everything a pilot submission needs, checked without submitting one."""
+        missing = [c for c in ("sbatch", "squeue", "scancel", "scontrol", "srun") if shutil.which(c) is None]
+        if missing:
+            raise SourceError(f"slurm: {', '.join(missing)} not found on PATH (is the Slurm client installed?)")
+        conf = os.environ.get("SLURM_CONF")
+        if conf and not os.path.isfile(conf):
+            # Slurm's own clients would retry for a minute before saying so.
+            raise SourceError(f"slurm: SLURM_CONF={conf} does not exist")
+        # --test-only validates partition, QOS, account, time limits and the user's rights on them
+        # exactly as a submission would, and submits nothing.
+        try:
+            self._run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
+        except SourceError as e:
+            what = ", ".join(f"{k} {v}" for k, v in (("partition", self.partition), ("qos", self.qos),
+                                                      ("account", self.account), ("time", self.time_limit)) if v)
+            raise SourceError(f"slurm: cannot submit pilot jobs as user {self.user} ({what}): "
+                              f"{str(e).split(' failed: ', 1)[-1]}") from None
+        part = self.partition or self._default_partition()
+        out = self._run(["scontrol", "show", "partition", "--oneliner", part])
+        m = re.search(r"\bGraceTime=(\d+)", out)
+        self.grace_s = float(m.group(1)) if m else 0.0
+        if self.qos:
+            self.grace_s = max(self.grace_s, self._qos_grace_s())
+        if self.grace_s == 0:
+            # No preemption grace (e.g. backfill-only pilots): a time limit or a cancellation
+            # still leaves KillWait between SIGTERM and SIGKILL.
+            m = re.search(r"^KillWait\s*=\s*(\d+)", self._run(["scontrol", "show", "config"]), re.M)
+            self.grace_s = float(m.group(1)) if m else 0.0
+
+    def _qos_grace_s(self) -> float:
+        """The QOS's GraceTime (preempt/qos); 0 where there is no accounting database to ask."""
+        try:
+            r = subprocess.run(["sacctmgr", "--noheader", "--parsable2", "show", "qos", self.qos, "format=GraceTime"],
+                               capture_output=True, text=True, timeout=_COMMAND_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            return 0.0
+        m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", r.stdout.strip()) if r.returncode == 0 else None
+        if not m:
+            return 0.0
+        d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
+        return float(((d * 24 + h) * 60 + mi) * 60 + sec)
+
+    def _default_partition(self) -> str:
+        out = self._run(["sinfo", "--noheader", "--format=%P"])
+        for p in out.split():
+            if p.endswith("*"):
+                return p[:-1]
+        raise SourceError("slurm: no --slurm-partition given and the cluster has no default partition")
+
+    def _squeue(self) -> Dict[str, Tuple[str, str]]:
+        """This manager's pilot jobs: {job id: (squeue state, node)}."""
+        out = self._run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}",
+                         "--format=%i|%T|%N"])
+        jobs = {}
+        for line in out.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 3:
+                jobs[parts[0]] = (parts[1], parts[2])
+        return jobs
+
+    def _submit(self) -> str:
+        env = dict(os.environ)
+        env.update(BFT_PILOT_SECRET=self._secret.hex(), BFT_PILOT_ADDR=f"{self._manager_address}:{self.port}",
+                   BFT_PILOT_IDENTITY=self.identity)
+        # Only these variables reach the pilot (the secret travels in the environment, not on a
+        # command line that `ps` shows); Slurm adds its own SLURM_* variables.
+        out = self._run(["sbatch", "--parsable", *self._pilot_options(), f"--output={self.pilot_output}",
+                         "--export=PATH,BFT_PILOT_SECRET,BFT_PILOT_ADDR,BFT_PILOT_IDENTITY"],
+                        stdin=PILOT_SCRIPT, env=env)
+        return out.strip().split(";")[0]
+
+    def _cancel(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            try:
+                self._run(["scancel", *job_ids])
+            except SourceError as e:  # a job that ended meanwhile is not an error worth more than a log line
+                log.warning("%s", e)
