@@ -28,8 +28,10 @@ def test_jobs_grow_shrink_survive_kill9_and_finish(harness):
         (35, "n3", "busy"), (45, "n2", "busy"), (80, "n2", "idle"), (80, "n3", "idle")])
     work = 300_000
     first = harness.start("--local-trace", str(trace), "--local-nodes", "4", "--local-grace-s", "8", "--grace", "10")
-    harness.submit("a", "--min", "1", "--max", "4", "--samples", str(work))
-    harness.submit("b", "--min", "1", "--max", "4", "--samples", str(work))
+    # Paced (at most 64 samples per worker every 0.04 s): still running when the trace takes nodes
+    # and when the manager is killed, also on a fast, quiet machine.
+    harness.submit("a", "--min", "1", "--max", "4", "--samples", str(work), "--", "--step-s", "0.04")
+    harness.submit("b", "--min", "1", "--max", "4", "--samples", str(work), "--", "--step-s", "0.04")
 
     # Both report progress, then nodes go away (the trace) and the jobs shrink.
     harness.wait(lambda s: sum(j["samples"] > 0 for j in s["jobs"]) >= 1, 90, "a first progress report")
