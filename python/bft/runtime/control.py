@@ -42,6 +42,12 @@ class ControlError(Exception):
 Handler = Callable[[Dict[str, Any], Callable[[Dict[str, Any]], None]], None]
 
 
+def same_user(conn: socket.socket) -> bool:
+    """True if the process at the other end of a Unix socket runs as this process's user (SO_PEERCRED)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1] == os.getuid()
+
+
 class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     # server_close() joins the request threads, so `bft manager stop` gets its answer before exit.
     daemon_threads = False
@@ -70,9 +76,7 @@ class _RequestHandler(socketserver.StreamRequestHandler):
     timeout = 30
 
     def handle(self) -> None:
-        creds = self.request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _, uid, _ = struct.unpack("3i", creds)
-        if uid != os.getuid():
+        if not same_user(self.request):
             self._send({"ok": False, "error": "permission denied: only the manager's user may control it"})
             return
         line = self.rfile.readline(MAX_REQUEST + 1)

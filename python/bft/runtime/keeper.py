@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Deque, Dict, Iterator, Optional
 
 from ..train import protocol
+from .control import same_user
 from .launcher import is_tagged
 
 INFO_NAME = "keeper.json"
@@ -87,8 +88,7 @@ class Keeper:
 
     def _attach(self) -> None:
         conn, _ = self.relay.accept()
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        if struct.unpack("3i", creds)[1] != os.getuid():
+        if not same_user(conn):
             conn.close()  # (the socket is 0600 in a 0700 directory; this is the second lock)
             return
         if self.manager is not None:
