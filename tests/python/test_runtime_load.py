@@ -63,9 +63,15 @@ def test_a_stopped_job_resumes_from_where_it_reported(run):
 
 
 def test_every_report_is_accepted_once(run):
-    """The emulated jobs send only genuine reports: none is dropped, none handled twice (a replay)."""
+    """The emulated jobs send only genuine, well-signed reports, none handled twice (a replay). The one
+    drop allowed is a report of a generation the manager has just stopped: the stopping process's last
+    datagram may be in flight while the next generation starts (CI's clone saw one)."""
     assert run["reports"] > 0
-    assert sum(run["dropped_reports"].values()) == 0, run["dropped_reports"]
+    dropped = dict(run["dropped_reports"])
+    stale = dropped.pop("stale_generation")
+    assert sum(dropped.values()) == 0, run["dropped_reports"]
+    generations = sum(job["generation"] for job in run["jobs"])
+    assert stale <= generations, (stale, generations)
 
 
 def test_each_node_event_is_handled_once(run):
