@@ -384,11 +384,8 @@ def _trace_parser(sub) -> None:
 
 
 def _machine_nodes(spec: str) -> List[str]:
-    """--machine-nodes: a hostlist expression, or @FILE with one name or expression per line."""
     try:
-        entries = sim._read_lines_file(spec[1:], "--machine-nodes") if spec.startswith("@") else [(0, spec)]
-        labels = [f"--machine-nodes: {spec[1:]}:{number}" if number else "--machine-nodes" for number, _ in entries]
-        return sim.expand_hostlists([entry for _, entry in entries], labels, field="--machine-nodes")
+        return sim.machine_nodes_spec(spec)
     except ValueError as e:
         raise CliError(str(e)) from None
 

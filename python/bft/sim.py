@@ -67,6 +67,7 @@ __all__ = [
     "IdleLifetimePredictor",
     "expand_hostlist",
     "expand_hostlists",
+    "machine_nodes_spec",
     "select_nodes",
     "import_sacct",
     "import_swf",
@@ -178,6 +179,17 @@ def expand_hostlists(expressions: Sequence[str], labels: Optional[Sequence[str]]
         if len(names) > MAX_MACHINE_NODES:
             raise ValueError(f"{field}: more than {MAX_MACHINE_NODES:,} nodes")
     return names
+
+
+def machine_nodes_spec(spec: str, field: str = "--machine-nodes") -> List[str]:
+    """The node names of a ``--machine-nodes`` spec: a hostlist expression, or @FILE with one name or
+    expression per line. Errors are ValueErrors naming ``field`` (and file:line for @FILE)."""
+    spec = _text(field, spec)
+    if not spec.startswith("@"):
+        return expand_hostlists([spec], [field], field=field)
+    entries = _read_lines_file(spec[1:], field)
+    return expand_hostlists([entry for _, entry in entries],
+                            [f"{field}: {spec[1:]}:{number}" for number, _ in entries], field=field)
 
 
 def import_sacct(
