@@ -181,6 +181,8 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
     # generation's rows took to write from its first to its last, at its start and at its end.
     spans = store.db.execute("SELECT COUNT(*), MAX(started_s) - MIN(started_s), MAX(ended_s) - MIN(ended_s) "
                              "FROM procs GROUP BY job, generation").fetchall()
+    held = node_hours(store, t0 + (min(trace_end, end_s) - start_s) / scale, scale)
+    gaps = [json.loads(d) for (d,) in store.db.execute("SELECT detail FROM events WHERE kind = 'resize_gap'")]
     store.close()
     db_bytes = sum(p.stat().st_size for p in state.glob("state.db*"))
     node_events = counts.get("join", 0) + counts.get("reclaim", 0)
@@ -197,19 +199,46 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
             "proc_rows": sum(n for n, _, _ in spans), "generation_nodes": quantiles([n for n, _, _ in spans]),
             "launch_rows_s": quantiles([a for _, a, _ in spans]),
             "end_rows_s": quantiles([e for _, _, e in spans if e is not None]), "orphans": orphans,
+            "node_hours_held": held["held"], "node_hours_training": held["training"],
+            "measured_costs_s": measured_costs(gaps, scale),
             "jobs": status["jobs"], "job_specs": jobs, "trace_end_s": min(trace_end, end_s)}
 
 
-def replay_samples(trace_path: Path, jobs: List[Dict[str, Any]], nodes: List[str], start_s: float, end_s: float,
-                   curves: str, root: Path) -> float:
-    """Samples done by `bft replay` of the same window, nodes, jobs (arrivals, curves, costs) and cap."""
+def measured_costs(gaps: List[Dict[str, Any]], time_scale: float) -> Dict[str, Optional[float]]:
+    """The rescale costs the run paid, in trace seconds: the medians of the manager's resize gaps (last
+    report at the old size to first at the new, `resize_gap` events) of grows and of shrinks."""
+    def median(values):
+        return statistics.median(values) * time_scale if values else None
+    return {"scale_up_s": median([g["gap_s"] for g in gaps if g["to_nodes"] > g["from_nodes"]]),
+            "scale_down_s": median([g["gap_s"] for g in gaps if 0 < g["to_nodes"] < g["from_nodes"]])}
+
+
+def replay_summary(trace_path: Path, jobs: List[Dict[str, Any]], nodes: List[str], start_s: float, end_s: float,
+                   curves: str, root: Path) -> Dict[str, Any]:
+    """`bft replay` of the same window, nodes, jobs (arrivals, curves, costs) and cap: its summary."""
     from bft import sim
 
-    path = root / f"jobs-{curves}.jsonl"
+    path = root / "replay-jobs.jsonl"
     path.write_text("".join(json.dumps(j) + "\n" for j in jobs))
     result = sim.replay(trace_path, path, policy="exact", curves=curves, nodes=nodes, start_s=start_s, end_s=end_s,
                         max_jobs=10, tfwd_s=10.0)
-    return float(result.summary["samples_done"])
+    return dict(result.summary)
+
+
+def node_hours(store, end_wall: float, time_scale: float) -> Dict[str, float]:
+    """Trace node-hours the jobs held (each node's process row, start to end or the run's end), and of
+    them those after the generation's first report: the rest is start-up, the emulated rescale stall
+    and stopping, which the replay charges as its rescale costs only."""
+    first_report: Dict[tuple, float] = {}
+    for p in store.progress():
+        key = (p["job"], p["generation"])
+        first_report[key] = min(first_report.get(key, math.inf), p["time_s"])
+    held = training = 0.0
+    for job, generation, started, ended in store.db.execute("SELECT job, generation, started_s, ended_s FROM procs"):
+        end = min(ended if ended is not None else end_wall, end_wall)
+        held += max(0.0, end - started)
+        training += max(0.0, end - max(started, first_report.get((job, generation), math.inf)))
+    return {"held": held * time_scale / 3600, "training": training * time_scale / 3600}
 
 
 def main() -> None:
@@ -233,8 +262,18 @@ def main() -> None:
         r = drive(root, args.trace, args.jobs, args.nodes, args.start, args.hours * 3600, args.time_scale)
         names = list(sim.read_trace(args.trace).node_names)[: args.nodes]
         for curves in ("oracle", "learned"):
-            r[f"replay_{curves}"] = replay_samples(args.trace, r["job_specs"], names, args.start, r["trace_end_s"],
-                                                   curves, root)
+            summary = replay_summary(args.trace, r["job_specs"], names, args.start, r["trace_end_s"], curves, root)
+            r[f"replay_{curves}"] = float(summary["samples_done"])
+            r[f"replay_{curves}_node_hours"] = float(summary["used_node_hours"])
+            r[f"replay_{curves}_idle_node_hours"] = float(summary["idle_node_hours"])
+        # The same replay charged the rescale costs this run measured: what the manager's decisions
+        # are worth apart from what a resize costs at this time scale (the emulated processes' start
+        # and stop take fixed wall time, 100 times as much trace time at 100x).
+        costs = r["measured_costs_s"]
+        if costs["scale_up_s"] is not None and costs["scale_down_s"] is not None:
+            specs = [dict(j, **costs) for j in r["job_specs"]]
+            summary = replay_summary(args.trace, specs, names, args.start, r["trace_end_s"], "oracle", root)
+            r["replay_measured_costs"] = float(summary["samples_done"])
         print(json.dumps({k2: v for k2, v in r.items() if k2 not in ("jobs", "job_specs")}), flush=True)
         runs.append(r)
         if not args.keep:
@@ -268,6 +307,9 @@ def print_summary(runs: List[Dict[str, Any]], title: str) -> None:
     for q in ("p50", "p99", "max"):
         print(f"  {q}: decision latency {1000 * med('decision_latency_s', q):.1f} ms; node event handled "
               f"{1000 * med('node_event_lag_s', q):.1f} ms after its due time")
+    print(f"  deciding itself (curves and allocator, apart from waiting behind other events): p99 "
+          f"{1000 * med('decision_latency_s', 'compute_p99'):.1f} ms, "
+          f"max {1000 * med('decision_latency_s', 'compute_max'):.1f} ms")
     print(f"  a generation's process rows written in {med('launch_rows_s', 'p50'):.3f} s (p50), "
           f"{med('launch_rows_s', 'max'):.2f} s (max) at its start, {med('end_rows_s', 'max'):.2f} s (max) at its end; "
           f"generations of {med('generation_nodes', 'p50'):.0f} (p50) to {med('generation_nodes', 'max'):.0f} nodes")
@@ -277,6 +319,16 @@ def print_summary(runs: List[Dict[str, Any]], title: str) -> None:
             ratio = statistics.median((r["samples_done"] - r[f"replay_{curves}"]) / r[f"replay_{curves}"] for r in runs)
             print(f"  samples done {med('samples_done'):.3g} vs bft replay ({curves} curves) "
                   f"{med(f'replay_{curves}'):.3g}: {ratio:+.1%}")
+    if all("replay_measured_costs" in r for r in runs):
+        ratio = statistics.median((r["samples_done"] - r["replay_measured_costs"]) / r["replay_measured_costs"]
+                                  for r in runs)
+        print(f"  rescale costs measured (resize gaps, trace s): grow {med('measured_costs_s', 'scale_up_s'):.0f}, "
+              f"shrink {med('measured_costs_s', 'scale_down_s'):.0f}; samples done vs bft replay (oracle curves) "
+              f"charged them {med('replay_measured_costs'):.3g}: {ratio:+.1%}")
+    if "replay_oracle" in runs[0]:
+        print(f"  node-hours held by jobs {med('node_hours_held'):.0f}, of them training (after a generation's "
+              f"first report) {med('node_hours_training'):.0f}; bft replay (oracle) used "
+              f"{med('replay_oracle_node_hours'):.0f} of {med('replay_oracle_idle_node_hours'):.0f} idle")
 
 
 if __name__ == "__main__":

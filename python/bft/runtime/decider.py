@@ -39,6 +39,7 @@ class Decider:
         self.curve_change = curve_change
         self.node_names = alloc.NodeNames()  # node -> the allocator's id, stable from its first join
         self.latencies_s: Deque[float] = collections.deque(maxlen=1000)  # event arrival -> map decided
+        self.compute_s: Deque[float] = collections.deque(maxlen=1000)  # of which deciding (curves, allocator)
         self.decisions = 0
 
     def admitted(self, runs: Iterable[JobRun]) -> List[JobRun]:
@@ -54,6 +55,7 @@ class Decider:
         this decision came in: the latency counts from there."""
         if not runs:
             return []
+        began = time.monotonic()
         pool = list(pool)
         self.book.update_priors(runs)
         top = max(1, len(pool))
@@ -83,6 +85,7 @@ class Decider:
             placements.append(Placement(run, sorted(targets[run.id]), configuration_name(run, job.configuration)))
         self.decisions += 1
         self.latencies_s.append(time.monotonic() - arrived)
+        self.compute_s.append(time.monotonic() - began)
         return placements
 
     def curve_moved(self, runs: Sequence[JobRun], pool_size: int, now: float) -> Optional[str]:
@@ -106,10 +109,16 @@ class Decider:
         return lat[len(lat) // 2] if lat else None
 
     def latency_summary_s(self) -> Dict[str, Optional[float]]:
-        """p50, p99 and max of the last 1,000 decisions' latencies (bench/load_bench.py reads them)."""
-        lat = sorted(self.latencies_s)
-        return {"p50": self.latency_p50_s(), "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None,
-                "max": lat[-1] if lat else None, "count": len(lat)}
+        """p50, p99 and max of the last 1,000 decisions' latencies, and the p99 and max of the time spent
+        deciding itself (curves, allocator), apart from waiting behind other events (bench/load_bench.py
+        reads them)."""
+        lat, compute = sorted(self.latencies_s), sorted(self.compute_s)
+        return {"p50": self.latency_p50_s(), "p99": _p99(lat), "max": lat[-1] if lat else None, "count": len(lat),
+                "compute_p99": _p99(compute), "compute_max": compute[-1] if compute else None}
+
+
+def _p99(ordered: List[float]) -> Optional[float]:
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else None
 
 
 def fair_share(pool_size: int, jobs: int) -> int:
