@@ -136,6 +136,31 @@ def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
     assert store.events(("resize_gap",))[-1]["gap_s"] == pytest.approx(6.0)
 
 
+def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(store):
+    """The old generation trains on between the decision and its stop; its steps then are progress,
+    not part of what the resize costs."""
+    intake = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0), "relaunch")
+    run = make_run(store, "job")
+    run.row.secret = "ab" * 32
+    run.row.generation = 1
+    t0 = time.time()
+
+    def send(seq: int, world: int, samples: float, time_s: float) -> None:
+        report = protocol.Report("job", run.row.generation, 0, seq, 0, world, False, samples, time_s)
+        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
+
+    send(1, 2, 100.0, t0)
+    resize_begins(run)  # decided at t0 + 0.4 s, say
+    send(2, 2, 110.0, t0 + 0.5)  # still training at the old size
+    send(3, 2, 115.0, t0 + 0.7)  # its last step, flushed as it exits
+    run.row.generation += 1
+    run.last_seq.clear()
+    send(1, 4, 120.0, t0 + 3.0)
+    (gap,) = store.events(("resize_gap",))
+    assert gap["from_nodes"] == 2 and gap["to_nodes"] == 4
+    assert gap["gap_s"] == pytest.approx(2.3)
+
+
 def test_every_dropped_report_is_counted_by_kind(store):
     intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0), "relaunch")
     run = make_run(store, "job")

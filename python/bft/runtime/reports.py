@@ -74,7 +74,12 @@ class ReportIntake:
         run.rank_samples[r.rank] = r.samples
         samples = sum(v for k, v in run.rank_samples.items() if k < r.world) if r.all_ranks else r.samples
         prev = run.last_report
-        if run.resize_pending and prev is not None and (prev.generation, prev.round) != (r.generation, r.round):
+        start = run.gap_start
+        if run.resize_pending and start is not None and (start.generation, start.round) == (r.generation, r.round):
+            # The old size trains on until its processes stop (a checkpoint at the next step, the last
+            # report at exit): the gap is counted from its last step, not from the decision.
+            run.gap_start = r
+        elif run.resize_pending and prev is not None and (prev.generation, prev.round) != (r.generation, r.round):
             start, run.gap_start, run.resize_pending = run.gap_start, None, False
             nodeless_s, run.nodeless_s = run.nodeless_s, 0.0
             if start is not None and (start.world != r.world or nodeless_s > 0):
