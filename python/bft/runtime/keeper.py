@@ -2,7 +2,9 @@
 
 The rendezvous store (TCPStore) and the progress-report socket (UDP) live here, not in the manager,
 so ``kill -9`` of the manager stops no training: torchrun agents keep their store, workers keep
-reporting. The keeper relays every report datagram to the manager over a private Unix socket
+reporting. The store listens on loopback only; what the agents reach on ``BIND:STORE_PORT`` is an
+authenticating relay (bft.train.rendezvous) that lets through only a connection proving the secret
+of a job that is queued or running in ``state.db``. The keeper relays every report datagram to the manager over a private Unix socket
 (``keeper.sock`` in the state directory, the manager's user only) and, while no manager is
 attached, holds the latest ones (reports are cumulative, so the newest of each worker says it all).
 A restarted manager attaches again and re-adopts the running jobs instead of relaunching them.
@@ -21,6 +23,7 @@ import os
 import select
 import signal
 import socket
+import sqlite3
 import struct
 import sys
 import threading
@@ -28,9 +31,10 @@ import time
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterator, Optional
 
-from ..train import protocol
+from ..train import protocol, rendezvous
 from .control import same_user
 from .launcher import is_tagged
+from .state import ACTIVE_STATES, StateError, StateStore
 
 INFO_NAME = "keeper.json"
 SOCKET_NAME = "keeper.sock"
@@ -50,9 +54,11 @@ class Keeper:
         import torch.distributed as dist  # the runtime extra
 
         self.state_dir = state_dir
-        self.store_sock = socket.create_server((bind, store_port), backlog=512)
-        self.store = dist.TCPStore(bind, self.store_sock.getsockname()[1], is_master=True, wait_for_workers=False,
-                                   use_libuv=True, master_listen_fd=self.store_sock.fileno())
+        self.store_sock = socket.create_server(("127.0.0.1", 0), backlog=512)
+        self.store = dist.TCPStore("127.0.0.1", self.store_sock.getsockname()[1], is_master=True,
+                                   wait_for_workers=False, use_libuv=True, master_listen_fd=self.store_sock.fileno())
+        self.relay_sock = socket.create_server((bind, store_port), backlog=512)
+        self.store_relay = rendezvous.start_relay(self.relay_sock, ("127.0.0.1", self.store.port), self._secret_of)
         self.report_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.report_sock.bind((bind, report_port))
         path = state_dir / SOCKET_NAME
@@ -67,9 +73,23 @@ class Keeper:
         self.relay.listen(4)
         self.held: Deque[bytes] = collections.deque(maxlen=HELD_DATAGRAMS)
         self.manager: Optional[socket.socket] = None
-        self.info = {"pid": os.getpid(), "bind": bind, "store_port": self.store.port,
+        self.info = {"pid": os.getpid(), "bind": bind, "store_port": self.relay_sock.getsockname()[1],
                      "report_port": self.report_sock.getsockname()[1]}
         _write_atomically(state_dir / INFO_NAME, json.dumps(self.info))
+
+    def _secret_of(self, job: str) -> Optional[bytes]:
+        """The secret of `job` if it is queued or running (state.db is the one place secrets are kept)."""
+        try:
+            db = StateStore(self.state_dir / "state.db", create=False, read_only=True)
+        except StateError:
+            return None
+        try:
+            row = db.job(job)
+        except sqlite3.Error:
+            return None
+        finally:
+            db.close()
+        return bytes.fromhex(row.secret) if row is not None and row.state in ACTIVE_STATES else None
 
     def serve(self) -> None:
         stop = threading.Event()

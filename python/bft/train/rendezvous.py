@@ -1,0 +1,216 @@
+"""Authenticated connections to a job's rendezvous store.
+
+torch's TCPStore authenticates nobody: whoever reaches its port can read, write and list keys, or
+hold a rendezvous up. So no store of a job listens where other hosts can reach it. It listens on
+loopback of its own host, behind a **relay** on the reachable address, and every process of the job
+connects through a **gateway** on its own host's loopback:
+
+    worker/agent -> gateway 127.0.0.1 (same user only) -> relay BIND:PORT (job secret) -> store 127.0.0.1
+
+Each TCP connection to a relay first proves knowledge of the job's secret (``BFT_JOB_SECRET``, the
+key its reports are signed with), and the relay proves it back, before a single store byte passes:
+
+    client: BFTRDZV1 <job> <client nonce>\\n
+    relay:  <relay nonce> HMAC(secret, "relay" job cnonce rnonce)\\n
+    client: HMAC(secret, "client" job cnonce rnonce)\\n        then the store's own bytes, both ways
+
+A handshake must finish within HANDSHAKE_TIMEOUT_S and runs in its own thread, so a slow or silent
+peer holds up nobody else. The gateway listens on 127.0.0.1 and serves only connections whose socket
+belongs to its own user (``/proc/net/tcp``), so another user of a compute node cannot borrow it.
+
+:func:`open_gateway` is what any process of a job calls to reach its store, torchrun or not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import socket
+import struct
+import threading
+from typing import Callable, Optional, Tuple
+
+HANDSHAKE_TIMEOUT_S = 5.0
+MAX_PENDING = 256  # handshakes in progress at once on one relay; beyond, new connections are closed
+_HELLO = b"BFTRDZV1"
+_NONCE = 16
+_MAX_LINE = 256
+
+Address = Tuple[str, int]
+
+
+class HandshakeError(Exception):
+    """The other end did not prove the job's secret (or did not follow the protocol in time)."""
+
+
+def _proof(secret: bytes, role: bytes, job: str, cnonce: bytes, rnonce: bytes) -> bytes:
+    return hmac.new(secret, role + b"\0" + job.encode() + b"\0" + cnonce + rnonce, hashlib.sha256).hexdigest().encode()
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    """One line, read a byte at a time so that nothing after it (the store's bytes) is consumed."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = conn.recv(1)
+        if not byte or len(line) >= _MAX_LINE:
+            raise HandshakeError("the connection closed or sent too long a line during the handshake")
+        line += byte
+    return line[:-1]
+
+
+def client_handshake(conn: socket.socket, job: str, secret: bytes) -> None:
+    """Proves `secret` for `job` on a fresh connection to a relay, and checks the relay's proof."""
+    cnonce = secrets.token_bytes(_NONCE)
+    conn.sendall(b"%s %s %s\n" % (_HELLO, job.encode(), cnonce.hex().encode()))
+    try:
+        rnonce_hex, proof = _read_line(conn).split(b" ")
+        rnonce = bytes.fromhex(rnonce_hex.decode())
+    except ValueError:
+        raise HandshakeError("the relay's answer is malformed") from None
+    if not hmac.compare_digest(proof, _proof(secret, b"relay", job, cnonce, rnonce)):
+        raise HandshakeError(f"the relay does not know the secret of job {job}")
+    conn.sendall(_proof(secret, b"client", job, cnonce, rnonce) + b"\n")
+
+
+def _server_handshake(conn: socket.socket, secret_of: Callable[[str], Optional[bytes]]) -> None:
+    try:
+        hello, job_b, cnonce_hex = _read_line(conn).split(b" ")
+        job, cnonce = job_b.decode(), bytes.fromhex(cnonce_hex.decode())
+    except ValueError:
+        raise HandshakeError("malformed hello") from None
+    secret = secret_of(job) if hello == _HELLO else None
+    if secret is None:
+        raise HandshakeError(f"no running job {job!r}")
+    rnonce = secrets.token_bytes(_NONCE)
+    conn.sendall(rnonce.hex().encode() + b" " + _proof(secret, b"relay", job, cnonce, rnonce) + b"\n")
+    if not hmac.compare_digest(_read_line(conn), _proof(secret, b"client", job, cnonce, rnonce)):
+        raise HandshakeError(f"wrong secret for job {job}")
+
+
+def _pipe(a: socket.socket, b: socket.socket) -> None:
+    """Copies bytes both ways until either side closes; closes both."""
+
+    def one_way(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):  # either side gone: the store connection is over for both
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    back = threading.Thread(target=one_way, args=(b, a), daemon=True)
+    back.start()
+    one_way(a, b)
+    back.join()
+    a.close()
+    b.close()
+
+
+def _nodelay(conn: socket.socket) -> socket.socket:
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # store ops are small request/answer pairs
+    return conn
+
+
+class _Server:
+    """A listening socket whose connections are each served in a thread of their own."""
+
+    def __init__(self, listener: socket.socket, serve: Callable[[socket.socket], None], name: str):
+        self.listener = listener
+        self.address: Address = listener.getsockname()[:2]
+        self._serve = serve
+        self._pending = threading.BoundedSemaphore(MAX_PENDING)
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, name=name, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            if not self._pending.acquire(blocking=False):
+                conn.close()  # a flood of unfinished handshakes: refuse, do not queue behind them
+                continue
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(HANDSHAKE_TIMEOUT_S)
+            upstream = self._serve(_nodelay(conn))
+        except (OSError, HandshakeError):
+            conn.close()
+            return
+        finally:
+            self._pending.release()
+        conn.settimeout(None)
+        upstream.settimeout(None)
+        _pipe(conn, upstream)
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        except OSError:
+            pass
+        self.listener.close()
+
+
+def start_relay(listener: socket.socket, store: Address, secret_of: Callable[[str], Optional[bytes]]) -> _Server:
+    """Serves `listener` (bound and listening): each connection that proves the secret of a job
+    (``secret_of(job)``; None for no such job) is piped to the store at `store` (loopback)."""
+
+    def serve(conn: socket.socket) -> socket.socket:
+        _server_handshake(conn, secret_of)
+        return _nodelay(socket.create_connection(store, timeout=HANDSHAKE_TIMEOUT_S))
+
+    return _Server(listener, serve, "bft-rdzv-relay")
+
+
+def open_gateway(relay: Address, job: str, secret: bytes) -> _Server:
+    """A gateway to `job`'s store behind `relay`, on 127.0.0.1 of this host, for this user's processes.
+    Connect a TCPStore client (or torchrun's rendezvous endpoint) to ``gateway.address``; close it
+    with ``gateway.close()`` (connections already made stay up)."""
+
+    def serve(conn: socket.socket) -> socket.socket:
+        if peer_uid(conn) != os.getuid():
+            raise HandshakeError("a process of another user")
+        upstream = _nodelay(socket.create_connection(relay, timeout=HANDSHAKE_TIMEOUT_S))
+        try:
+            client_handshake(upstream, job, secret)
+        except (OSError, HandshakeError):
+            upstream.close()
+            raise
+        return upstream
+
+    return _Server(socket.create_server(("127.0.0.1", 0), backlog=512), serve, "bft-rdzv-gateway")
+
+
+def _proc_net_address(raw_ip: bytes, port: int) -> str:
+    words = struct.unpack("=%dI" % (len(raw_ip) // 4), raw_ip)  # as /proc/net/tcp{,6} write them
+    return "".join("%08X" % w for w in words) + ":%04X" % port
+
+
+def peer_uid(conn: socket.socket) -> Optional[int]:
+    """The user owning the other end of a loopback TCP connection, None if unknown. From /proc/net/tcp,
+    or /proc/net/tcp6 where the peer's socket is a dual-stack one (as torch's TCPStore client makes)."""
+    (peer_ip, peer_port), (our_ip, our_port) = conn.getpeername()[:2], conn.getsockname()[:2]
+    peer_v4, our_v4 = socket.inet_aton(peer_ip), socket.inet_aton(our_ip)
+    mapped = b"\0" * 10 + b"\xff\xff"
+    for table, prefix in (("/proc/net/tcp", b""), ("/proc/net/tcp6", mapped)):
+        theirs, ours = _proc_net_address(prefix + peer_v4, peer_port), _proc_net_address(prefix + our_v4, our_port)
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[1] == theirs and fields[2] == ours:
+                    return int(fields[7])
+    return None
