@@ -15,7 +15,8 @@ key its reports are signed with), and the relay proves it back, before a single 
     client: HMAC(secret, "client" job cnonce rnonce)\\n        then the store's own bytes, both ways
 
 A handshake must finish within HANDSHAKE_TIMEOUT_S and runs in its own thread, so a slow or silent
-peer holds up nobody else. The gateway listens on 127.0.0.1 and serves only connections whose socket
+peer holds up nobody else; of more than MAX_PENDING unfinished handshakes the oldest is dropped, so
+a flood of silent connections costs bounded threads and never locks out a peer that answers at once. The gateway listens on 127.0.0.1 and serves only connections whose socket
 belongs to its own user (``/proc/net/tcp``), so another user of a compute node cannot borrow it.
 
 :func:`open_gateway` is what any process of a job calls to reach its store, torchrun or not.
@@ -30,10 +31,12 @@ import secrets
 import socket
 import struct
 import threading
+import time
+from collections import OrderedDict
 from typing import Callable, Optional, Tuple
 
 HANDSHAKE_TIMEOUT_S = 5.0
-MAX_PENDING = 256  # handshakes in progress at once on one relay; beyond, new connections are closed
+MAX_PENDING = 256  # unfinished handshakes at once on one relay or gateway; beyond, the oldest is dropped
 _HELLO = b"BFTRDZV1"
 _NONCE = 16
 _MAX_LINE = 256
@@ -49,10 +52,12 @@ def _proof(secret: bytes, role: bytes, job: str, cnonce: bytes, rnonce: bytes) -
     return hmac.new(secret, role + b"\0" + job.encode() + b"\0" + cnonce + rnonce, hashlib.sha256).hexdigest().encode()
 
 
-def _read_line(conn: socket.socket) -> bytes:
-    """One line, read a byte at a time so that nothing after it (the store's bytes) is consumed."""
+def _read_line(conn: socket.socket, deadline: float) -> bytes:
+    """One line, read a byte at a time so that nothing after it (the store's bytes) is consumed; the
+    whole handshake has one deadline, so a peer trickling bytes cannot stretch it."""
     line = b""
     while not line.endswith(b"\n"):
+        conn.settimeout(max(deadline - time.monotonic(), 0.001))
         byte = conn.recv(1)
         if not byte or len(line) >= _MAX_LINE:
             raise HandshakeError("the connection closed or sent too long a line during the handshake")
@@ -62,10 +67,11 @@ def _read_line(conn: socket.socket) -> bytes:
 
 def client_handshake(conn: socket.socket, job: str, secret: bytes) -> None:
     """Proves `secret` for `job` on a fresh connection to a relay, and checks the relay's proof."""
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     cnonce = secrets.token_bytes(_NONCE)
     conn.sendall(b"%s %s %s\n" % (_HELLO, job.encode(), cnonce.hex().encode()))
     try:
-        rnonce_hex, proof = _read_line(conn).split(b" ")
+        rnonce_hex, proof = _read_line(conn, deadline).split(b" ")
         rnonce = bytes.fromhex(rnonce_hex.decode())
     except ValueError:
         raise HandshakeError("the relay's answer is malformed") from None
@@ -75,8 +81,9 @@ def client_handshake(conn: socket.socket, job: str, secret: bytes) -> None:
 
 
 def _server_handshake(conn: socket.socket, secret_of: Callable[[str], Optional[bytes]]) -> None:
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     try:
-        hello, job_b, cnonce_hex = _read_line(conn).split(b" ")
+        hello, job_b, cnonce_hex = _read_line(conn, deadline).split(b" ")
         job, cnonce = job_b.decode(), bytes.fromhex(cnonce_hex.decode())
     except ValueError:
         raise HandshakeError("malformed hello") from None
@@ -85,7 +92,7 @@ def _server_handshake(conn: socket.socket, secret_of: Callable[[str], Optional[b
         raise HandshakeError(f"no running job {job!r}")
     rnonce = secrets.token_bytes(_NONCE)
     conn.sendall(rnonce.hex().encode() + b" " + _proof(secret, b"relay", job, cnonce, rnonce) + b"\n")
-    if not hmac.compare_digest(_read_line(conn), _proof(secret, b"client", job, cnonce, rnonce)):
+    if not hmac.compare_digest(_read_line(conn, deadline), _proof(secret, b"client", job, cnonce, rnonce)):
         raise HandshakeError(f"wrong secret for job {job}")
 
 
@@ -102,10 +109,7 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
         except OSError:
             pass
         for s in (src, dst):  # either side gone: the store connection is over for both
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shutdown(s)
 
     back = threading.Thread(target=one_way, args=(b, a), daemon=True)
     back.start()
@@ -113,6 +117,13 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
     back.join()
     a.close()
     b.close()
+
+
+def _shutdown(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _nodelay(conn: socket.socket) -> socket.socket:
@@ -127,7 +138,8 @@ class _Server:
         self.listener = listener
         self.address: Address = listener.getsockname()[:2]
         self._serve = serve
-        self._pending = threading.BoundedSemaphore(MAX_PENDING)
+        self._pending: "OrderedDict[socket.socket, None]" = OrderedDict()  # unfinished handshakes, oldest first
+        self._lock = threading.Lock()
         self._closed = threading.Event()
         threading.Thread(target=self._accept, name=name, daemon=True).start()
 
@@ -137,30 +149,29 @@ class _Server:
                 conn, _ = self.listener.accept()
             except OSError:
                 return  # closed
-            if not self._pending.acquire(blocking=False):
-                conn.close()  # a flood of unfinished handshakes: refuse, do not queue behind them
-                continue
+            with self._lock:
+                self._pending[conn] = None
+                if len(self._pending) > MAX_PENDING:
+                    oldest, _ = self._pending.popitem(last=False)
+                    _shutdown(oldest)  # its handshake thread fails and closes it
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
         try:
-            conn.settimeout(HANDSHAKE_TIMEOUT_S)
             upstream = self._serve(_nodelay(conn))
         except (OSError, HandshakeError):
             conn.close()
             return
         finally:
-            self._pending.release()
+            with self._lock:
+                self._pending.pop(conn, None)
         conn.settimeout(None)
         upstream.settimeout(None)
         _pipe(conn, upstream)
 
     def close(self) -> None:
         self._closed.set()
-        try:
-            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
-        except OSError:
-            pass
+        _shutdown(self.listener)  # wakes the accept
         self.listener.close()
 
 
