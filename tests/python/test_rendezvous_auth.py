@@ -22,7 +22,8 @@ from bft.train import rendezvous  # noqa: E402
 
 JOB, SECRET = "job1", bytes(range(32))
 AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="playing another user needs root")
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                                reason="playing another user needs root")
 
 # A store client in a process of its own: "ok <value of key 'k'> <number of keys>" (then it writes the
 # key 'written') or the error it met.

@@ -4,10 +4,11 @@ The rendezvous store (TCPStore) and the progress-report socket (UDP) live here, 
 so ``kill -9`` of the manager stops no training: torchrun agents keep their store, workers keep
 reporting. The store listens on loopback only; what the agents reach on ``BIND:STORE_PORT`` is an
 authenticating relay (bft.train.rendezvous) that lets through only a connection proving the secret
-of a job that is queued or running in ``state.db``. The keeper relays every report datagram to the manager over a private Unix socket
-(``keeper.sock`` in the state directory, the manager's user only) and, while no manager is
-attached, holds the latest ones (reports are cumulative, so the newest of each worker says it all).
-A restarted manager attaches again and re-adopts the running jobs instead of relaunching them.
+of a job that is queued or running in ``state.db``. The keeper relays every report datagram to the
+manager over a private Unix socket (``keeper.sock`` in the state directory, the manager's user
+only) and, while no manager is attached, holds the latest ones (reports are cumulative, so the
+newest of each worker says it all). A restarted manager attaches again and re-adopts the running
+jobs instead of relaunching them.
 
 The keeper ends when the manager says so (``bft manager stop``), never by itself while jobs may
 still need it. ``keeper.json`` in the state directory says where it listens and its pid.

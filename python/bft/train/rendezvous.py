@@ -15,9 +15,12 @@ key its reports are signed with), and the relay proves it back, before a single 
     client: HMAC(secret, "client" job cnonce rnonce)\\n        then the store's own bytes, both ways
 
 A handshake must finish within HANDSHAKE_TIMEOUT_S and runs in its own thread, so a slow or silent
-peer holds up nobody else; of more than MAX_PENDING unfinished handshakes the oldest is dropped, so
-a flood of silent connections costs bounded threads and never locks out a peer that answers at once. The gateway listens on 127.0.0.1 and serves only connections whose socket
-belongs to its own user (``/proc/net/tcp``), so another user of a compute node cannot borrow it.
+peer holds up nobody else; of more than MAX_PENDING unfinished handshakes the oldest is dropped, so a
+flood of silent connections costs bounded threads, and a peer that answers at once gets through
+unless the flood opens MAX_PENDING connections within its round trip. The gateway listens on
+127.0.0.1 and serves only connections whose socket belongs to its own user (``/proc/net/tcp``), so
+another user of a compute node cannot borrow it. (The stores themselves, on loopback, stay
+reachable by the other users of their own host: docs/security.md.)
 
 :func:`open_gateway` is what any process of a job calls to reach its store, torchrun or not.
 """
