@@ -39,14 +39,19 @@ except Exception as e:
 
 
 @pytest.fixture
-def store():
-    """A job's store on loopback behind a relay that knows only JOB's secret."""
-    master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    master.set("k", "v")
-    relay = rendezvous.start_relay(socket.create_server(("127.0.0.1", 0)), ("127.0.0.1", master.port),
-                                   lambda job: SECRET if job == JOB else None)
-    yield master, relay
-    relay.close()
+def hosted():
+    """A job's store, hosted as the runtime hosts it, behind a relay that knows only JOB's secret."""
+    hosted = rendezvous.HostedStore(socket.create_server(("127.0.0.1", 0)), lambda job: SECRET if job == JOB else None,
+                                    wait_for_workers=False)
+    hosted.store.set("k", "v")
+    yield hosted
+    hosted.close()
+
+
+@pytest.fixture
+def store(hosted):
+    """The store's own (server-side) client and its relay."""
+    return hosted.store, hosted.relay
 
 
 def _client(host, port, timeout_s=3):
@@ -132,6 +137,14 @@ def test_silent_handshakes_time_out_and_hold_up_no_one(store, monkeypatch):
         gateway.close()
         for s in silent:
             s.close()
+
+
+@needs_root
+def test_the_store_itself_is_out_of_another_users_reach(hosted):
+    assert hosted.private  # root may always make a private namespace
+    # The only port of this host's namespace that leads to the store is for its own process's user.
+    assert _run_client(("127.0.0.1", hosted._store_port), AS_NOBODY).startswith("refused")
+    assert not hosted.store.check(["written"])
 
 
 @needs_root

@@ -9,8 +9,8 @@ whose ``exitcode`` line the manager reads.
 
 It also puts both stores a job uses behind the job's secret (bft.train.rendezvous): torchrun reaches
 the keeper's rendezvous store, and the workers the store that rank 0's agent hosts for them, each
-through a gateway on this node's loopback; rank 0's worker store listens on loopback behind a relay
-on the node's own address (--local-addr), never on a wildcard.
+through a gateway on this node's loopback; rank 0's worker store listens on a loopback only its
+agent reaches, behind a relay on the node's own address (--local-addr), never on a wildcard.
 
     python -m bft.runtime.agent <torchrun arguments>
 """
@@ -35,26 +35,16 @@ def _quiet_torchrun_warnings() -> None:
             logger.setLevel(logging.ERROR)
 
 
-class _WorkerStore:
-    """What torch keeps of rank 0's worker store: its port (the relay's) and the store itself."""
-
-    def __init__(self, store, relay: "rendezvous._Server"):
-        self.store, self.relay, self.port = store, relay, relay.address[1]
-
-
 def _authenticate_worker_store(job: str, secret: bytes) -> None:
     """Rank 0's agent hosts the store its job's workers bootstrap from (torch binds it to every
-    address): here it listens on loopback behind a relay on the node's address, and every node's
+    address): here it is a HostedStore behind a relay on the node's address, and every node's
     workers reach it through a gateway of their agent (MASTER_ADDR/MASTER_PORT point there)."""
-    import torch.distributed as dist
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
 
-    def create_tcp_store_server(handler, master_addr, master_port):
-        store = dist.TCPStore("127.0.0.1", 0, is_master=True, multi_tenant=True)
-        sock = socket.create_server((master_addr, master_port), backlog=512)
-        return _WorkerStore(store, rendezvous.start_relay(sock, ("127.0.0.1", store.port),
-                                                          lambda j: secret if j == job else None))
+    def create_tcp_store_server(handler, master_addr, master_port):  # torch reads its .port
+        return rendezvous.HostedStore(socket.create_server((master_addr, master_port), backlog=512),
+                                      lambda j: secret if j == job else None, multi_tenant=True)
 
     gateways: Dict[Tuple[str, int], "rendezvous._Server"] = {}
     start_workers = LocalElasticAgent._start_workers

@@ -1,11 +1,12 @@
 """Authenticated connections to a job's rendezvous store.
 
 torch's TCPStore authenticates nobody: whoever reaches its port can read, write and list keys, or
-hold a rendezvous up. So no store of a job listens where other hosts can reach it. It listens on
-loopback of its own host, behind a **relay** on the reachable address, and every process of the job
-connects through a **gateway** on its own host's loopback:
+hold a rendezvous up. So no store of a job listens where anyone else can reach it: a
+:class:`HostedStore` listens on 127.0.0.1 of a private network namespace of its process (bft.train.
+_loopback), behind a **relay** on the reachable address, and every process of the job connects
+through a **gateway** on its own host's loopback:
 
-    worker/agent -> gateway 127.0.0.1 (same user only) -> relay BIND:PORT (job secret) -> store 127.0.0.1
+    worker/agent -> gateway 127.0.0.1 (same user only) -> relay BIND:PORT (job secret) -> store (private)
 
 Each TCP connection to a relay first proves knowledge of the job's secret (``BFT_JOB_SECRET``, the
 key its reports are signed with), and the relay proves it back, before a single store byte passes:
@@ -19,8 +20,7 @@ peer holds up nobody else; of more than MAX_PENDING unfinished handshakes the ol
 flood of silent connections costs bounded threads, and a peer that answers at once gets through
 unless the flood opens MAX_PENDING connections within its round trip. The gateway listens on
 127.0.0.1 and serves only connections whose socket belongs to its own user (``/proc/net/tcp``), so
-another user of a compute node cannot borrow it. (The stores themselves, on loopback, stay
-reachable by the other users of their own host: docs/security.md.)
+another user of a compute node cannot borrow it.
 
 :func:`open_gateway` is what any process of a job calls to reach its store, torchrun or not.
 """
@@ -36,7 +36,9 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
+
+from ._loopback import PrivateLoopback
 
 HANDSHAKE_TIMEOUT_S = 5.0
 MAX_PENDING = 256  # unfinished handshakes at once on one relay or gateway; beyond, the oldest is dropped
@@ -178,15 +180,21 @@ class _Server:
         self.listener.close()
 
 
-def start_relay(listener: socket.socket, store: Address, secret_of: Callable[[str], Optional[bytes]]) -> _Server:
+def start_relay(listener: socket.socket, connect: Callable[[], socket.socket],
+                secret_of: Callable[[str], Optional[bytes]]) -> _Server:
     """Serves `listener` (bound and listening): each connection that proves the secret of a job
-    (``secret_of(job)``; None for no such job) is piped to the store at `store` (loopback)."""
+    (``secret_of(job)``; None for no such job) is piped to a new connection to the store (`connect`)."""
 
     def serve(conn: socket.socket) -> socket.socket:
         _server_handshake(conn, secret_of)
-        return _nodelay(socket.create_connection(store, timeout=HANDSHAKE_TIMEOUT_S))
+        return _nodelay(connect())
 
     return _Server(listener, serve, "bft-rdzv-relay")
+
+
+def _same_user(conn: socket.socket) -> None:
+    if peer_uid(conn) != os.getuid():
+        raise HandshakeError("a process of another user")
 
 
 def open_gateway(relay: Address, job: str, secret: bytes) -> _Server:
@@ -195,8 +203,7 @@ def open_gateway(relay: Address, job: str, secret: bytes) -> _Server:
     with ``gateway.close()`` (connections already made stay up)."""
 
     def serve(conn: socket.socket) -> socket.socket:
-        if peer_uid(conn) != os.getuid():
-            raise HandshakeError("a process of another user")
+        _same_user(conn)
         upstream = _nodelay(socket.create_connection(relay, timeout=HANDSHAKE_TIMEOUT_S))
         try:
             client_handshake(upstream, job, secret)
@@ -206,6 +213,45 @@ def open_gateway(relay: Address, job: str, secret: bytes) -> _Server:
         return upstream
 
     return _Server(socket.create_server(("127.0.0.1", 0), backlog=512), serve, "bft-rdzv-gateway")
+
+
+class HostedStore:
+    """A TCPStore server of this process that only its relay (on `listener`, for the jobs whose
+    secret ``secret_of`` knows) can reach; ``port`` is the relay's. ``private`` is False where the
+    kernel allows no private namespace: the store is then on this host's 127.0.0.1."""
+
+    def __init__(self, listener: socket.socket, secret_of: Callable[[str], Optional[bytes]], **store_options: Any):
+        import torch.distributed as dist
+
+        self.loopback = PrivateLoopback()
+        self.private = self.loopback.private
+        own = socket.create_server(("127.0.0.1", 0), backlog=16)
+        self._store_port = own.getsockname()[1]
+        self._own: Optional[_Server] = None
+        store_sock = own
+        if self.private:
+            # TCPStore's server also connects a client of its own, to 127.0.0.1:<its port> of this
+            # host's namespace: that port forwards this user's connections into the private one.
+            self._own = _Server(own, self._own_client, "bft-store-own")
+            store_sock = self.loopback.listener(self._store_port)
+        self._store_sock = store_sock  # open as long as the store
+        self.store = dist.TCPStore("127.0.0.1", self._store_port, is_master=True, use_libuv=True,
+                                   master_listen_fd=store_sock.fileno(), **store_options)
+        self.relay = start_relay(listener, self._connect, secret_of)
+        self.port = self.relay.address[1]
+
+    def _connect(self) -> socket.socket:
+        return _nodelay(self.loopback.connect(self._store_port, HANDSHAKE_TIMEOUT_S))
+
+    def _own_client(self, conn: socket.socket) -> socket.socket:
+        _same_user(conn)
+        return self._connect()
+
+    def close(self) -> None:
+        self.relay.close()
+        if self._own is not None:
+            self._own.close()
+        self.loopback.close()
 
 
 def _proc_net_address(raw_ip: bytes, port: int) -> str:
