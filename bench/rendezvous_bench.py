@@ -1,10 +1,10 @@
-"""What authenticating the rendezvous store costs (bft.train.rendezvous): direct TCPStore against
-gateway -> relay -> store, as the runtime runs it.
+"""What authenticating the rendezvous store costs (bft.train.rendezvous): a plain TCPStore on
+loopback (the runtime before) against gateway -> relay -> store in a private namespace (now).
 
     python bench/rendezvous_bench.py [--ops 2000] [--rounds 15]
 
-The store and its relay run in one process (the keeper's role); each client process (an agent's
-role) connects either straight to the store or through a gateway of its own. Two measurements, both
+Both stores run in one process (the keeper's role); each client process (an agent's role) connects
+either straight to the plain store or to the hosted one through a gateway of its own. Two measurements, both
 modes in the same run, medians:
   - one store round trip (``get`` of a small key) from one client;
   - a c10d rendezvous of two agents (torchrun's DynamicRendezvousHandler, min = max = 2 nodes), with
@@ -28,16 +28,17 @@ JOB, SECRET = "bench", b"\x01" * 32
 
 
 def serve() -> None:
-    """The keeper's role: a store on loopback and a relay in front of it; prints both ports, runs until stdin closes."""
+    """The keeper's role: a plain store and a hosted one; prints their ports, runs until stdin closes."""
     import torch.distributed as dist
 
     from bft.train import rendezvous
 
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    store.set("k", "v")
-    relay = rendezvous.start_relay(socket.create_server(("127.0.0.1", 0), backlog=512), ("127.0.0.1", store.port),
-                                   lambda job: SECRET if job == JOB else None)
-    print(json.dumps({"store": store.port, "relay": relay.address[1]}), flush=True)
+    plain = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    hosted = rendezvous.HostedStore(socket.create_server(("127.0.0.1", 0), backlog=512),
+                                    lambda job: SECRET if job == JOB else None, wait_for_workers=False)
+    for store in (plain, hosted.store):
+        store.set("k", "v")
+    print(json.dumps({"store": plain.port, "relay": hosted.port, "private": hosted.private}), flush=True)
     sys.stdin.read()
 
 
@@ -120,6 +121,7 @@ def main() -> int:
                             "rendezvous_ms": statistics.median(min(x, y) for x, y in zip(a, b)) * 1e3}
         for key in ("store_op_us", "rendezvous_ms"):
             result[key + "_ratio"] = result["gateway"][key] / result["direct"][key]
+        result["private_namespace"] = ports["private"]
         print(json.dumps(result, indent=1))
     finally:
         server.stdin.close()

@@ -51,6 +51,8 @@ def _authenticate_worker_store(job: str, secret: bytes) -> None:
 
     def start_workers_through_gateway(agent, worker_group):
         upstream = (worker_group.master_addr, int(worker_group.master_port))
+        if upstream in [g.address for g in gateways.values()]:  # no new rendezvous since: already ours
+            return start_workers(agent, worker_group)
         if upstream not in gateways:  # a new rank 0: the old store is gone with its agent
             for old in gateways.values():
                 old.close()
