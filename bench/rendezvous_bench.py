@@ -70,7 +70,7 @@ def rendezvous_rounds(mode: str, ports: dict, rounds: int) -> None:
 
     dynamic_rendezvous._delay = lambda seconds: None  # torch's random start-up skew: not what is measured
     address, _gateway = _endpoint(mode, ports)
-    times = []
+    times, handlers = [], []
     for r in range(rounds):
         params = RendezvousParameters(backend="c10d", endpoint="%s:%d" % address, run_id=f"{mode}-{r}", min_nodes=2,
                                       max_nodes=2, is_host=False, join_timeout=60, last_call_timeout=1)
@@ -78,7 +78,7 @@ def rendezvous_rounds(mode: str, ports: dict, rounds: int) -> None:
         t = time.perf_counter()
         handler.next_rendezvous()
         times.append(time.perf_counter() - t)
-        handler.shutdown()
+        handlers.append(handler)  # not shut down: that would close the round under the other agent
     print(json.dumps(times))
 
 
