@@ -139,6 +139,21 @@ def test_silent_handshakes_time_out_and_hold_up_no_one(store, monkeypatch):
             s.close()
 
 
+def test_without_a_private_namespace_the_store_still_works_on_the_hosts_loopback(monkeypatch):
+    from bft.train import _loopback
+
+    monkeypatch.setattr(_loopback, "_HELPER", "import sys; sys.exit(0)")  # as where unshare() is refused
+    hosted = rendezvous.HostedStore(socket.create_server(("127.0.0.1", 0)), lambda job: SECRET, wait_for_workers=False)
+    gateway = rendezvous.open_gateway(hosted.relay.address, JOB, SECRET)
+    try:
+        assert not hosted.private
+        _client(*gateway.address).set("k", "through the relay")
+        assert hosted.store.get("k") == b"through the relay"
+    finally:
+        gateway.close()
+        hosted.close()
+
+
 @needs_root
 def test_the_store_itself_is_out_of_another_users_reach(hosted):
     assert hosted.private  # root may always make a private namespace
