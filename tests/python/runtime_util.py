@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -135,6 +136,20 @@ class ManagerHarness:
         pid = self.keeper_pid()
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
+
+
+def listening_sockets(pids, with_port=False):
+    """(protocol, local address, pid) of every listening TCP socket and bound UDP socket of `pids`
+    (the address as "host:port" `with_port`)."""
+    out = []
+    for proto, flag in (("tcp", "-ltnpH"), ("udp", "-lunpH")):
+        for line in subprocess.run(["ss", flag], capture_output=True, text=True, check=True).stdout.splitlines():
+            fields = line.split()
+            local = fields[3] if len(fields) > 3 else ""
+            for pid in map(int, re.findall(r"pid=(\d+)", line)):
+                if pid in pids:
+                    out.append((proto, local if with_port else local.rsplit(":", 1)[0], pid))
+    return out
 
 
 def write_trace(path: Path, rows: List[tuple]) -> Path:

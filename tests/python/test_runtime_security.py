@@ -6,7 +6,6 @@ played by `nobody` (setpriv), so the user tests need root and skip without it.""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -17,24 +16,11 @@ from pathlib import Path
 import pytest
 
 from bft.runtime.launcher import tagged_processes
-from runtime_util import ManagerHarness, python_env
+from runtime_util import ManagerHarness, listening_sockets, python_env
 
 pytestmark = pytest.mark.runtime
 
 WILDCARDS = ("*", "0.0.0.0", "[::]", "::")
-
-
-def listening_sockets(pids):
-    """(protocol, local address, pid) of every listening TCP socket and bound UDP socket of `pids`."""
-    out = []
-    for proto, flag in (("tcp", "-ltnpH"), ("udp", "-lunpH")):
-        for line in subprocess.run(["ss", flag], capture_output=True, text=True, check=True).stdout.splitlines():
-            fields = line.split()
-            local = fields[3] if len(fields) > 3 else ""
-            for pid in map(int, re.findall(r"pid=(\d+)", line)):
-                if pid in pids:
-                    out.append((proto, local.rsplit(":", 1)[0], pid))
-    return out
 
 
 @pytest.fixture

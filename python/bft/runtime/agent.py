@@ -5,8 +5,12 @@ torchrun answers each with warnings and a ``SignalException`` traceback, and a w
 a resize (``bft.train.EXIT_RESIZE``) with a ``ChildFailedError`` report: a job's log filled with stack
 dumps that are not errors. This wrapper runs the same torchrun and says nothing for a planned stop
 (the manager writes one line to the job's log instead); a real failure keeps torchrun's own report,
-whose ``exitcode`` line the manager reads. It also keeps the store that rank 0's agent hosts for
-its workers on the node's own address, not on every address of the host.
+whose ``exitcode`` line the manager reads.
+
+It also puts both stores a job uses behind the job's secret (bft.train.rendezvous): torchrun reaches
+the keeper's rendezvous store, and the workers the store that rank 0's agent hosts for them, each
+through a gateway on this node's loopback; rank 0's worker store listens on a loopback only its
+agent reaches, behind a relay on the node's own address (--local-addr), never on a wildcard.
 
     python -m bft.runtime.agent <torchrun arguments>
 """
@@ -17,7 +21,9 @@ import logging
 import os
 import socket
 import sys
-from typing import List
+from typing import Dict, List, Tuple
+
+from ..train import protocol, rendezvous
 
 ENV_AGENT_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where the agent leaves its exit status
 
@@ -29,20 +35,46 @@ def _quiet_torchrun_warnings() -> None:
             logger.setLevel(logging.ERROR)
 
 
-def _bind_worker_store_to_the_node_address() -> None:
-    """Rank 0's agent hosts the store its job's workers bootstrap from; torch binds it to every address
-    of the host. Bound here to the node's own address (--local-addr) instead: never a wildcard."""
-    import torch.distributed as dist
+def _authenticate_worker_store(job: str, secret: bytes) -> None:
+    """Rank 0's agent hosts the store its job's workers bootstrap from (torch binds it to every
+    address): here it is a HostedStore behind a relay on the node's address, and every node's
+    workers reach it through a gateway of their agent (MASTER_ADDR/MASTER_PORT point there)."""
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
 
-    def create_tcp_store_server(handler, master_addr, master_port):
-        sock = socket.create_server((master_addr, master_port), backlog=512)
-        store = dist.TCPStore(master_addr, sock.getsockname()[1], is_master=True, multi_tenant=True,
-                              master_listen_fd=sock.fileno())
-        handler._bft_store_socket = sock  # open as long as the store
-        return store
+    def create_tcp_store_server(handler, master_addr, master_port):  # torch reads its .port
+        return rendezvous.HostedStore(socket.create_server((master_addr, master_port), backlog=512),
+                                      lambda j: secret if j == job else None, multi_tenant=True)
+
+    gateways: Dict[Tuple[str, int], "rendezvous._Server"] = {}
+    start_workers = LocalElasticAgent._start_workers
+
+    def start_workers_through_gateway(agent, worker_group):
+        upstream = (worker_group.master_addr, int(worker_group.master_port))
+        if upstream in [g.address for g in gateways.values()]:  # no new rendezvous since: already ours
+            return start_workers(agent, worker_group)
+        if upstream not in gateways:  # a new rank 0: the old store is gone with its agent
+            for old in gateways.values():
+                old.close()
+            gateways.clear()
+            gateways[upstream] = rendezvous.open_gateway(upstream, job, secret)
+        worker_group.master_addr, worker_group.master_port = gateways[upstream].address
+        return start_workers(agent, worker_group)
 
     DynamicRendezvousHandler._create_tcp_store_server = create_tcp_store_server
+    LocalElasticAgent._start_workers = start_workers_through_gateway
+
+
+def _through_gateway(argv: List[str], job: str, secret: bytes) -> Tuple[List[str], "rendezvous._Server"]:
+    """torchrun's --rdzv-endpoint (the keeper's relay) replaced by a gateway to it on this node."""
+    out, gateway = [], None
+    for arg in argv:
+        if arg.startswith("--rdzv-endpoint=") and gateway is None:
+            host, _, port = arg.split("=", 1)[1].rpartition(":")
+            gateway = rendezvous.open_gateway((host, int(port)), job, secret)
+            arg = "--rdzv-endpoint=%s:%d" % gateway.address
+        out.append(arg)
+    return out, gateway
 
 
 def main(argv: List[str]) -> int:
@@ -57,7 +89,9 @@ def main(argv: List[str]) -> int:
     if not had_level:
         del os.environ["LOGLEVEL"]  # the workers inherit this environment: theirs stays the user's
     _quiet_torchrun_warnings()
-    _bind_worker_store_to_the_node_address()
+    job, secret = os.environ[protocol.ENV_JOB_ID], bytes.fromhex(os.environ[protocol.ENV_JOB_SECRET])
+    _authenticate_worker_store(job, secret)
+    argv, _gateway = _through_gateway(argv, job, secret)  # open as long as torchrun runs
     try:
         run(parse_args(argv))
     except SignalException as e:  # the manager stopped this agent: a planned stop

@@ -2,10 +2,14 @@
 
 The rendezvous store (TCPStore) and the progress-report socket (UDP) live here, not in the manager,
 so ``kill -9`` of the manager stops no training: torchrun agents keep their store, workers keep
-reporting. The keeper relays every report datagram to the manager over a private Unix socket
-(``keeper.sock`` in the state directory, the manager's user only) and, while no manager is
-attached, holds the latest ones (reports are cumulative, so the newest of each worker says it all).
-A restarted manager attaches again and re-adopts the running jobs instead of relaunching them.
+reporting. The store listens on a loopback only the keeper reaches; what the agents reach on
+``BIND:STORE_PORT`` is an authenticating relay (bft.train.rendezvous) that lets through only a
+connection proving the secret of a job that is queued or running in ``state.db``.
+
+The keeper relays every report datagram to the manager over a private Unix socket (``keeper.sock``
+in the state directory, the manager's user only) and, while no manager is attached, holds the
+latest ones (reports are cumulative, so the newest of each worker says it all). A restarted manager
+attaches again and re-adopts the running jobs instead of relaunching them.
 
 The keeper ends when the manager says so (``bft manager stop``), never by itself while jobs may
 still need it. ``keeper.json`` in the state directory says where it listens and its pid.
@@ -21,6 +25,7 @@ import os
 import select
 import signal
 import socket
+import sqlite3
 import struct
 import sys
 import threading
@@ -28,9 +33,10 @@ import time
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterator, Optional
 
-from ..train import protocol
+from ..train import protocol, rendezvous
 from .control import same_user
 from .launcher import is_tagged
+from .state import ACTIVE_STATES, StateError, StateStore
 
 INFO_NAME = "keeper.json"
 SOCKET_NAME = "keeper.sock"
@@ -47,12 +53,13 @@ class KeeperError(Exception):
 
 class Keeper:
     def __init__(self, state_dir: Path, bind: str, store_port: int, report_port: int):
-        import torch.distributed as dist  # the runtime extra
-
         self.state_dir = state_dir
-        self.store_sock = socket.create_server((bind, store_port), backlog=512)
-        self.store = dist.TCPStore(bind, self.store_sock.getsockname()[1], is_master=True, wait_for_workers=False,
-                                   use_libuv=True, master_listen_fd=self.store_sock.fileno())
+        self.store = rendezvous.HostedStore(socket.create_server((bind, store_port), backlog=512), self._secret_of,
+                                            wait_for_workers=False)
+        if not self.store.private:
+            print("bft keeper: no private network namespace here (unprivileged user namespaces are off): the "
+                  "rendezvous store listens on this host's 127.0.0.1, open to its other users (docs/security.md)",
+                  file=sys.stderr, flush=True)
         self.report_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.report_sock.bind((bind, report_port))
         path = state_dir / SOCKET_NAME
@@ -70,6 +77,20 @@ class Keeper:
         self.info = {"pid": os.getpid(), "bind": bind, "store_port": self.store.port,
                      "report_port": self.report_sock.getsockname()[1]}
         _write_atomically(state_dir / INFO_NAME, json.dumps(self.info))
+
+    def _secret_of(self, job: str) -> Optional[bytes]:
+        """The secret of `job` if it is queued or running (state.db is the one place secrets are kept)."""
+        try:
+            db = StateStore(self.state_dir / "state.db", create=False, read_only=True)
+        except StateError:
+            return None
+        try:
+            row = db.job(job)
+        except sqlite3.Error:
+            return None
+        finally:
+            db.close()
+        return bytes.fromhex(row.secret) if row is not None and row.state in ACTIVE_STATES else None
 
     def serve(self) -> None:
         stop = threading.Event()

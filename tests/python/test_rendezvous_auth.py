@@ -1,0 +1,176 @@
+"""The rendezvous stores are open only to the job's own processes (bft.train.rendezvous, docs/security.md).
+
+Real TCPStores behind a real relay and gateway; intruders are real store clients and raw sockets, and
+another user is played by `nobody` (setpriv, so those tests need root and skip without it)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runtime_util import python_env
+
+dist = pytest.importorskip("torch.distributed", reason="the stores are torch's TCPStore")
+from bft.train import rendezvous  # noqa: E402
+
+JOB, SECRET = "job1", bytes(range(32))
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                                reason="playing another user needs root")
+
+# A store client in a process of its own: "ok <value of key 'k'> <number of keys>" (then it writes the
+# key 'written') or the error it met.
+CLIENT = """
+import datetime, sys, torch.distributed as dist
+try:
+    c = dist.TCPStore(sys.argv[1], int(sys.argv[2]), is_master=False, timeout=datetime.timedelta(seconds=3))
+    print("ok", c.get("k").decode(), c.num_keys())
+    c.set("written", "1")
+except Exception as e:
+    print("refused", type(e).__name__)
+"""
+
+
+@pytest.fixture
+def hosted():
+    """A job's store, hosted as the runtime hosts it, behind a relay that knows only JOB's secret."""
+    hosted = rendezvous.HostedStore(socket.create_server(("127.0.0.1", 0)), lambda job: SECRET if job == JOB else None,
+                                    wait_for_workers=False)
+    hosted.store.set("k", "v")
+    yield hosted
+    hosted.close()
+
+
+@pytest.fixture
+def store(hosted):
+    """The store's own (server-side) client and its relay."""
+    return hosted.store, hosted.relay
+
+
+def _client(host, port, timeout_s=3):
+    return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def _closed(s):
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:  # closed with bytes it had not read
+        return True
+
+
+def _run_client(address, prefix=()):
+    r = subprocess.run([*prefix, sys.executable, "-c", CLIENT, *map(str, address)], env=python_env(),
+                       capture_output=True, text=True, timeout=60, cwd="/")
+    return r.stdout.strip()
+
+
+def test_the_jobs_gateway_reads_and_writes_its_store(store):
+    master, relay = store
+    gateway = rendezvous.open_gateway(relay.address, JOB, SECRET)
+    try:
+        c = _client(*gateway.address)
+        assert c.get("k") == b"v"
+        c.set("from-gateway", "1")
+        assert master.get("from-gateway") == b"1"
+        keys = master.num_keys()
+        assert _run_client(gateway.address) == f"ok v {keys}"  # another process of the user
+        assert master.get("written") == b"1"
+    finally:
+        gateway.close()
+
+
+def test_without_the_secret_nobody_reads_writes_or_lists_keys(store):
+    master, relay = store
+    keys = master.num_keys()
+    wrong = rendezvous.open_gateway(relay.address, JOB, b"\xff" * 32)
+    other_job = rendezvous.open_gateway(relay.address, "job2", SECRET)
+    try:
+        for address in (relay.address, wrong.address, other_job.address):  # no handshake, wrong secret, no such job
+            assert _run_client(address).startswith("refused"), address
+    finally:
+        wrong.close()
+        other_job.close()
+    assert master.get("k") == b"v" and master.num_keys() == keys
+
+
+def test_a_raw_connection_gets_not_a_byte_of_the_store(store, monkeypatch):
+    monkeypatch.setattr(rendezvous, "HANDSHAKE_TIMEOUT_S", 1.0)
+    _, relay = store
+    with socket.create_connection(relay.address, timeout=10) as s:
+        s.sendall(b"BFTRDZV1 job1\n" + b"x" * 64)  # a malformed hello, then anything
+        assert _closed(s)
+    with socket.create_connection(relay.address, timeout=10) as s:  # a valid hello, then a wrong proof
+        s.sendall(b"BFTRDZV1 job1 " + b"00" * 16 + b"\n")
+        assert len(s.recv(1024).split()) == 2  # the relay's nonce and proof
+        s.sendall(b"0" * 64 + b"\n")
+        assert _closed(s)
+
+
+def test_silent_handshakes_time_out_and_hold_up_no_one(store, monkeypatch):
+    monkeypatch.setattr(rendezvous, "HANDSHAKE_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(rendezvous, "MAX_PENDING", 32)
+    master, relay = store
+    silent = [socket.create_connection(relay.address, timeout=10) for _ in range(100)]  # more than MAX_PENDING
+    gateway = rendezvous.open_gateway(relay.address, JOB, SECRET)
+    try:
+        started = time.monotonic()
+        assert _client(*gateway.address).get("k") == b"v"
+        assert time.monotonic() - started < 1.5  # not after the silent ones' timeout
+        trickle = socket.create_connection(relay.address, timeout=10)
+        silent.append(trickle)
+        try:
+            for byte in b"BFTRDZV1 job1":  # a byte at a time: the deadline is for the whole handshake
+                trickle.sendall(bytes([byte]))
+                time.sleep(0.25)
+        except OSError:
+            pass  # closed meanwhile
+        for s in silent:
+            assert _closed(s)
+    finally:
+        gateway.close()
+        for s in silent:
+            s.close()
+
+
+def test_without_a_private_namespace_the_store_still_works_on_the_hosts_loopback(monkeypatch):
+    from bft.train import _loopback
+
+    monkeypatch.setattr(_loopback, "_HELPER", "import sys; sys.exit(0)")  # as where unshare() is refused
+    hosted = rendezvous.HostedStore(socket.create_server(("127.0.0.1", 0)), lambda job: SECRET, wait_for_workers=False)
+    gateway = rendezvous.open_gateway(hosted.relay.address, JOB, SECRET)
+    try:
+        assert not hosted.private
+        _client(*gateway.address).set("k", "through the relay")
+        assert hosted.store.get("k") == b"through the relay"
+    finally:
+        gateway.close()
+        hosted.close()
+
+
+@needs_root
+def test_the_store_itself_is_out_of_another_users_reach(hosted):
+    assert hosted.private  # root may always make a private namespace
+    # The only port of this host's namespace that leads to the store is for its own process's user.
+    assert _run_client(("127.0.0.1", hosted._store_port), AS_NOBODY).startswith("refused")
+    assert not hosted.store.check(["written"])
+
+
+@needs_root
+def test_another_user_cannot_use_a_jobs_gateway_or_relay(store):
+    master, relay = store
+    gateway = rendezvous.open_gateway(relay.address, JOB, SECRET)
+    try:
+        assert _run_client(gateway.address, AS_NOBODY).startswith("refused")
+        assert _run_client(relay.address, AS_NOBODY).startswith("refused")
+        assert not master.check(["written"])
+        assert _run_client(gateway.address).startswith("ok")  # the same gateway still serves its user
+    finally:
+        gateway.close()
+    assert master.check(["written"])
