@@ -34,6 +34,19 @@
 
 namespace bft::curve {
 
+// The advisor's fit options: FitOptions' defaults except the extrapolation, which counts the
+// model's predicted gain in full up to 8x the largest measured size (FitOptions: half of it, up to
+// 2x). The allocator only grows a job to a size its curve says is worth it, and growing is how the
+// advisor measures larger sizes: a conservative curve kept jobs small and left idle nodes unused
+// (docs/sim.md, "Where the learned samples go"), while an over-prediction is corrected at once by
+// the rate the job then reports.
+inline FitOptions AdvisorFitOptions() {
+  FitOptions fit;
+  fit.extrapolation_discount = 1.0;
+  fit.extrapolation_limit = 8.0;
+  return fit;
+}
+
 struct AdvisorOptions {
   double warmup_s = 30.0;           // intervals starting within this time after a rescale are warm-up
   int warmup_intervals = 1;         // ... and at least this many intervals after each rescale
@@ -50,7 +63,7 @@ struct AdvisorOptions {
   double rel_sd_per_doubling = 0.1;
   // ObjectiveCurve(n) = ThroughputEstimate(n) * (1 + exploration_bonus * rel_sd(n)).
   double exploration_bonus = 1.0;
-  FitOptions fit;  // how the curve is fitted from the per-size estimates
+  FitOptions fit = AdvisorFitOptions();  // how the curve is fitted from the per-size estimates
   bool IsValid(std::string* error) const;
 };
 
