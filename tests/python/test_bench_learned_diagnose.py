@@ -27,8 +27,11 @@ def test_the_shortfall_is_attributed_and_every_job_gets_a_row(tmp_path):
     sim.write_jobs(jobs, jobs_path)
     r = run_script("--trace", str(trace_path), "--jobs", str(jobs_path), "--max-jobs", "4", "--jobs-csv", str(table))
     assert r.returncode == 0, r.stderr
-    rows = re.findall(r"^\| (oracle|learned|learned_curves|learned_curves, no bonus|learned_costs) \|", r.stdout, re.M)
-    assert rows == ["oracle", "learned", "learned_curves", "learned_curves, no bonus", "learned_costs"], r.stdout
+    rows = re.findall(r"^\| (oracle|learned|learned_curves|learned_curves, no bonus|learned_costs) \|.*\| ([0-9.]+) \|$",
+                      r.stdout, re.M)
+    assert [row[0] for row in rows] == ["oracle", "learned", "learned_curves", "learned_curves, no bonus",
+                                        "learned_costs"], r.stdout
+    assert all(0.0 <= float(row[1]) <= 1.0 for row in rows), r.stdout  # the idle node-time used
     total = float(re.search(r"learned against oracle: ([-+0-9.]+) %", r.stdout).group(1))
     parts = [float(x) for x in re.findall(r"^  (?:wrong costs|exploration|curves).*:\s+([-+0-9.]+) %$", r.stdout, re.M)]
     assert len(parts) == 3, r.stdout
