@@ -27,7 +27,8 @@ import sys
 
 import numpy as np
 
-from bft import Error, curve, sim
+from bft import Error, sim
+from bft.cli import CliError, advisor_options
 from workload_args import add_workload_arguments, read_workload
 
 EARLY_S = 3600.0  # "late learning": the first hour after admission
@@ -74,8 +75,14 @@ def main() -> int:
     p.add_argument("--models-from-names", action="store_true",
                    help="jobs of one model share priors, the model being the name after its first '-' "
                    "(sim.model_from_name)")
+    p.add_argument("--advisor", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of every learned replay's profiling advisor, as bft replay --advisor (repeatable; "
+                   "fit.extrapolation_limit=2 fit.extrapolation_discount=0.5: the conservative rule of before)")
     args = p.parse_args()
     try:
+        options = advisor_options(args.advisor)
+        no_bonus = advisor_options(args.advisor)
+        no_bonus.exploration_bonus = 0.0
         trace, specs, nodes = read_workload(args)
         if args.first_jobs is not None:
             if args.first_jobs < 1:
@@ -84,13 +91,11 @@ def main() -> int:
 
         models = [sim.model_from_name(s.name) for s in specs] if args.models_from_names else None
 
-        def replay(curves, advisor=None):
+        def replay(curves, advisor=options):
             return sim.replay(trace, specs, args.policy, curves, nodes=nodes, max_jobs=args.max_jobs,
                               start_s=args.start, end_s=args.end, advisor=advisor,
                               models=None if curves == "oracle" else models)
 
-        no_bonus = curve.AdvisorOptions()
-        no_bonus.exploration_bonus = 0.0
         runs = {
             "oracle": replay("oracle"),
             "learned": replay("learned"),
@@ -98,7 +103,7 @@ def main() -> int:
             "learned_curves, no bonus": replay("learned_curves", no_bonus),
             "learned_costs": replay("learned_costs"),
         }
-    except (Error, OSError, ValueError) as e:
+    except (Error, OSError, ValueError, CliError) as e:
         print(f"learned_diagnose: error: {e}", file=sys.stderr)
         return 2
 
