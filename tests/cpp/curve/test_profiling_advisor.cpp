@@ -127,8 +127,11 @@ TEST(CurveAdvisor, CurvesHaveSparseBreakpointsWhateverThePoolSize) {
     EXPECT_LE(nodes.size(), 2 * std::log2(max_nodes) + 10) << max_nodes;
     EXPECT_EQ(c.objective.nodes(), nodes);
     EXPECT_EQ(nodes.back(), max_nodes);
-    for (int m : {1, 2, 5, 8, 13, 104})
-      if (m <= max_nodes) EXPECT_TRUE(std::find(nodes.begin(), nodes.end(), m) != nodes.end()) << m << " nodes";
+    for (int m : {1, 2, 5, 8, 13, 104}) {
+      if (m <= max_nodes) {
+        EXPECT_TRUE(std::find(nodes.begin(), nodes.end(), m) != nodes.end()) << m << " nodes";
+      }
+    }
     // The value at a breakpoint does not depend on max_nodes (it is the estimate at that size),
     // and beyond the measured sizes it is the fitted curve with the extrapolation rule.
     for (std::size_t k = 0; k < nodes.size(); ++k) {
