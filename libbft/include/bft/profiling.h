@@ -156,9 +156,9 @@ class ProfilingAdvisor {
   // long as those agree with that curve's shape (docs/curve.md, "Model priors").
   void SetModel(const std::string& job_id, const std::string& model);
 
-  // samples/s on 0..max_nodes: the fitted curve (conservative extrapolation), or the estimates
-  // and the prior while too few sizes were measured. Never empty for max_nodes >= 1; an unknown
-  // job gets the prior. Throws InvalidArgument if max_nodes < 1.
+  // samples/s on 0..max_nodes: the fitted curve (extrapolated by options().fit, AdvisorFitOptions
+  // by default), or the estimates and the prior while too few sizes were measured. Never empty for
+  // max_nodes >= 1; an unknown job gets the prior. Throws InvalidArgument if max_nodes < 1.
   // Sparse breakpoints (docs/curve.md, "Curves for the allocator"): 0; 1, 2, 3, 4, 6, 8, 12, ...
   // (powers of two and three times powers of two) up to max_nodes; max_nodes; every measured size
   // and the extrapolation cap (extrapolation_limit x the largest measured size) within 1..max_nodes.
