@@ -142,22 +142,27 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-# The profiling advisor's options the replay command line sets: its numeric fields.
+# The profiling advisor's options the replay command line sets: its numeric fields, and its fit's as
+# fit.NAME (fit.extrapolation_limit=2 fit.extrapolation_discount=0.5: FitOptions' conservative rule).
+def _numeric_fields(obj) -> tuple:
+    return tuple(k for k in dir(obj) if not k.startswith("_") and type(getattr(obj, k)) in (int, float))
+
+
 _ADVISOR_DEFAULTS = curve.AdvisorOptions()
-ADVISOR_KEYS = tuple(k for k in dir(_ADVISOR_DEFAULTS)
-                     if not k.startswith("_") and type(getattr(_ADVISOR_DEFAULTS, k)) in (int, float))
+ADVISOR_KEYS = _numeric_fields(_ADVISOR_DEFAULTS) + tuple(f"fit.{k}" for k in _numeric_fields(_ADVISOR_DEFAULTS.fit))
 
 
-def _advisor_options(items: Sequence[str]) -> "curve.AdvisorOptions":
-    """--advisor KEY=VALUE ... as AdvisorOptions, checked as the C++ checks them."""
+def advisor_options(items: Sequence[str]) -> "curve.AdvisorOptions":
+    """--advisor KEY=VALUE ... as AdvisorOptions, checked as the C++ checks them (CliError if not)."""
     options = curve.AdvisorOptions()
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in ADVISOR_KEYS:
             raise CliError(f"--advisor {item!r}: expected KEY=VALUE with KEY one of {', '.join(ADVISOR_KEYS)}")
-        kind = type(getattr(options, key))
+        target, name = (options.fit, key[4:]) if key.startswith("fit.") else (options, key)
+        kind = type(getattr(target, name))
         try:
-            setattr(options, key, kind(value))
+            setattr(target, name, kind(value))
         except (TypeError, ValueError, OverflowError):
             raise CliError(f"--advisor {key}: {value!r} is not {'an integer' if kind is int else 'a number'}") from None
     ok, why = options.is_valid()
@@ -244,7 +249,7 @@ def replay_main(args) -> int:
     configuration_modes = list(sim.CONFIGURATION_MODES) if args.configurations == "both" else [args.configurations]
     _check_numbers(args)
     _check_backend(args.milp_backend)
-    advisor = _advisor_options(args.advisor)
+    advisor = advisor_options(args.advisor)
     if args.advisor and curve_modes == ["oracle"]:
         raise CliError("--advisor sets the profiling advisor of learned curves: add --curves learned (or both)")
     _check_plotting(args)

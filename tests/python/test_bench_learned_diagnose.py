@@ -27,8 +27,11 @@ def test_the_shortfall_is_attributed_and_every_job_gets_a_row(tmp_path):
     sim.write_jobs(jobs, jobs_path)
     r = run_script("--trace", str(trace_path), "--jobs", str(jobs_path), "--max-jobs", "4", "--jobs-csv", str(table))
     assert r.returncode == 0, r.stderr
-    rows = re.findall(r"^\| (oracle|learned|learned_curves|learned_curves, no bonus|learned_costs) \|", r.stdout, re.M)
-    assert rows == ["oracle", "learned", "learned_curves", "learned_curves, no bonus", "learned_costs"], r.stdout
+    replays = r"oracle|learned|learned_curves|learned_curves, no bonus|learned_costs"
+    rows = re.findall(rf"^\| ({replays}) \|.*\| ([0-9.]+) \|$", r.stdout, re.M)
+    assert [row[0] for row in rows] == ["oracle", "learned", "learned_curves", "learned_curves, no bonus",
+                                        "learned_costs"], r.stdout
+    assert all(0.0 <= float(row[1]) <= 1.0 for row in rows), r.stdout  # the idle node-time used
     total = float(re.search(r"learned against oracle: ([-+0-9.]+) %", r.stdout).group(1))
     parts = [float(x) for x in re.findall(r"^  (?:wrong costs|exploration|curves).*:\s+([-+0-9.]+) %$", r.stdout, re.M)]
     assert len(parts) == 3, r.stdout
@@ -42,3 +45,12 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("learned_diagnose: error: "), r.stderr
+
+
+def test_advisor_options_are_checked_before_replaying(tmp_path):
+    # The trace is missing too: the bad option is reported first, as bft replay reports it.
+    r = run_script("--trace", str(tmp_path / "missing.csv"), "--jobs", str(tmp_path / "missing.jsonl"),
+                   "--advisor", "fit.extrapolation_limit=0.5")
+    assert r.returncode == 2
+    expected = "learned_diagnose: error: --advisor fit options: extrapolation_limit 0.5 must be finite and >= 1"
+    assert r.stderr.strip() == expected, r.stderr

@@ -177,6 +177,9 @@ def test_nonsense_arguments_are_one_line_errors_not_tracebacks_or_silent_default
         (["--curves", "learned", "--advisor", "warmup_s=-2"], "--advisor warmup_s -2 must be finite and >= 0"),
         (["--curves", "learned", "--advisor", "drift_intervals=99999999999"], "--advisor drift_intervals"),
         (["--advisor", "warmup_s=2"], "add --curves learned"),
+        (["--curves", "learned", "--advisor", "fit.model=1"], "expected KEY=VALUE"),
+        (["--curves", "learned", "--advisor", "fit.extrapolation_discount=2"],
+         "--advisor fit options: extrapolation_discount 2 is not in [0, 1]"),
     ]
     for extra, needle in cases:
         msg = one_line_error(capsys, ["replay", "-q", *extra])
@@ -194,6 +197,12 @@ def test_advisor_options_reach_a_learned_replay(tmp_path):
     assert samples_done(tmp_path / "same", "--advisor", "warmup_s=30") == default  # the default value
     assert samples_done(tmp_path / "other", "--advisor", "prior_samples_per_node_s=1",
                         "--advisor", "exploration_bonus=0") != default
+
+    # The fit's options too: the default advisor's extrapolation, then FitOptions' conservative rule.
+    assert samples_done(tmp_path / "fit-same", "--advisor", "fit.extrapolation_limit=8",
+                        "--advisor", "fit.extrapolation_discount=1") == default
+    assert samples_done(tmp_path / "fit-other", "--advisor", "fit.extrapolation_limit=2",
+                        "--advisor", "fit.extrapolation_discount=0.5") != default
 
 
 def test_out_without_matplotlib_says_what_to_install_before_replaying(tmp_path, capsys, monkeypatch):

@@ -345,7 +345,7 @@ def summit_slice(shared_data):
     return trace, jobs
 
 
-def test_summit_slice_exact_beats_equal_share_and_learned_reaches_90_percent(summit_slice):
+def test_summit_slice_exact_beats_equal_share_and_learned_reaches_98_percent(summit_slice):
     trace, jobs = summit_slice
     window = dict(start_s=72000, end_s=72000 + 6 * 3600, record_job_progress=False)
     exact = sim.replay(trace, jobs, "exact", **window).summary
@@ -353,7 +353,8 @@ def test_summit_slice_exact_beats_equal_share_and_learned_reaches_90_percent(sum
     learned = sim.replay(trace, jobs, "exact", "learned", **window).summary
     assert exact["jobs_finished"] < 400
     assert exact["samples_done"] >= equal["samples_done"]
-    assert learned["samples_done"] >= 0.9 * exact["samples_done"]
+    # 97.1 % with the advisor's old conservative extrapolation, 99.3 % now (docs/sim.md).
+    assert learned["samples_done"] >= 0.98 * exact["samples_done"]
 
 
 def test_trace_arrays_are_not_truncated_to_integers():

@@ -34,6 +34,19 @@
 
 namespace bft::curve {
 
+// The advisor's fit options: FitOptions' defaults except the extrapolation, which counts the
+// model's predicted gain in full up to 8x the largest measured size (FitOptions: half of it, up to
+// 2x). The allocator only grows a job to a size its curve says is worth it, and growing is how the
+// advisor measures larger sizes: a conservative curve kept jobs small and left idle nodes unused
+// (docs/sim.md, "Where the learned samples go"), while an over-prediction is corrected at once by
+// the rate the job then reports.
+inline FitOptions AdvisorFitOptions() {
+  FitOptions fit;
+  fit.extrapolation_discount = 1.0;
+  fit.extrapolation_limit = 8.0;
+  return fit;
+}
+
 struct AdvisorOptions {
   double warmup_s = 30.0;           // intervals starting within this time after a rescale are warm-up
   int warmup_intervals = 1;         // ... and at least this many intervals after each rescale
@@ -50,7 +63,7 @@ struct AdvisorOptions {
   double rel_sd_per_doubling = 0.1;
   // ObjectiveCurve(n) = ThroughputEstimate(n) * (1 + exploration_bonus * rel_sd(n)).
   double exploration_bonus = 1.0;
-  FitOptions fit;  // how the curve is fitted from the per-size estimates
+  FitOptions fit = AdvisorFitOptions();  // how the curve is fitted from the per-size estimates
   bool IsValid(std::string* error) const;
 };
 
@@ -143,9 +156,9 @@ class ProfilingAdvisor {
   // long as those agree with that curve's shape (docs/curve.md, "Model priors").
   void SetModel(const std::string& job_id, const std::string& model);
 
-  // samples/s on 0..max_nodes: the fitted curve (conservative extrapolation), or the estimates
-  // and the prior while too few sizes were measured. Never empty for max_nodes >= 1; an unknown
-  // job gets the prior. Throws InvalidArgument if max_nodes < 1.
+  // samples/s on 0..max_nodes: the fitted curve (extrapolated by options().fit, AdvisorFitOptions
+  // by default), or the estimates and the prior while too few sizes were measured. Never empty for
+  // max_nodes >= 1; an unknown job gets the prior. Throws InvalidArgument if max_nodes < 1.
   // Sparse breakpoints (docs/curve.md, "Curves for the allocator"): 0; 1, 2, 3, 4, 6, 8, 12, ...
   // (powers of two and three times powers of two) up to max_nodes; max_nodes; every measured size
   // and the extrapolation cap (extrapolation_limit x the largest measured size) within 1..max_nodes.

@@ -155,7 +155,7 @@ struct ProfilingAdvisor::Impl {
     return in_range == 0 || (hi - lo) / *scale <= options.fit.duplicate_tolerance;
   }
 
-  // The model's curve at n: the fit (conservative extrapolation), linear through a single size, or
+  // The model's curve at n: the fit (extrapolated by options.fit), linear through a single size, or
   // piecewise-linear through the sizes if the fit failed.
   static double ModelCurve(const ModelState& model, int n) {
     if (model.fit_ok) return model.fit.Evaluate(n);

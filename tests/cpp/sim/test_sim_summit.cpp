@@ -61,13 +61,14 @@ TEST(SimSummitSlice, ExactOptimiserDoesAtLeastAsWellAsEqualShare) {
   EXPECT_LE(exact.summary.used_node_hours, exact.summary.idle_node_hours);
 }
 
-TEST(SimSummitSlice, LearnedCurvesReachNinetyPercentOfTheOracle) {
+TEST(SimSummitSlice, LearnedCurvesReachNinetyEightPercentOfTheOracle) {
   BFT_REQUIRE_SLICE();
   const ReplayResult oracle = ReplaySlice(alloc::SolverKind::kExact, CurveMode::kOracle);
   const ReplayResult learned = ReplaySlice(alloc::SolverKind::kExact, CurveMode::kLearned);
   std::printf("oracle: %.6g samples; learned: %.6g samples (%.1f%%)\n", oracle.summary.samples_done,
               learned.summary.samples_done, 100 * learned.summary.samples_done / oracle.summary.samples_done);
-  EXPECT_GE(learned.summary.samples_done, 0.9 * oracle.summary.samples_done);
+  // 97.1 % with the advisor's old conservative extrapolation, 99.3 % now (docs/sim.md).
+  EXPECT_GE(learned.summary.samples_done, 0.98 * oracle.summary.samples_done);
 }
 
 }  // namespace
