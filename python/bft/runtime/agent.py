@@ -13,11 +13,13 @@ its workers on the node's own address, not on every address of the host.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import socket
+import struct
 import sys
-from typing import List
+from typing import List, Optional
 
 ENV_AGENT_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where the agent leaves its exit status
 
@@ -45,6 +47,32 @@ def _bind_worker_store_to_the_node_address() -> None:
     DynamicRendezvousHandler._create_tcp_store_server = create_tcp_store_server
 
 
+def _interface_of(address: str) -> Optional[str]:
+    """The name of the local interface holding IPv4 ``address`` (an IP or a name), if any."""
+    try:
+        want = socket.inet_aton(socket.gethostbyname(address))
+    except OSError:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:  # SIOCGIFADDR: struct ifreq is the name (16 bytes), then a sockaddr_in
+                got = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))[20:24]
+            except OSError:
+                continue  # no IPv4 address
+            if got == want:
+                return name
+    return None
+
+
+def _gloo_on_the_node_address(address: str) -> None:
+    """gloo (the workers' CPU backend) takes the address its host name resolves to, else loopback: on a
+    node whose name does not resolve to its own cluster address, the workers of other nodes could not
+    connect. The workers inherit GLOO_SOCKET_IFNAME: the interface of the node's address (--local-addr)."""
+    name = None if "GLOO_SOCKET_IFNAME" in os.environ else _interface_of(address)
+    if name:
+        os.environ["GLOO_SOCKET_IFNAME"] = name
+
+
 def main(argv: List[str]) -> int:
     had_level = "LOGLEVEL" in os.environ
     os.environ.setdefault("LOGLEVEL", "ERROR")  # loggers created while torchrun is imported
@@ -58,8 +86,10 @@ def main(argv: List[str]) -> int:
         del os.environ["LOGLEVEL"]  # the workers inherit this environment: theirs stays the user's
     _quiet_torchrun_warnings()
     _bind_worker_store_to_the_node_address()
+    args = parse_args(argv)
+    _gloo_on_the_node_address(args.local_addr or "")
     try:
-        run(parse_args(argv))
+        run(args)
     except SignalException as e:  # the manager stopped this agent: a planned stop
         return 128 + int(e.sigval)
     except ChildFailedError as e:

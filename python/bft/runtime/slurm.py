@@ -119,7 +119,8 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         arg("--slurm-time-min", default="", help="minimum time limit (sbatch --time-min), for backfill-only pilots")
         arg("--slurm-pending", type=int, default=2, help="pilots kept pending; default %(default)s")
         arg("--slurm-max-nodes", type=int, default=0, help="most nodes held or pending at once (0: no cap)")
-        arg("--slurm-manager-address", default="", help="address the pilots report to (default: this host's name)")
+        arg("--slurm-manager-address", default="",
+            help="address the nodes reach the manager at (default: --bind if given, else this host's name)")
         arg("--slurm-port", type=int, default=0, help="TCP port of the pilots' reports (0: any, kept across restarts)")
         arg("--slurm-poll-s", type=float, default=2.0, help="seconds between squeue polls; default %(default)s")
         arg("--slurm-pilot-output", default="/dev/null", help="pilots' output file (sbatch --output; %%j = job id)")
@@ -136,7 +137,8 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
             time_min=args.slurm_time_min,
             pending=args.slurm_pending,
             max_nodes=args.slurm_max_nodes,
-            manager_address=args.slurm_manager_address,
+            # --bind names the one address the manager listens on: the nodes can reach it only there.
+            manager_address=args.slurm_manager_address or args.bind,
             port=args.slurm_port,
             poll_s=args.slurm_poll_s,
             pilot_output=args.slurm_pilot_output,
