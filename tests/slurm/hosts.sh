@@ -3,9 +3,10 @@
 # Each host (login, n1..nN) is a network namespace made here, joined by a veth pair to a bridge of
 # its own: addresses SUB.1 (login), SUB.2.. (n1..), no address on the bridge, so nothing outside the
 # namespaces is reachable from them and they reach nothing else. Each daemon runs in its host's
-# namespace (nsenter --net, not `ip netns exec`, which would hide /sys/fs/cgroup from slurmd) under `unshare --uts` with the host's name as hostname (DIR/bin/on-host); munged stays
-# outside (its Unix socket is a file, reachable from every namespace). Names carry the pid of the
-# `start` (bft<pid>-login, bft<pid>-n3, bridge bft<pid>br, veth bft<pid>v3: at most 15 characters),
+# namespace (nsenter --net; `ip netns exec` would hide /sys/fs/cgroup from slurmd) under
+# `unshare --uts` with the host's name as hostname (DIR/bin/on-host); munged stays outside (its
+# Unix socket is a file, reachable from every namespace). Names carry the pid of the `start`
+# (bft<pid>-login, bft<pid>-n3, bridge bft<pid>br, veth bft<pid>v3: at most 15 characters),
 # so clusters of several runs coexist; each is recorded in DIR/net before it is made and removed by
 # that name at stop, also after a start that failed half-way. The Slurm commands the tests and the
 # script run (sbatch, squeue, ...) go through wrappers in DIR/bin that run them on the login host.
@@ -71,7 +72,8 @@ hosts_up() {
   write_wrappers
   local br=${PREFIX}br k host ns
   record link "$br"
-  ip link add "$br" type bridge
+  # Not allowed here (a container without CAP_NET_ADMIN): skipped, not a cluster failure.
+  ip link add "$br" type bridge || { echo "cluster.sh: cannot create a bridge here (ip link add)" >&2; exit 77; }
   ip link set "$br" up
   for ((k = 0; k <= HOSTS; k++)); do
     if [[ $k -eq 0 ]]; then host=login; else host=n$k; fi

@@ -64,6 +64,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         pending: int = 2,
         max_nodes: int = 0,
         manager_address: str = "",
+        bind: str = "",
         port: int = 0,
         poll_s: float = 2.0,
         pilot_output: str = "/dev/null",
@@ -86,7 +87,8 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         self.partition, self.qos, self.account = partition, qos, account
         self.time_limit, self.time_min = time_limit, time_min
         self.pending, self.max_nodes = pending, max_nodes
-        self._manager_address = manager_address or socket.gethostname()
+        self._manager_address = manager_address or bind or socket.gethostname()
+        self._bind_address = bind
         self.port, self.poll_s, self.pilot_output = port, poll_s, pilot_output
         self.job_name = f"bft-pilot.{identity}"
         self.user = getpass.getuser()
@@ -137,8 +139,8 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
             time_min=args.slurm_time_min,
             pending=args.slurm_pending,
             max_nodes=args.slurm_max_nodes,
-            # --bind names the one address the manager listens on: the nodes can reach it only there.
-            manager_address=args.slurm_manager_address or args.bind,
+            manager_address=args.slurm_manager_address,
+            bind=args.bind,
             port=args.slurm_port,
             poll_s=args.slurm_poll_s,
             pilot_output=args.slurm_pilot_output,
@@ -256,6 +258,10 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
     def manager_address(self) -> str:
         return self._manager_address
 
+    def listen_address(self) -> str:
+        # --bind is the one address the manager listens on, the pilots' reports included.
+        return self._bind_address or super().listen_address()
+
     def reclaim_done(self, node: str) -> None:
         # Release a preempted node before its grace time ends: the main job starts sooner.
         with self._lock:
@@ -309,7 +315,6 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
                 pilot.state = "reclaimed"
                 self._emit(NodeEvent("reclaim", pilot.node, self.grace_s))
         return "hold"
-
 
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.poll_s):
