@@ -7,7 +7,8 @@
 #   tests/slurm/cluster.sh start DIR [--hosts N]
 #                                       install slurm-wlm + munge if missing, start, wait until all
 #                                       nodes are idle, print the environment to use (SLURM_CONF)
-#   tests/slurm/cluster.sh stop DIR     stop exactly the processes this script started (DIR/pids)
+#   tests/slurm/cluster.sh stop DIR     stop exactly the processes this script started (DIR/pids),
+#                                       remove the hosts it made (DIR/net)
 #   tests/slurm/cluster.sh status DIR   which recorded processes live; sinfo
 #   tests/slurm/cluster.sh env DIR      print the environment to use
 #
@@ -15,7 +16,8 @@
 # GraceTime=$BFT_SLURM_GRACE_S, default 5): a main job preempts pilots (SIGTERM to their steps,
 # SIGKILL after the grace time), and `noroot` (DisableRootJobs=YES: one root has no right to).
 # Ports: slurmctld on BASE, n1..n8 on BASE+1..BASE+8; BASE is $BFT_SLURM_BASE_PORT or the first of
-# 16810, 16910, ... whose nine ports are all free. Exit status 77: Slurm cannot be installed here.
+# 16810, 16910, ... whose nine ports are all free; with --hosts, 6817 and 6818 on each host's own
+# address. Exit status 77: Slurm cannot be installed here, or (--hosts) no namespaces can be made.
 set -euo pipefail
 
 NODES=8
