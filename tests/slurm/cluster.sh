@@ -35,9 +35,10 @@ DIR=$(cd "$DIR" && pwd)
 PIDS=$DIR/pids   # one line per process started: "<name> <pid>"
 # shellcheck source=tests/slurm/hosts.sh
 source "$(dirname "${BASH_SOURCE[0]}")/hosts.sh"
+REQUESTED_HOSTS=0 # what a start asks for; HOSTS: what DIR holds (hosts.sh read it)
 if [[ $# -eq 4 ]]; then
   [[ $4 =~ ^[1-9][0-9]?$ ]] || die "--hosts takes 1..99, got '$4'"
-  HOSTS=$4
+  REQUESTED_HOSTS=$4
 fi
 [[ $HOSTS -gt 0 ]] && NODES=$HOSTS
 
@@ -97,7 +98,7 @@ write_config() {
   fi
   {
     cat <<EOF
-# Written by tests/slurm/cluster.sh: a one-host test cluster. See docs/slurm.md.
+# Written by tests/slurm/cluster.sh: a test cluster. See docs/slurm.md.
 ClusterName=bfttest
 SlurmctldHost=$(controller_host)
 SlurmctldPort=$base
@@ -199,6 +200,9 @@ do_start() {
     return 0
   fi
   install_packages
+  HOSTS=$REQUESTED_HOSTS
+  [[ $HOSTS -gt 0 ]] && NODES=$HOSTS
+  rm -rf "$HOSTS_FILE" "$DIR/bin" # of an earlier multi-host cluster in DIR, stopped
   : >"$PIDS"
   # However the start ends before the nodes are up (set -e included), what was started is stopped
   # and the hosts are removed.
