@@ -68,8 +68,16 @@ def _compute_host_processes(manager) -> Dict[str, Set[str]]:
         ns = ns.split(" ")[0]
         if ns.startswith(manager.netns_prefix) and ns != f"{manager.netns_prefix}login":
             pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-            out[ns] = {open(f"/proc/{p}/comm").read().strip() for p in pids if os.path.exists(f"/proc/{p}/comm")}
+            out[ns] = {name for name in map(_comm, pids) if name}
     return out
+
+
+def _comm(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""  # ended meanwhile
 
 
 def _samples(manager, job: str) -> int:
