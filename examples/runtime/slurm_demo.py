@@ -1,10 +1,12 @@
 """The Slurm demo (``./dev.sh slurm-demo``): training on the holes a main-queue workload leaves.
 
-Starts the 8-node Slurm test cluster (tests/slurm/cluster.sh), plays a scripted main-queue
-workload twice — once alone, once while ``bft manager --source slurm`` keeps pilot jobs in the
-preemptible partition and trains two DDP jobs submitted with no curve — and prints the idle
-node-time the main queue left, the share of it used by training, the samples trained, and how much
-longer each main job waited because of the pilots. Everything it starts is stopped at the end.
+Starts the 8-node Slurm test cluster (tests/slurm/cluster.sh; with ``--hosts N``, the multi-host one:
+N compute hosts and a login host, each a network namespace, the manager on the login host and the
+workload scaled to N nodes), plays a scripted main-queue workload twice — once alone, once while
+``bft manager --source slurm`` keeps pilot jobs in the preemptible partition and trains two DDP jobs
+submitted with no curve — and prints the idle node-time the main queue left, the share of it used by
+training, the samples trained, and how much longer each main job waited because of the pilots.
+Everything it starts is stopped at the end.
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ from typing import Dict, List, Tuple
 REPO = Path(__file__).resolve().parents[2]
 ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
-NODES = 8
-# Main-queue jobs: (submit offset s, nodes, run time s). They leave holes of various sizes and lengths.
+NODES = 8  # of the one-host cluster
+# Main-queue jobs on 8 nodes: (submit offset s, nodes, run time s). They leave holes of various sizes
+# and lengths. On N hosts each job asks for its share of N (scaled(), rounded half up, at least 1).
 WORKLOAD = [(0, 4, 60), (0, 2, 40), (20, 3, 50), (60, 6, 40), (80, 1, 60), (110, 8, 30), (150, 3, 30),
             (150, 2, 40), (175, 5, 25)]
+
+
+def scaled(nodes: int, hosts: int) -> int:
+    return max(1, (nodes * hosts + NODES // 2) // NODES)
 
 
 def sh(*args: str, env=None, check=True) -> str:
@@ -45,7 +52,7 @@ def job_times(job_id: str) -> Dict[str, float]:
     return times
 
 
-def play_workload() -> List[Dict[str, float]]:
+def play_workload(hosts: int) -> List[Dict[str, float]]:
     """Submits WORKLOAD to the main partition on schedule; returns each job's times once it ended
     (read while Slurm still shows the job: it forgets ended jobs after MinJobAge)."""
     t0 = time.time()
@@ -54,13 +61,14 @@ def play_workload() -> List[Dict[str, float]]:
     while len(ended) < len(WORKLOAD):
         while len(ids) < len(WORKLOAD) and time.time() >= t0 + WORKLOAD[len(ids)][0]:
             _, nodes, seconds = WORKLOAD[len(ids)]
+            nodes = scaled(nodes, hosts)
             ids.append(sh("sbatch", "--parsable", "--partition=main", f"--nodes={nodes}", "--output=/dev/null",
                           f"--wrap=sleep {seconds}").strip())
         for k, job_id in enumerate(ids):
             if job_id not in ended:
                 t = job_times(job_id)
                 if t["state"] not in ACTIVE:
-                    t["nodes"] = WORKLOAD[k][1]
+                    t["nodes"] = scaled(WORKLOAD[k][1], hosts)
                     ended[job_id] = t
         time.sleep(1)
     return [ended[i] for i in ids]
@@ -70,9 +78,9 @@ def window(jobs) -> Tuple[float, float]:
     return min(j["SubmitTime"] for j in jobs), max(j["EndTime"] for j in jobs)
 
 
-def idle_node_s(jobs) -> float:
+def idle_node_s(jobs, hosts: int) -> float:
     start, end = window(jobs)
-    return NODES * (end - start) - sum(j["nodes"] * (j["EndTime"] - j["StartTime"]) for j in jobs)
+    return hosts * (end - start) - sum(j["nodes"] * (j["EndTime"] - j["StartTime"]) for j in jobs)
 
 
 def _samples_at(counts: List[Tuple[float, float]], t: float) -> float:
@@ -112,25 +120,33 @@ def stop_tagged(state_dir: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--keep", action="store_true", help="keep the working directory (logs, state)")
+    p.add_argument("--hosts", type=int, default=0,
+                   help="run on the multi-host test cluster with this many compute hosts (needs root and ip netns)")
     args = p.parse_args()
+    if not 0 <= args.hosts <= 99:
+        p.error(f"--hosts must be in 1..99, got {args.hosts}")
+    hosts = args.hosts or NODES
     work = Path(tempfile.mkdtemp(prefix="bft-slurm-demo-"))
-    env = dict(os.environ)
-    print(f"starting the 8-node Slurm test cluster in {work}/cluster ...", flush=True)
-    out = sh(str(CLUSTER), "start", str(work / "cluster"))
-    for line in out.splitlines():
-        m = re.match(r"export (\w+)=(.*)", line)
-        if m:
-            env[m.group(1)] = m.group(2)
-    os.environ.update(env)
+    where = f"{args.hosts} compute hosts and a login host" if args.hosts else "8 nodes on this host"
+    print(f"starting the Slurm test cluster ({where}) in {work}/cluster ...", flush=True)
+    out = sh(str(CLUSTER), "start", str(work / "cluster"), *(["--hosts", str(args.hosts)] if args.hosts else []))
+    env = dict(re.findall(r"^export (\w+)=(.*)$", out, re.M))
+    os.environ["SLURM_CONF"] = env["SLURM_CONF"]
+    on_login: List[str] = []  # the manager's command prefix: on the login host of a multi-host cluster
+    bind: List[str] = []
+    if args.hosts:
+        os.environ["PATH"] = f"{env['BFT_SLURM_BIN']}{os.pathsep}{os.environ['PATH']}"  # commands run on login
+        on_login = [os.path.join(env["BFT_SLURM_BIN"], "on-host"), "login"]
+        bind = ["--bind", env["BFT_SLURM_LOGIN_ADDR"]]
     manager = None
     try:
         print(f"1/2: the main-queue workload alone ({len(WORKLOAD)} jobs) ...", flush=True)
-        alone = play_workload()
+        alone = play_workload(hosts)
         print("2/2: the same workload with bft manager --source slurm and two training jobs ...", flush=True)
         state = work / "state"
         manager = subprocess.Popen(
-            [sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--source", "slurm",
-             "--slurm-partition", "pilot", "--slurm-pending", "2", "--slurm-poll-s", "1", "--grace", "4"],
+            [*on_login, sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--source", "slurm",
+             *bind, "--slurm-partition", "pilot", "--slurm-pending", "2", "--slurm-poll-s", "1", "--grace", "4"],
             stdout=open(work / "manager.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         for _ in range(300):
             if subprocess.run([sys.executable, "-m", "bft", "status", "--state-dir", str(state)],
@@ -139,21 +155,21 @@ def main() -> int:
             time.sleep(0.2)
         for name in ("train-a", "train-b"):
             sh(sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
-               "--state-dir", str(state), "--name", name, "--min", "1", "--max", "8", "--samples", "1e12")
+               "--state-dir", str(state), "--name", name, "--min", "1", "--max", str(hosts), "--samples", "1e12")
         time.sleep(20)  # pilots adopt the idle machine and the jobs start, as on a machine in service
-        shared = play_workload()
+        shared = play_workload(hosts)
         print(sh(sys.executable, "-m", "bft", "status", "--state-dir", str(state)))
         sh(sys.executable, "-m", "bft", "manager", "stop", "--state-dir", str(state))
         manager.wait(120)
         manager = None
         start, end = window(shared)
-        idle = idle_node_s(shared)
+        idle = idle_node_s(shared, hosts)
         used, samples = training(state, start, end)
         added = [(b["StartTime"] - b["SubmitTime"]) - (a["StartTime"] - a["SubmitTime"]) for a, b in zip(alone, shared)]
-        print(f"window: {end - start:.0f} s on {NODES} nodes; main jobs completed: "
+        print(f"window: {end - start:.0f} s on {hosts} nodes; main jobs completed: "
               f"{sum(j['state'] == 'COMPLETED' for j in shared)}/{len(shared)}")
         print(f"idle node-time left by the main queue: {idle:.0f} node-s "
-              f"({idle / (NODES * (end - start)):.0%} of the machine)")
+              f"({idle / (hosts * (end - start)):.0%} of the machine)")
         print(f"used by training: {used:.0f} node-s = {used / idle:.0%} of the idle node-time")
         print(f"samples trained in the window: {samples:,.0f}")
         print(f"main jobs' added wait (with pilots - alone), s: median {statistics.median(added):+.0f}, "

@@ -114,6 +114,17 @@ class ManagerHarness:
     def job_log(self, name: str) -> str:
         return (self.state_dir / "jobs" / name / "output.log").read_text(errors="replace")
 
+    def checkpointed_samples(self, job: str) -> int:
+        """The samples of the job's last checkpoint (0 before the first): its progress, also while no
+        manager runs to receive its reports."""
+        import torch
+
+        path = self.state_dir / "jobs" / job / "checkpoint" / "checkpoint.pt"
+        try:
+            return torch.load(path, weights_only=False)["samples"]
+        except (OSError, RuntimeError, EOFError, KeyError):
+            return 0
+
     def keeper_pid(self) -> Optional[int]:
         """The pid of this state directory's keeper if it runs (it outlives the manager on purpose)."""
         try:

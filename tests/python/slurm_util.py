@@ -1,45 +1,114 @@
-"""Shared by the Slurm tests: a real Slurm test cluster (tests/slurm/cluster.sh) for the session,
-and small helpers to look at and drive its queue."""
+"""Shared by the Slurm tests: a real Slurm test cluster (tests/slurm/cluster.sh) for the session, a
+multi-host one (cluster.sh --hosts) for a module, and small helpers to look at and drive its queue."""
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 
 from bft.runtime.nodes import NodeEvent
+from runtime_util import ManagerHarness, python_env
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SH = ROOT / "tests" / "slurm" / "cluster.sh"
 GRACE_S = 5.0  # the pilot partition's GraceTime in cluster.sh
+HOSTS = 4  # compute hosts of the multi-host cluster
+
+
+@contextlib.contextmanager
+def _cluster(cluster_dir: Path, *options: str):
+    """Starts cluster.sh in cluster_dir; the environment it prints (SLURM_CONF, and on a multi-host
+    cluster PATH through its login-host wrappers) holds inside the block. Always stopped."""
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root); not root here")
+    r = subprocess.run([str(CLUSTER_SH), "start", str(cluster_dir), *options], capture_output=True, text=True,
+                       timeout=600)
+    old = {k: os.environ.get(k) for k in ("SLURM_CONF", "PATH")}
+    try:
+        if r.returncode == 77:
+            pytest.skip(f"no Slurm test cluster {' '.join(options)} here: {r.stderr.strip()}")
+        assert r.returncode == 0, f"cluster.sh start failed:\n{r.stderr}"
+        env = dict(re.findall(r"^export (\w+)=(.*)$", r.stdout, re.M))
+        os.environ["SLURM_CONF"] = env["SLURM_CONF"]
+        if "BFT_SLURM_BIN" in env:
+            os.environ["PATH"] = f"{env['BFT_SLURM_BIN']}{os.pathsep}{os.environ['PATH']}"
+        yield env
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        subprocess.run([str(CLUSTER_SH), "stop", str(cluster_dir)], capture_output=True, timeout=120)
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
-    """A running test cluster; SLURM_CONF points at it for the whole session. Always stopped."""
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root); not root here")
+    """A running one-host test cluster; SLURM_CONF points at it for the whole session."""
     cluster_dir = tmp_path_factory.mktemp("slurm")
-    r = subprocess.run([str(CLUSTER_SH), "start", str(cluster_dir)], capture_output=True, text=True, timeout=600)
+    with _cluster(cluster_dir):
+        yield cluster_dir
+
+
+@pytest.fixture(scope="module")
+def slurm_hosts(tmp_path_factory):
+    """A running multi-host test cluster (HOSTS compute hosts and a login host, each a network
+    namespace) for one module: its environment (BFT_SLURM_LOGIN_ADDR, BFT_SLURM_BIN, ...); the
+    Slurm commands run on its login host meanwhile."""
+    missing = [c for c in ("ip", "nsenter", "unshare") if not shutil.which(c)]
+    if missing:
+        pytest.skip(f"the multi-host test cluster needs {', '.join(missing)} (iproute2, util-linux)")
+    with _cluster(tmp_path_factory.mktemp("slurm-hosts"), "--hosts", str(HOSTS)) as env:
+        yield env
+
+
+# `python -m bft` with the Slurm source imported explicitly, so that the tests do not depend on
+# which sources bft's command line registers.
+MANAGER = "import sys, bft.runtime.slurm; from bft.cli import main; sys.exit(main())"
+
+
+class SlurmManager(ManagerHarness):
+    """`bft manager --source slurm`, started through ``prefix`` (on a multi-host cluster: its login host)."""
+
+    def __init__(self, root: Path, prefix: Sequence[str] = ()):
+        super().__init__(root)
+        self.prefix = list(prefix)
+
+    def start(self, *args: str) -> subprocess.Popen:
+        log = open(self.root / f"manager-{len(self.procs)}.log", "wb")
+        proc = subprocess.Popen([*self.prefix, sys.executable, "-c", MANAGER, "manager", "--state-dir",
+                                 str(self.state_dir), "--source", "slurm", *args], env=python_env(), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        self.wait(lambda s: True, 60, "the manager to answer", proc=proc)
+        self.identity = self.status()["manager"]["identity"]
+        return proc
+
+    def stop(self, proc: subprocess.Popen) -> None:
+        r = subprocess.run([sys.executable, "-c", MANAGER, "manager", "stop", "--state-dir", str(self.state_dir)],
+                           env=python_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert proc.wait(60) == 0
+
+
+@contextlib.contextmanager
+def slurm_manager(root: Path, prefix: Sequence[str] = ()):
+    """A SlurmManager harness; afterwards every process it started is stopped and the queue emptied."""
+    pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
+    h = SlurmManager(root, prefix)
     try:
-        if r.returncode == 77:
-            pytest.skip(f"Slurm cannot be installed here: {r.stderr.strip()}")
-        assert r.returncode == 0, f"cluster.sh start failed:\n{r.stderr}"
-        env = dict(re.findall(r"^export (\w+)=(.*)$", r.stdout, re.M))
-        old = os.environ.get("SLURM_CONF")
-        os.environ["SLURM_CONF"] = env["SLURM_CONF"]
-        try:
-            yield cluster_dir
-        finally:
-            if old is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = old
+        yield h
     finally:
-        subprocess.run([str(CLUSTER_SH), "stop", str(cluster_dir)], capture_output=True, timeout=120)
+        h.close()
+        cancel_and_wait_empty()
 
 
 class Events:

@@ -99,16 +99,6 @@ def test_node_reclaimed_mid_step_job_goes_on(harness):
     assert harness.leftovers() == []
 
 
-def _checkpointed_samples(harness, job):
-    import torch
-
-    path = harness.state_dir / "jobs" / job / "checkpoint" / "checkpoint.pt"
-    try:
-        return torch.load(path, weights_only=False)["samples"]
-    except (OSError, RuntimeError, EOFError, KeyError):
-        return 0
-
-
 def test_training_outlives_a_killed_manager_and_is_adopted_without_a_relaunch(harness):
     """kill -9 of the manager: the job trains on (its store lives in the keeper), and the restarted
     manager adopts its agents instead of relaunching them; the reports sent meanwhile arrive."""
@@ -120,14 +110,14 @@ def test_training_outlives_a_killed_manager_and_is_adopted_without_a_relaunch(ha
     harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "the job to train")
     launches = len(harness.events("launch", job="long"))
     harness.kill9(first)
-    at_kill = max(_checkpointed_samples(harness, "long"), 1)
+    at_kill = max(harness.checkpointed_samples("long"), 1)
     # The manager is down; its job checkpoints progress beyond what it had when the manager died.
     deadline = time.monotonic() + 60
-    while _checkpointed_samples(harness, "long") <= at_kill:
+    while harness.checkpointed_samples("long") <= at_kill:
         assert time.monotonic() < deadline, "the job stopped training when the manager died"
         time.sleep(0.5)
     assert harness.keeper_pid() is not None
-    down = _checkpointed_samples(harness, "long")
+    down = harness.checkpointed_samples("long")
 
     second = harness.start("--local-nodes", "2", "--grace", "10")
     # The reports sent while it was down (relayed by the keeper) and after: samples at least what

@@ -9,54 +9,20 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import pytest
 
-from runtime_util import ManagerHarness, python_env
-
 pytest.register_assert_rewrite("slurm_util")  # it is also a plugin (below), loaded after this import
-from slurm_util import GRACE_S, squeue, submit_main, wait_running, wait_until  # noqa: E402
+from slurm_util import GRACE_S, slurm_manager, squeue, submit_main, wait_running  # noqa: E402
 
 pytest_plugins = ["slurm_util"]  # the session's one test cluster (the slurm_cluster fixture), shared by the Slurm tests
 
 pytestmark = [pytest.mark.runtime, pytest.mark.slurm]
 
-# `python -m bft` with the Slurm source imported explicitly, so that this test does not depend on
-# which sources bft's command line registers.
-MANAGER = "import sys, bft.runtime.slurm; from bft.cli import main; sys.exit(main())"
-
-
-class SlurmManager(ManagerHarness):
-    def start(self, *args: str) -> subprocess.Popen:
-        log = open(self.root / f"manager-{len(self.procs)}.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-c", MANAGER, "manager", "--state-dir", str(self.state_dir),
-                                 "--source", "slurm", *args], env=python_env(), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(proc)
-        self.wait(lambda s: True, 60, "the manager to answer", proc=proc)
-        self.identity = self.status()["manager"]["identity"]
-        return proc
-
-    def stop(self, proc: subprocess.Popen) -> None:
-        r = subprocess.run([sys.executable, "-c", MANAGER, "manager", "stop", "--state-dir", str(self.state_dir)],
-                           env=python_env(), capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        assert proc.wait(60) == 0
-
-
 @pytest.fixture
 def manager(slurm_cluster, tmp_path):
-    pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
-    h = SlurmManager(tmp_path)
-    try:
+    with slurm_manager(tmp_path) as h:
         yield h
-    finally:
-        h.close()
-        ids = [r["id"] for r in squeue()]
-        if ids:
-            subprocess.run(["scancel", *ids], capture_output=True)
-        wait_until(lambda: not squeue(), 30, "empty queue", step_s=0.2)
 
 
 def test_training_fills_pilots_shrinks_for_main_jobs_survives_kill9_and_leaves_nothing(manager):

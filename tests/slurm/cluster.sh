@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # A real Slurm test cluster on this one host: munged (own key and socket), slurmctld and 8 slurmd
 # (n1..n8, all NodeAddr=127.0.0.1, one port each), everything under DIR, every daemon run as root.
+# With --hosts N: N compute hosts n1..nN and a login host, each a network namespace of its own with
+# its own address and hostname (tests/slurm/hosts.sh); slurmctld runs on the login host.
 #
-#   tests/slurm/cluster.sh start DIR    install slurm-wlm + munge if missing, start, wait until all
+#   tests/slurm/cluster.sh start DIR [--hosts N]
+#                                       install slurm-wlm + munge if missing, start, wait until all
 #                                       nodes are idle, print the environment to use (SLURM_CONF)
-#   tests/slurm/cluster.sh stop DIR     stop exactly the processes this script started (DIR/pids)
+#   tests/slurm/cluster.sh stop DIR     stop exactly the processes this script started (DIR/pids),
+#                                       remove the hosts it made (DIR/net)
 #   tests/slurm/cluster.sh status DIR   which recorded processes live; sinfo
 #   tests/slurm/cluster.sh env DIR      print the environment to use
 #
@@ -12,7 +16,8 @@
 # GraceTime=$BFT_SLURM_GRACE_S, default 5): a main job preempts pilots (SIGTERM to their steps,
 # SIGKILL after the grace time), and `noroot` (DisableRootJobs=YES: one root has no right to).
 # Ports: slurmctld on BASE, n1..n8 on BASE+1..BASE+8; BASE is $BFT_SLURM_BASE_PORT or the first of
-# 16810, 16910, ... whose nine ports are all free. Exit status 77: Slurm cannot be installed here.
+# 16810, 16910, ... whose nine ports are all free; with --hosts, 6817 and 6818 on each host's own
+# address. Exit status 77: Slurm cannot be installed here, or (--hosts) no namespaces can be made.
 set -euo pipefail
 
 NODES=8
@@ -22,20 +27,35 @@ START_TIMEOUT_S=${BFT_SLURM_START_TIMEOUT_S:-60}
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 usage() { die "usage: $0 start|stop|status|env DIR"; }
 
-[[ $# -eq 2 ]] || usage
+[[ $# -eq 2 || ($# -eq 4 && $1 == start && $3 == --hosts) ]] || usage
 CMD=$1
 DIR=$2
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 PIDS=$DIR/pids   # one line per process started: "<name> <pid>"
+# shellcheck source=tests/slurm/hosts.sh
+source "$(dirname "${BASH_SOURCE[0]}")/hosts.sh"
+REQUESTED_HOSTS=0 # what a start asks for; HOSTS: what DIR holds (hosts.sh read it)
+if [[ $# -eq 4 ]]; then
+  [[ $4 =~ ^[1-9][0-9]?$ ]] || die "--hosts takes 1..99, got '$4'"
+  REQUESTED_HOSTS=$4
+fi
+[[ $HOSTS -gt 0 ]] && NODES=$HOSTS
 
 alive() { kill -0 "$1" 2>/dev/null; }
-# A recorded pid is still the daemon we started (not a pid reused since): its name matches.
-ours() { [[ $(cat "/proc/$2/comm" 2>/dev/null) == "${1%%.*}" ]]; }
+# A recorded pid is still the daemon we started (not a pid reused since): its name matches (or,
+# on a namespace host, that of a command still on its way to exec the daemon).
+ours() {
+  local comm
+  comm=$(cat "/proc/$2/comm" 2>/dev/null) || return 1
+  [[ $comm == "${1%%.*}" ]] || { [[ $HOSTS -gt 0 ]] && [[ $comm == nsenter || $comm == unshare || $comm == on-host || $comm == sh ]]; }
+}
 
 print_env() {
   echo "export SLURM_CONF=$DIR/slurm.conf"
   echo "export BFT_SLURM_CLUSTER_DIR=$DIR"
+  [[ $HOSTS -gt 0 ]] && hosts_env
+  return 0
 }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -78,9 +98,9 @@ write_config() {
   fi
   {
     cat <<EOF
-# Written by tests/slurm/cluster.sh: a one-host test cluster. See docs/slurm.md.
+# Written by tests/slurm/cluster.sh: a test cluster. See docs/slurm.md.
 ClusterName=bfttest
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=$(controller_host)
 SlurmctldPort=$base
 SlurmUser=root
 SlurmdUser=root
@@ -123,7 +143,7 @@ PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
 EOF
     for ((i = 1; i <= NODES; i++)); do
-      echo "NodeName=n$i NodeAddr=127.0.0.1 NodeHostname=localhost Port=$((base + i)) CPUs=1 RealMemory=1000 State=UNKNOWN"
+      echo "NodeName=n$i $(node_address "$i" "$base") CPUs=1 RealMemory=1000 State=UNKNOWN"
     done
     cat <<EOF
 PartitionName=main Nodes=n[1-$NODES] Default=YES PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
@@ -155,9 +175,12 @@ log_tail() {
 fail_start() {
   echo "cluster.sh: start failed: $*" >&2
   log_tail
-  echo "cluster.sh: stopping what was started" >&2
+  exit 1  # the EXIT trap of do_start stops what was started
+}
+
+start_aborted() {
+  echo "cluster.sh: start did not complete; stopping what was started" >&2
   do_stop
-  exit 1
 }
 
 any_alive() {
@@ -177,10 +200,22 @@ do_start() {
     return 0
   fi
   install_packages
-  local base
-  base=$(pick_base_port)
-  write_config "$base"
+  HOSTS=$REQUESTED_HOSTS
+  [[ $HOSTS -gt 0 ]] && NODES=$HOSTS
+  rm -rf "$HOSTS_FILE" "$DIR/bin" # of an earlier multi-host cluster in DIR, stopped
   : >"$PIDS"
+  # However the start ends before the nodes are up (set -e included), what was started is stopped
+  # and the hosts are removed.
+  trap start_aborted EXIT
+  trap 'exit 130' INT TERM
+  local base
+  if [[ $HOSTS -gt 0 ]]; then
+    hosts_up
+    base=6817  # each host has an address of its own: the standard ports collide with nothing
+  else
+    base=$(pick_base_port)
+  fi
+  write_config "$base"
   export SLURM_CONF=$DIR/slurm.conf
   local t0=$SECONDS i
 
@@ -191,12 +226,12 @@ do_start() {
   [[ -S $DIR/munge/munge.socket ]] || fail_start "munged did not create its socket in 10 s"
 
   # -i: ignore unreadable state from an older run instead of refusing to start.
-  launch slurmctld "$DIR/log/slurmctld.out" slurmctld -D -i -f "$DIR/slurm.conf"
+  launch slurmctld "$DIR/log/slurmctld.out" $(on_host login) slurmctld -D -i -f "$DIR/slurm.conf"
   for ((i = 0; i < 100; i++)); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.2; done
   scontrol ping 2>/dev/null | grep -q UP || fail_start "slurmctld does not answer 'scontrol ping' after 20 s"
 
   for ((i = 1; i <= NODES; i++)); do
-    launch "slurmd.n$i" "$DIR/log/slurmd.n$i.out" slurmd -D -N "n$i" -f "$DIR/slurm.conf"
+    launch "slurmd.n$i" "$DIR/log/slurmd.n$i.out" $(on_host "n$i") slurmd -D -N "n$i" -f "$DIR/slurm.conf"
   done
 
   local deadline=$((SECONDS + START_TIMEOUT_S)) states
@@ -208,6 +243,7 @@ do_start() {
     while read -r name pid; do alive "$pid" || fail_start "$name (pid $pid) exited"; done <"$PIDS"
     sleep 0.2
   done
+  trap - EXIT INT TERM
   echo "cluster.sh: $NODES nodes idle in $((SECONDS - t0)) s (slurmctld port $base)" >&2
   print_env
 }
@@ -230,7 +266,8 @@ cancel_jobs() {
 }
 
 do_stop() {
-  [[ -s $PIDS ]] || { echo "cluster.sh: nothing recorded in $PIDS" >&2; return 0; }
+  trap - EXIT
+  [[ -s $PIDS ]] || { echo "cluster.sh: nothing recorded in $PIDS" >&2; hosts_down; return 0; }
   cancel_jobs
   local name pid pids=()
   # Reverse order: slurmd before slurmctld before munged.
@@ -250,6 +287,7 @@ do_stop() {
     fi
   fi
   : >"$PIDS"
+  hosts_down
   echo "cluster.sh: stopped" >&2
 }
 

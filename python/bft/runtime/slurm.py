@@ -64,6 +64,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         pending: int = 2,
         max_nodes: int = 0,
         manager_address: str = "",
+        bind: str = "",
         port: int = 0,
         poll_s: float = 2.0,
         pilot_output: str = "/dev/null",
@@ -86,7 +87,8 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         self.partition, self.qos, self.account = partition, qos, account
         self.time_limit, self.time_min = time_limit, time_min
         self.pending, self.max_nodes = pending, max_nodes
-        self._manager_address = manager_address or socket.gethostname()
+        self._manager_address = manager_address or bind or socket.gethostname()
+        self._bind_address = bind
         self.port, self.poll_s, self.pilot_output = port, poll_s, pilot_output
         self.job_name = f"bft-pilot.{identity}"
         self.user = getpass.getuser()
@@ -119,7 +121,8 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         arg("--slurm-time-min", default="", help="minimum time limit (sbatch --time-min), for backfill-only pilots")
         arg("--slurm-pending", type=int, default=2, help="pilots kept pending; default %(default)s")
         arg("--slurm-max-nodes", type=int, default=0, help="most nodes held or pending at once (0: no cap)")
-        arg("--slurm-manager-address", default="", help="address the pilots report to (default: this host's name)")
+        arg("--slurm-manager-address", default="",
+            help="address the nodes reach the manager at (default: --bind if given, else this host's name)")
         arg("--slurm-port", type=int, default=0, help="TCP port of the pilots' reports (0: any, kept across restarts)")
         arg("--slurm-poll-s", type=float, default=2.0, help="seconds between squeue polls; default %(default)s")
         arg("--slurm-pilot-output", default="/dev/null", help="pilots' output file (sbatch --output; %%j = job id)")
@@ -137,6 +140,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
             pending=args.slurm_pending,
             max_nodes=args.slurm_max_nodes,
             manager_address=args.slurm_manager_address,
+            bind=args.bind,
             port=args.slurm_port,
             poll_s=args.slurm_poll_s,
             pilot_output=args.slurm_pilot_output,
@@ -254,6 +258,10 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
     def manager_address(self) -> str:
         return self._manager_address
 
+    def listen_address(self) -> str:
+        # --bind is the one address the manager listens on, the pilots' reports included.
+        return self._bind_address or super().listen_address()
+
     def reclaim_done(self, node: str) -> None:
         # Release a preempted node before its grace time ends: the main job starts sooner.
         with self._lock:
@@ -307,7 +315,6 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
                 pilot.state = "reclaimed"
                 self._emit(NodeEvent("reclaim", pilot.node, self.grace_s))
         return "hold"
-
 
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.poll_s):
