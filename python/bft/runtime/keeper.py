@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterator, Optional
 
+from .._atomic import write_atomically
 from ..train import protocol, rendezvous
 from .control import same_user
 from .launcher import is_tagged
@@ -76,7 +77,7 @@ class Keeper:
         self.manager: Optional[socket.socket] = None
         self.info = {"pid": os.getpid(), "bind": bind, "store_port": self.store.port,
                      "report_port": self.report_sock.getsockname()[1]}
-        _write_atomically(state_dir / INFO_NAME, json.dumps(self.info))
+        write_atomically(state_dir / INFO_NAME, json.dumps(self.info).encode())
 
     def _secret_of(self, job: str) -> Optional[bytes]:
         """The secret of `job` if it is queued or running (state.db is the one place secrets are kept)."""
@@ -154,16 +155,6 @@ class Keeper:
                 pass
         if self.manager is not None:
             self.manager.close()
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def main(argv: list) -> int:

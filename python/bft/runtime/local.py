@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import sim
+from .._atomic import write_atomically
 from ..train import protocol
 from .emulated import LAUNCHED_ENV
 from .launcher import signal_processes, tagged_processes
@@ -110,9 +111,7 @@ class LocalNodeSource(NodeSource):
             return float(json.loads(self._clock_file.read_text())["t0"])
         except (OSError, ValueError, KeyError, TypeError):
             t0 = time.time()
-            tmp = self._clock_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"t0": t0}))
-            os.replace(tmp, self._clock_file)
+            write_atomically(self._clock_file, json.dumps({"t0": t0}).encode())
             return t0
 
     def wall_time(self, trace_time_s: float) -> float:

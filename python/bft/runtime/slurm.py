@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .._atomic import write_atomically
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
 from .slurm_commands import SlurmCommands
 from .slurm_reports import MAX_CONNECTIONS, PilotReportServer
@@ -163,13 +164,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         self._listener = self._bind()
         self.port = self._listener.getsockname()[1]
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"secret": self._secret.hex(), "port": self.port}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps({"secret": self._secret.hex(), "port": self.port}).encode())
 
     # ---- NodeSource ---------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from .._atomic import write_atomically
 from . import _reporter
 from .protocol import ENV_CHECKPOINT_DIR, ENV_CONFIGURATION, ENV_GRACE_S, ENV_JOB_ID, ENV_TARGET_SAMPLES
 from .sampler import ElasticSampler
@@ -158,17 +159,7 @@ def checkpoint(state: Any, *, all_ranks: bool = False) -> Optional[Path]:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)  # owner-only whatever the umask: a checkpoint holds the model
     data = _serialize(state)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomically(path, data, sync_directory=True)
     _reporter.REPORTER.flush()
     return path
 
