@@ -1,0 +1,103 @@
+"""In-place resizes (``--resize inplace``): the manager's side.
+
+Each node runs the job's script directly (one process per node, no torchrun). The manager writes
+every generation's configuration (its member nodes, in rank order) into the keeper's rendezvous
+store and then the job's current generation (key layout: bft.train.protocol). A resize publishes
+generation g+1 and starts only the newcomers; the workers that stay notice it at their next step
+boundary and re-form their process group on g+1's prefix (bft.train.elastic), those that leave
+exit with EXIT_RESIZE. The survivors' processes stay: their process rows are carried over to g+1.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from typing import TYPE_CHECKING, List, Optional
+
+from ..train import protocol
+
+if TYPE_CHECKING:
+    from .lifecycle import JobLifecycle
+    from .runs import JobRun
+
+
+def open_store(store_address: str, timeout_s: float):
+    """The manager's connection to the rendezvous store (kept in this one function)."""
+    import torch.distributed as dist
+
+    host, port = protocol.parse_address(store_address)
+    return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout_s))
+
+
+class Configurations:
+    """The generations' configurations in the rendezvous store."""
+
+    def __init__(self, store_address: str, timeout_s: float = 30.0):
+        self.store_address = store_address
+        self.timeout_s = timeout_s
+        self._store = None
+
+    def _client(self):
+        if self._store is None:
+            self._store = open_store(self.store_address, self.timeout_s)
+        return self._store
+
+    def publish(self, job: str, generation: int, nodes: List[str]) -> None:
+        """Generation `generation` of `job` runs on `nodes` (rank order): the configuration first,
+        then the current generation, so a worker that sees the number finds its configuration."""
+        store = self._client()
+        store.set(protocol.config_key(job, generation), json.dumps({"nodes": nodes}))
+        store.set(protocol.generation_key(job), str(generation))
+
+    def members(self, job: str, generation: int) -> Optional[List[str]]:
+        """The nodes of a published generation in rank order, or None if it was never published."""
+        store = self._client()
+        key = protocol.config_key(job, generation)
+        if not store.check([key]):
+            return None
+        return list(json.loads(store.get(key).decode())["nodes"])
+
+
+def resize(lc: "JobLifecycle", run: "JobRun", target: List[str]) -> bool:
+    """Moves a running job to `target` in place: publishes the next generation, starts the newcomers,
+    lets the leavers exit. False (nothing done) when it cannot: no live worker would stay, or a
+    previous resize's leavers are still on their way out."""
+    row = run.row
+    if run.stop_reason or any(a.stopping for a in run.agents.values()):
+        return False
+    survivors = [n for n in run.members if n in target and n in run.agents]
+    if not survivors:
+        return False
+    newcomers = sorted(n for n in target if n not in run.agents)
+    leavers = [n for n in run.agents if n not in target]
+    nodes = survivors + newcomers  # rank 0 of the new group is a survivor: it holds the state
+    row.generation += 1
+    lc.store.update_job(row.id, generation=row.generation)
+    try:
+        lc.configurations.publish(row.id, row.generation, nodes)
+    except Exception as e:  # noqa: BLE001 - the store is unreachable: relaunch instead
+        lc.store.log_event("inplace_failed", job=row.id, generation=row.generation, error=str(e))
+        return False
+    now = time.monotonic()
+    with lc.store.transaction():
+        for node in survivors:  # the same process, now of the new generation
+            agent = run.agents[node]
+            lc.store.end_proc(agent.row, None)
+            agent.row = lc.store.add_proc(row.id, row.generation, node)
+            lc.store.set_proc_pid(agent.row, agent.proc.pid)
+            agent.generation = row.generation
+        for node in leavers:  # they exit at their next step boundary; killed if not gone by then
+            agent = run.agents[node]
+            agent.stopping = True
+            agent.stop_deadline = now + lc.inplace_timeout_s + lc.grace_s
+    run.members = nodes
+    run.disturbed = False  # a reclaim that led here has been answered
+    run.last_seq.clear()
+    run.rank_samples.clear()
+    lc.log_line(row.id, f"=== generation {row.generation} in place: {len(nodes)} nodes ({', '.join(nodes)}); "
+                        f"joining {', '.join(newcomers) or 'none'}, leaving {', '.join(leavers) or 'none'} ===")
+    lc.store.log_event("resize_inplace", job=row.id, generation=row.generation, nodes=nodes, joined=newcomers,
+                       left=leavers)
+    lc.launch_agents(run, newcomers)
+    return True
