@@ -86,3 +86,83 @@ def test_grow_and_shrink_in_place_keep_survivors_and_cover_the_epoch_once(harnes
     assert sorted(first_epoch) == list(range(DATASET))
     harness.stop(proc)
     assert harness.leftovers() == []
+
+
+def _open_pid(harness, job: str, node: str) -> int:
+    """The pid of the job's live process row on `node` (0 if none yet)."""
+    store = harness.store()
+    try:
+        row = store.db.execute("SELECT pid FROM procs WHERE job = ? AND node = ? AND ended_s IS NULL "
+                               "ORDER BY id DESC LIMIT 1", (job, node)).fetchone()
+    finally:
+        store.close()
+    return int(row[0]) if row and row[0] else 0
+
+
+def test_peer_killed_mid_resize_falls_back_to_a_relaunch_and_the_job_finishes(harness):
+    """The newcomer of a grow is SIGKILLed while the survivor waits for it in the new process group:
+    no hung job; the manager relaunches the job from its checkpoint and it finishes."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--grace", "5", "--inplace-timeout", "5")
+    _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
+    deadline = time.monotonic() + 30
+    while not (pid := _open_pid(harness, "el", "n1")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid, "the newcomer on n1 was not started"
+    os.kill(pid, signal.SIGKILL)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after the fallback")
+    launches = harness.events("launch", job="el")
+    assert len(launches) >= 2, launches  # relaunched (from the checkpoint), not hung
+    assert harness.job("el")["samples"] >= 60_000
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def test_in_place_training_outlives_a_killed_manager_and_resizes_after_adoption(harness):
+    """kill -9 of the manager while the job trains in place on 2 nodes: the workers train on (the
+    keeper keeps the store), the restarted manager adopts them and then shrinks the job in place."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (40, "n1", "busy")])
+    args = ("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--local-grace-s", "8",
+            "--grace", "10")
+    first = harness.start(*args)
+    _submit(harness, "el", 120_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "training on 2")
+    before = _pids_by_node(harness, "el")
+    harness.kill9(first)
+    time.sleep(2)
+    second = harness.start(*args)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    assert [e["adopted"] for e in harness.events("recovered")] == [["el"]]
+    resizes = harness.events("resize_inplace", job="el")
+    assert [r["nodes"] for r in resizes] == [["n0"]], resizes  # the shrink, by the second manager
+    assert len(harness.events("launch", job="el")) == 1  # never relaunched
+    after = _pids_by_node(harness, "el")
+    assert set(after["n0"]) == set(before["n0"]), (before, after)  # the same process throughout
+    harness.stop(second)
+    assert harness.leftovers() == []
+
+
+def test_peer_hung_mid_resize_times_out_and_the_job_is_relaunched_without_a_failure(harness):
+    """The newcomer of a grow hangs (SIGSTOP) before it joins: the survivor gives up after
+    --inplace-timeout and exits with EXIT_INPLACE_FAILED; the manager relaunches the job from its
+    checkpoint (no failure counted) and it finishes."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--grace", "3", "--inplace-timeout", "4")
+    _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
+    deadline = time.monotonic() + 30
+    while not (pid := _open_pid(harness, "el", "n1")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid, "the newcomer on n1 was not started"
+    os.kill(pid, signal.SIGSTOP)  # killed by the manager (SIGKILL) once its stop deadline passes
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after the fallback")
+    failed = harness.events("inplace_failed", job="el")
+    assert failed and failed[0]["node"] == "n0", failed
+    assert not harness.events("job_failed", job="el")
+    assert len(harness.events("launch", job="el")) >= 2
+    assert "in-place resize failed at generation 2" in harness.job_log("el")
+    harness.stop(proc)
+    assert harness.leftovers() == []
