@@ -53,17 +53,19 @@ def _submit(harness, name: str, work: int, *args: str) -> None:
     harness.submit(name, "--min", "1", "--max", "4", "--samples", str(work), *args, script=ELASTIC)
 
 
-def test_grow_and_shrink_in_place_keep_survivors_and_cover_the_epoch_once(harness):
+def test_grow_and_shrink_in_place_keep_survivors_and_cover_each_epoch_once(harness):
     """1 -> 2 -> 1 nodes in place: the worker on n0 keeps its process throughout, n1's worker joins
-    (gets the state by broadcast) and leaves; every index of the first epoch is processed once."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (14, "n1", "idle"), (32, "n1", "busy")])
+    (gets the state by broadcast) and leaves; every index of every epoch is processed exactly once."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (30, "n1", "idle"), (60, "n1", "busy")])
     logs = harness.root / "indices"
     logs.mkdir()
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
                          "--local-grace-s", "8", "--grace", "10")
-    # Paced (64 samples per worker every 0.05 s): the first epoch spans both resizes on any machine.
-    _submit(harness, "el", 90_000, "--", "--step-s", "0.05", "--dataset", str(DATASET), "--log-indices", str(logs))
-    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    # Paced (64 samples per worker every 0.05 s): still running when the trace takes n1 back, also on
+    # a fast, quiet machine. Two epochs of 65,536 samples: together they span both resizes.
+    _submit(harness, "el", 2 * DATASET, "--", "--step-s", "0.05", "--dataset", str(DATASET), "--log-indices",
+            str(logs))
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 300, "the job to finish")
 
     resizes = harness.events("resize_inplace", job="el")
     assert [r["joined"] for r in resizes] == [["n1"], []], resizes
@@ -79,11 +81,14 @@ def test_grow_and_shrink_in_place_keep_survivors_and_cover_the_epoch_once(harnes
     assert {(g["from_nodes"], g["to_nodes"], g["method"]) for g in gaps} == {(1, 2, "inplace"), (2, 1, "inplace")}
 
     seen = _positions(logs)
+    worlds = {int(line.split()[2]) for f in logs.glob("*.txt") for line in f.read_text().splitlines()}
+    assert worlds == {1, 2}, worlds  # the data was read at both sizes
     assert sorted(seen) == list(range(len(seen))), "a stream position was skipped"
     assert all(len(v) == 1 for v in seen.values()), "a stream position was processed twice"
-    assert len(seen) >= DATASET, len(seen)
-    first_epoch = [seen[p][0] for p in range(DATASET)]
-    assert sorted(first_epoch) == list(range(DATASET))
+    assert len(seen) >= 2 * DATASET, len(seen)
+    for epoch in range(2):
+        indices = [seen[p][0] for p in range(epoch * DATASET, (epoch + 1) * DATASET)]
+        assert sorted(indices) == list(range(DATASET)), f"epoch {epoch} repeats or misses samples"
     harness.stop(proc)
     assert harness.leftovers() == []
 
@@ -123,7 +128,7 @@ def test_peer_killed_mid_resize_falls_back_to_a_relaunch_and_the_job_finishes(ha
 def test_in_place_training_outlives_a_killed_manager_and_resizes_after_adoption(harness):
     """kill -9 of the manager while the job trains in place on 2 nodes: the workers train on (the
     keeper keeps the store), the restarted manager adopts them and then shrinks the job in place."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (40, "n1", "busy")])
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (50, "n1", "busy")])
     args = ("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--local-grace-s", "8",
             "--grace", "10")
     first = harness.start(*args)
@@ -164,5 +169,31 @@ def test_peer_hung_mid_resize_times_out_and_the_job_is_relaunched_without_a_fail
     assert not harness.events("job_failed", job="el")
     assert len(harness.events("launch", job="el")) >= 2
     assert "in-place resize failed at generation 2" in harness.job_log("el")
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def test_reclaim_during_a_grow_frees_the_node_within_its_grace_and_the_survivor_goes_on(harness):
+    """The newcomer's node is reclaimed while the job grows onto it: the job shrinks back in place at
+    once (the survivor skips the superseded generation), the node is vacated within its grace time,
+    and the job is never relaunched."""
+    grace = 4
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle"), (13, "n1", "busy")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--local-grace-s", str(grace), "--grace", "10")
+    _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    resizes = harness.events("resize_inplace", job="el")
+    assert [r["nodes"] for r in resizes] == [["n0", "n1"], ["n0"]], resizes
+    assert len(harness.events("launch", job="el")) == 1
+    assert not harness.events("inplace_failed", "job_failed", job="el")
+    assert len(set(_pids_by_node(harness, "el")["n0"])) == 1
+    reclaimed = harness.events("preempted", job="el")[0]["time_s"]
+    store = harness.store()
+    try:
+        (ended,) = store.db.execute("SELECT ended_s FROM procs WHERE job = 'el' AND node = 'n1'").fetchone()
+    finally:
+        store.close()
+    assert ended - reclaimed <= grace + 1.0, ended - reclaimed  # (+ the manager's poll interval)
     harness.stop(proc)
     assert harness.leftovers() == []

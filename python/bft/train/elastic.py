@@ -35,7 +35,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import (
     EXIT_INPLACE_FAILED,
@@ -214,20 +214,42 @@ class ElasticState:
     # -- in place -------------------------------------------------------------------------------
 
     def _join(self, generation: int) -> None:
-        """Joins generation `generation`'s process group, or exits if this node is not a member."""
+        """Joins the process group of `generation` or of a newer one published meanwhile, or exits if
+        this node is not a member of it."""
         dist = self._dist
-        config = json.loads(self._store.get(p.config_key(self._job, generation)).decode())
-        node = os.environ.get(p.ENV_NODE, "")
-        self.generation = generation
-        if node not in config["nodes"]:
-            exit_for_resize()  # this node leaves the job
-        rank, world = config["nodes"].index(node), len(config["nodes"])
+        generation, nodes = self._await_members(generation)
+        rank, world = nodes.index(os.environ.get(p.ENV_NODE, "")), len(nodes)
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE="1")
         store = dist.PrefixStore(p.group_prefix(self._job, generation), self._store)
         dist.init_process_group(self._backend, store=store, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=self._timeout_s),
                                 device_id=self.device if self.device.type == "cuda" else None)
         _reporter.REPORTER.reconfigure(generation, rank, world)
+
+    def _await_members(self, generation: int) -> Tuple[int, List[str]]:
+        """Waits until every member of the generation has arrived, so that the process group forms at
+        once; moves on to a newer generation if the manager publishes one meanwhile (a member that
+        will never come: a reclaimed newcomer). Raises TimeoutError after BFT_INPLACE_TIMEOUT_S."""
+        store, job, node = self._store, self._job, os.environ.get(p.ENV_NODE, "")
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            nodes = json.loads(store.get(p.config_key(job, generation)).decode())["nodes"]
+            self.generation = generation
+            if node not in nodes:
+                exit_for_resize()  # this node leaves the job
+            store.set(p.arrived_key(job, generation, node), "1")
+            keys = [p.arrived_key(job, generation, n) for n in nodes]
+            while True:
+                latest = int(store.get(p.generation_key(job)).decode())
+                if latest > generation:
+                    generation = latest
+                    break
+                if store.check(keys):
+                    return generation, nodes
+                if time.monotonic() > deadline:
+                    missing = [n for n, k in zip(nodes, keys) if not store.check([k])]
+                    raise TimeoutError(f"{', '.join(missing)} did not join within {self._timeout_s:g} s")
+                time.sleep(0.01)
 
     def _sync(self, has_state: bool) -> None:
         """Newcomers get the state from the lowest rank that holds it; without one (a first start,

@@ -104,13 +104,18 @@ def decode(datagram: bytes, secret: bytes) -> Report:
 
 
 # The rendezvous store's keys of an in-place job: the current generation, each generation's
-# configuration (its member nodes in rank order), and each generation's own prefix for its process group.
+# configuration (its member nodes in rank order), its members' arrivals, and its own prefix for its
+# process group.
 def generation_key(job: str) -> str:
     return f"bft/{job}/generation"
 
 
 def config_key(job: str, generation: int) -> str:
     return f"bft/{job}/g{generation}/config"
+
+
+def arrived_key(job: str, generation: int, node: str) -> str:
+    return f"bft/{job}/g{generation}/arrived/{node}"
 
 
 def group_prefix(job: str, generation: int) -> str:
