@@ -30,10 +30,12 @@ Under plain ``python`` or ``torchrun`` the same object resumes from and writes c
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import io
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -105,7 +107,10 @@ class ElasticState:
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
         self._store = None
         self.resized_s: Optional[float] = None  # the last in-place resize's duration in this process
+        self._guard_until: Optional[float] = None  # see _watch
         if self._inplace:
+            threading.Thread(target=self._watch, name="bft-inplace-watchdog", daemon=True).start()
+            self._arm()
             os.environ.setdefault("LOCAL_RANK", "0")
             try:
                 self._store = open_store(self._timeout_s)
@@ -113,6 +118,7 @@ class ElasticState:
                 self._sync(has_state=False)
             except Exception as e:  # noqa: BLE001 - a peer or the store is gone: the manager relaunches
                 self._fail(e)
+            self._guard_until = None
             return
         if "RANK" in os.environ and "MASTER_ADDR" in os.environ and not dist.is_initialized():  # torchrun
             dist.init_process_group(self._backend, device_id=self.device if cuda else None)
@@ -159,6 +165,8 @@ class ElasticState:
         stop = _stop_requested.is_set()
         seen = self.generation
         now = time.monotonic()
+        if self._inplace:
+            self._arm()
         try:
             if self._store is not None and now >= self._next_poll:
                 self._next_poll = now + POLL_S
@@ -179,12 +187,16 @@ class ElasticState:
             try:
                 dist.destroy_process_group()
                 self._ddp = None
+                self._arm()
                 self._join(seen)
+                self._arm()
                 self._sync(has_state=True)
             except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
                 self._fail(e, save=True)
+            self._guard_until = None
             self.resized_s = time.monotonic() - start
             return True
+        self._guard_until = None
         if self.checkpoint_every_s >= 0 and now - self._last_save >= self.checkpoint_every_s:
             self.save()
         return False
@@ -270,6 +282,20 @@ class ElasticState:
         dist.broadcast_object_list(payload, src=src, device=self.device)
         if not has_state:
             self._load(torch.load(io.BytesIO(payload[0]), map_location="cpu", weights_only=False))
+
+    def _arm(self) -> None:
+        """The next distributed phase (the step-boundary check, joining, the state's broadcast) must
+        end within the timeout (plus a margin over the timeouts torch applies itself)."""
+        self._guard_until = time.monotonic() + self._timeout_s + 5.0
+
+    def _watch(self) -> None:
+        """Ends a worker stuck in a phase that torch's own timeouts do not bound, never a hung job."""
+        while True:
+            time.sleep(0.5)
+            until = self._guard_until
+            if until is not None and time.monotonic() > until:
+                faulthandler.dump_traceback(all_threads=True)  # where it was stuck
+                self._fail(TimeoutError(f"stuck for more than {self._timeout_s:g} s at a step boundary"))
 
     def _fail(self, error: BaseException, save: bool = False) -> None:
         """Ends this worker for a relaunch; one that holds the state of the step just done saves it
