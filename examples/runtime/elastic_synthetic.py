@@ -5,7 +5,7 @@
 
 One state object carries the model, the optimizer and the elastic sampler across resizes: under
 ``--resize inplace`` the workers that stay keep their process and their model in memory, newcomers
-get the state from them by broadcast (docs/runtime.md, "Resize methods"). Runs unchanged under
+get the state from them by broadcast (docs/runtime.md, "In-place resizes"). Runs unchanged under
 ``--resize relaunch``, as ``python elastic_synthetic.py`` and under ``torchrun``.
 """
 
