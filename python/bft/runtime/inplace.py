@@ -50,6 +50,10 @@ class Configurations:
         store.set(protocol.config_key(job, generation), json.dumps({"nodes": nodes}))
         store.set(protocol.generation_key(job), str(generation))
 
+    def arrived(self, job: str, generation: int, node: str) -> bool:
+        """True once the worker on `node` has come to generation `generation`'s rendezvous."""
+        return self._client().check([protocol.arrived_key(job, generation, node)])
+
     def members(self, job: str, generation: int) -> Optional[List[str]]:
         """The nodes of a published generation in rank order, or None if it was never published."""
         store = self._client()
@@ -100,4 +104,25 @@ def resize(lc: "JobLifecycle", run: "JobRun", target: List[str]) -> bool:
     lc.store.log_event("resize_inplace", job=row.id, generation=row.generation, nodes=nodes, joined=newcomers,
                        left=leavers)
     lc.launch_agents(run, newcomers)
+    for node in newcomers:
+        if node in run.agents:
+            run.agents[node].arrive_by = now + lc.inplace_timeout_s
     return True
+
+
+def overdue(lc: "JobLifecycle", run: "JobRun", now: float) -> bool:
+    """True if a newcomer has not come to its generation's rendezvous within the in-place timeout
+    (hung, or stuck starting): the survivors train on meanwhile, so only the manager can notice."""
+    for agent in run.agents.values():
+        if agent.arrive_by is None or agent.stopping or now < agent.arrive_by:
+            continue
+        try:
+            if lc.configurations.arrived(run.id, run.row.generation, agent.node):
+                agent.arrive_by = None
+                continue
+        except Exception:  # noqa: BLE001 - the store is unreachable: the resize cannot complete either
+            pass
+        lc.store.log_event("inplace_failed", job=run.id, node=agent.node, generation=run.row.generation,
+                           error=f"not joined within {lc.inplace_timeout_s:g} s")
+        return True
+    return False

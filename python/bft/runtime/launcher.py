@@ -71,15 +71,12 @@ def script_argv(spec: LaunchSpec) -> List[str]:
     return [spec.python, "-m", "bft.train.run", spec.script, *spec.args]
 
 
-def agent_exit_file(job_dir: Path, generation: int, node: str) -> Path:
-    """Where the agent of one generation on one node leaves its exit status."""
+def agent_exit_file(job_dir: Path, generation: int, node: str, resize: str = "relaunch") -> Path:
+    """Where the agent of one generation on one node leaves its exit status; an in-place worker
+    stays across generations, so it has one file per node (removed before a worker starts there)."""
+    if resize == "inplace":
+        return job_dir / "agents" / f"inplace-{node}.exit"
     return job_dir / "agents" / f"g{generation}-{node}.exit"
-
-
-def worker_exit_file(job_dir: Path, node: str) -> Path:
-    """Where an in-place worker leaves its exit status: one per node, since a worker stays across
-    generations (removed before a worker starts there)."""
-    return job_dir / "agents" / f"inplace-{node}.exit"
 
 
 def inplace_environment(store_address: str, timeout_s: float) -> Dict[str, str]:

@@ -30,7 +30,6 @@ from .launcher import (
     terminate_tagged,
     torchrun_argv,
     worker_exit_code,
-    worker_exit_file,
     worker_log_tail,
 )
 from .nodes import NodeSource, SourceError
@@ -213,7 +212,7 @@ class JobLifecycle:
                 min_nodes=row.min_nodes if membership else len(run.target),
                 max_nodes=row.max_nodes if membership else len(run.target),
                 max_restarts=1000 if membership else 0, log_dir=self.job_dir(row.id) / "workers")
-            exit_file = self._exit_file(row.id, row.generation, node)
+            exit_file = agent_exit_file(self.job_dir(row.id), row.generation, node, self.resize)
             exit_file.parent.mkdir(exist_ok=True)
             exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
             env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
@@ -238,11 +237,6 @@ class JobLifecycle:
         if failed:
             run.failed_code, run.failed_at = -1, time.monotonic()
 
-    def _exit_file(self, job: str, generation: int, node: str) -> Path:
-        if self.resize == "inplace":
-            return worker_exit_file(self.job_dir(job), node)
-        return agent_exit_file(self.job_dir(job), generation, node)
-
     def adopt(self, run: JobRun, procs: List[Any]) -> bool:
         """Takes over the agents a previous manager started for a running job (its keeper kept their
         store): they train on, nothing is relaunched. `procs` are the job's open process rows; True
@@ -251,7 +245,8 @@ class JobLifecycle:
         current = [p for p in procs if p["generation"] == row.generation and p["pid"]]
         agents = {p["node"]: Agent(row.id, row.generation, p["node"],
                                    AdoptedAgent(p["pid"], self.identity, row.id, p["node"],
-                                                self._exit_file(row.id, row.generation, p["node"])),
+                                                agent_exit_file(self.job_dir(row.id), row.generation, p["node"],
+                                                                self.resize)),
                                    p["id"])
                   for p in current}
         if not agents or any(a.proc.poll() is not None for a in agents.values()):
@@ -290,6 +285,9 @@ class JobLifecycle:
                 self.store.end_proc(agent.row, code)
                 if code == 0:
                     run.completed = True
+                    if self.resize == "inplace":  # a newcomer still on its way has nothing left to join
+                        for other in run.agents.values():
+                            self.stop_agent(other)
                 elif code == EXIT_INPLACE_FAILED and self.resize == "inplace" and not agent.stopping:
                     # A peer vanished or a resize timed out: the job is relaunched from its last checkpoint.
                     if not run.stop_reason:
@@ -307,6 +305,9 @@ class JobLifecycle:
                 self._generation_ended(run)
             elif run.agents and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
+            if self.resize == "inplace" and run.agents and not run.stop_reason and inplace.overdue(self, run, now):
+                self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
+                self.stop_run(run, "resize")
         if self.draining:
             busy = self.busy_nodes()
             for node in [n for n in self.draining if n not in busy]:

@@ -22,6 +22,7 @@ class Agent:
     row: int  # procs table row
     stopping: bool = False
     stop_deadline: Optional[float] = None  # SIGKILL after this (monotonic) once stopping
+    arrive_by: Optional[float] = None  # an in-place newcomer: joined its generation by then (monotonic), or failed
 
 
 @dataclass

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import datetime
 import faulthandler
+import gc
 import io
 import json
 import os
 import sys
-import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -107,9 +107,8 @@ class ElasticState:
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
         self._store = None
         self.resized_s: Optional[float] = None  # the last in-place resize's duration in this process
-        self._guard_until: Optional[float] = None  # see _watch
+        self._nodes: List[str] = []  # the current generation's members, in rank order
         if self._inplace:
-            threading.Thread(target=self._watch, name="bft-inplace-watchdog", daemon=True).start()
             self._arm()
             os.environ.setdefault("LOCAL_RANK", "0")
             try:
@@ -118,7 +117,7 @@ class ElasticState:
                 self._sync(has_state=False)
             except Exception as e:  # noqa: BLE001 - a peer or the store is gone: the manager relaunches
                 self._fail(e)
-            self._guard_until = None
+            faulthandler.cancel_dump_traceback_later()
             return
         if "RANK" in os.environ and "MASTER_ADDR" in os.environ and not dist.is_initialized():  # torchrun
             dist.init_process_group(self._backend, device_id=self.device if cuda else None)
@@ -170,7 +169,7 @@ class ElasticState:
         try:
             if self._store is not None and now >= self._next_poll:
                 self._next_poll = now + POLL_S
-                seen = int(self._store.get(p.generation_key(self._job)).decode())
+                seen = self._ready_generation()
             if dist.is_initialized() and dist.get_world_size() > 1:
                 flags = torch.tensor([int(stop), seen], dtype=torch.int64, device=self.device)
                 dist.all_reduce(flags, op=dist.ReduceOp.MAX)
@@ -185,18 +184,20 @@ class ElasticState:
         if seen > self.generation:
             start = time.monotonic()
             try:
+                self._ddp = None  # first: its reducer holds the old group
+                gc.collect()
                 dist.destroy_process_group()
-                self._ddp = None
                 self._arm()
                 self._join(seen)
                 self._arm()
                 self._sync(has_state=True)
             except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
                 self._fail(e, save=True)
-            self._guard_until = None
+            faulthandler.cancel_dump_traceback_later()
             self.resized_s = time.monotonic() - start
             return True
-        self._guard_until = None
+        if self._inplace:
+            faulthandler.cancel_dump_traceback_later()
         if self.checkpoint_every_s >= 0 and now - self._last_save >= self.checkpoint_every_s:
             self.save()
         return False
@@ -238,6 +239,17 @@ class ElasticState:
                                 device_id=self.device if self.device.type == "cuda" else None)
         _reporter.REPORTER.reconfigure(generation, rank, world)
 
+    def _ready_generation(self) -> int:
+        """The newest published generation if all its newcomers have arrived, else the current one:
+        the survivors train on while newcomers start (Python, torch, the model: seconds)."""
+        store, job = self._store, self._job
+        latest = int(store.get(p.generation_key(job)).decode())
+        if latest <= self.generation:
+            return self.generation
+        nodes = json.loads(store.get(p.config_key(job, latest)).decode())["nodes"]
+        newcomers = [p.arrived_key(job, latest, n) for n in nodes if n not in self._nodes]
+        return latest if not newcomers or store.check(newcomers) else self.generation
+
     def _await_members(self, generation: int) -> Tuple[int, List[str]]:
         """Waits until every member of the generation has arrived, so that the process group forms at
         once; moves on to a newer generation if the manager publishes one meanwhile (a member that
@@ -257,6 +269,7 @@ class ElasticState:
                     generation = latest
                     break
                 if store.check(keys):
+                    self._nodes = nodes
                     return generation, nodes
                 if time.monotonic() > deadline:
                     missing = [n for n, k in zip(nodes, keys) if not store.check([k])]
@@ -285,17 +298,10 @@ class ElasticState:
 
     def _arm(self) -> None:
         """The next distributed phase (the step-boundary check, joining, the state's broadcast) must
-        end within the timeout (plus a margin over the timeouts torch applies itself)."""
-        self._guard_until = time.monotonic() + self._timeout_s + 5.0
-
-    def _watch(self) -> None:
-        """Ends a worker stuck in a phase that torch's own timeouts do not bound, never a hung job."""
-        while True:
-            time.sleep(0.5)
-            until = self._guard_until
-            if until is not None and time.monotonic() > until:
-                faulthandler.dump_traceback(all_threads=True)  # where it was stuck
-                self._fail(TimeoutError(f"stuck for more than {self._timeout_s:g} s at a step boundary"))
+        end within the timeout plus a margin over the timeouts torch applies itself; else the stacks
+        are dumped and the worker exits (status 1): never a hung job. faulthandler's watchdog is a C
+        thread: it works even when a call stuck in torch holds the GIL."""
+        faulthandler.dump_traceback_later(self._timeout_s + 10.0, exit=True)
 
     def _fail(self, error: BaseException, save: bool = False) -> None:
         """Ends this worker for a relaunch; one that holds the state of the step just done saves it
