@@ -56,7 +56,8 @@ class ReportIntake:
             self._drop("malformed")  # signed, yet inconsistent: not what our sender writes
             return
         if r.generation != run.row.generation or r.round < run.round:
-            self._drop("stale_generation")  # a late datagram of a previous launch or of restarted workers
+            if not _moves_gap_start(run, r):
+                self._drop("stale_generation")  # a late datagram of a previous launch or of restarted workers
             return
         if r.round > run.round:  # torchrun restarted the workers (membership change): new processes
             run.round = r.round
@@ -94,6 +95,18 @@ class ReportIntake:
         # Every report is stored (those that arrive together in one commit): after kill -9 the next
         # manager knows every count a job reported, or gets the rest from the keeper.
         self.book.record(run, len(run.agents) or r.world, now)
+
+
+def _moves_gap_start(run: JobRun, r: protocol.Report) -> bool:
+    """In place, the survivors train on at the old size until the newcomers are ready: a later report
+    of the old generation marks where the resize's gap begins. It is not progress (counts are
+    cumulative: the next report of the new generation carries it)."""
+    start = run.gap_start
+    if not (run.resize_pending and start is not None and (r.generation, r.round, r.rank) ==
+            (start.generation, start.round, start.rank) and r.seq > start.seq):
+        return False
+    run.gap_start = r
+    return True
 
 
 def resize_begins(run: JobRun) -> None:

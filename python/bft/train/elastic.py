@@ -271,6 +271,10 @@ class ElasticState:
                 if store.check(keys):
                     self._nodes = nodes
                     return generation, nodes
+                if _stop_requested.is_set():  # stopped while waiting (SIGTERM): no need to wait on
+                    if self._nodes:  # a survivor: it holds the state of its last step
+                        self.save()
+                    exit_for_resize()
                 if time.monotonic() > deadline:
                     missing = [n for n, k in zip(nodes, keys) if not store.check([k])]
                     raise TimeoutError(f"{', '.join(missing)} did not join within {self._timeout_s:g} s")
