@@ -124,7 +124,7 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float) -> No
                 g = r[kind]
                 med = f"{statistics.median(g):.2f} s" if g else "n/a"
                 print(f"resize gap, {method:8s} {kind:6s} ({nodes // 2}<->{nodes} nodes): median {med}, counted "
-                      f"{len(g)} of {r['decided'][kind]} resizes{r['left_out'][kind]}: "
+                      f"{len(g)} of {cycles} cycles ({r['decided'][kind]} decisions){r['left_out'][kind]}: "
                       f"{', '.join(f'{x:.2f}' for x in g)}", flush=True)
             first = r["launch_to_first_step"]
             print(f"launch to first step, {method:8s} ({nodes} nodes): "
@@ -212,10 +212,10 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> 
         if e["from_nodes"] and e["to_nodes"] and e["from_nodes"] != e["to_nodes"]:
             out["decided"]["grow" if e["to_nodes"] > e["from_nodes"] else "shrink"] += 1
     for kind in ("grow", "shrink"):
-        missing = out["decided"][kind] - len(out[kind])
-        if missing:  # said, not hidden: which resizes the manager could not measure, and why
-            out["left_out"][kind] = (f" ({missing} left out: {restarts[kind]} after a time without nodes, the others "
-                                     "superseded by a second resize before their first step, or unfinished at the end)")
+        missing = cycles - len(out[kind])
+        if missing > 0:  # said, not hidden: which resizes the manager could not measure, and why
+            out["left_out"][kind] = (f"; {missing} left out: {restarts[kind]} after a time without nodes, the others "
+                                     "superseded by a second resize before their first step, or unfinished at the end")
     launches = store.events(("launch",))
     progress = list(store.db.execute("SELECT time_s FROM progress WHERE job = 'bench' AND samples > 0 ORDER BY time_s"))
     for launch in launches[:1]:  # the job's first start: later launches are resizes (relaunch) or fallbacks

@@ -65,16 +65,17 @@ class Configurations:
 
 def resize(lc: "JobLifecycle", run: "JobRun", target: List[str]) -> bool:
     """Moves a running job to `target` in place: publishes the next generation, starts the newcomers,
-    lets the leavers exit. False (nothing done) when it cannot: no live worker would stay, or a
-    previous resize's leavers are still on their way out."""
+    lets the leavers exit. False (nothing done) when it cannot: no live worker would stay, or a node
+    of `target` still runs a leaver of an earlier resize."""
     row = run.row
-    if run.stop_reason or any(a.stopping for a in run.agents.values()):
-        return False
-    survivors = [n for n in run.members if n in target and n in run.agents]
+    live = {n for n, a in run.agents.items() if not a.stopping}  # leavers of an earlier resize may still run
+    if run.stop_reason or any(n in run.agents and n not in live for n in target):
+        return False  # stopping, or a node of the target is still being vacated
+    survivors = [n for n in run.members if n in target and n in live]
     if not survivors:
         return False
     newcomers = sorted(n for n in target if n not in run.agents)
-    leavers = [n for n in run.agents if n not in target]
+    leavers = [n for n in run.members if n in live and n not in target]
     nodes = survivors + newcomers  # rank 0 of the new group is a survivor: it holds the state
     row.generation += 1
     lc.store.update_job(row.id, generation=row.generation)

@@ -92,7 +92,7 @@ class JobLifecycle:
         old, run.target = set(run.target), target
         if not run.agents:
             return  # launch_ready starts it once its nodes are clear
-        resize_begins(run)
+        resize_begins(run, in_place=self.resize == "inplace" and not switch)
         if self.resize == "membership" and target and not switch:
             for node, agent in run.agents.items():
                 if node not in target:

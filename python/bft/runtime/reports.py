@@ -109,8 +109,12 @@ def _moves_gap_start(run: JobRun, r: protocol.Report) -> bool:
     return True
 
 
-def resize_begins(run: JobRun) -> None:
-    """Marks the start of a resize, so the intake measures its gap from the reports around it."""
+def resize_begins(run: JobRun, in_place: bool = False) -> None:
+    """Marks the start of a resize, so the intake measures its gap from the reports around it. In
+    place, a second resize before the first step at the new size (two nodes reclaimed one after the
+    other) is one gap: from the last step at the first size to the first step at the last."""
+    if in_place and run.resize_pending:
+        return
     last = run.last_report
     current = last is not None and (last.generation, last.round) == (run.row.generation, run.round)
     # A second resize before the first step at the new size makes the first one unmeasurable.
