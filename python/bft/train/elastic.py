@@ -106,7 +106,6 @@ class ElasticState:
         self._timeout_s = _inplace_timeout_s()
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
         self._store = None
-        self.resized_s: Optional[float] = None  # the last in-place resize's duration in this process
         self._nodes: List[str] = []  # the current generation's members, in rank order
         if self._inplace:
             self._arm()
@@ -182,7 +181,6 @@ class ElasticState:
             self.save()
             exit_for_resize()
         if seen > self.generation:
-            start = time.monotonic()
             try:
                 self._ddp = None  # first: its reducer holds the old group
                 gc.collect()
@@ -194,7 +192,6 @@ class ElasticState:
             except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
                 self._fail(e, save=True)
             faulthandler.cancel_dump_traceback_later()
-            self.resized_s = time.monotonic() - start
             return True
         if self._inplace:
             faulthandler.cancel_dump_traceback_later()
