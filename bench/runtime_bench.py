@@ -2,7 +2,7 @@
 
     python bench/runtime_bench.py report              # bft.train.report() cost per call
     python bench/runtime_bench.py decision            # manager decision latency, 100 jobs x 1,000 nodes
-    python bench/runtime_bench.py resize [--cycles 5] # resize gap, grow and shrink, both resize methods
+    python bench/runtime_bench.py resize [--cycles 5] # resize gaps and launch to first step: inplace vs relaunch
     python bench/runtime_bench.py simreal             # a trace through the real runtime vs bft replay of it
 
 Run with the build on PYTHONPATH (``PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py ...``).
@@ -112,25 +112,37 @@ def bench_decision(jobs: int, nodes: int, events: int) -> None:
           "(node reclaimed or joined -> allocator called -> new targets; process start-up excluded)")
 
 
-def bench_resize(cycles: int, methods: list, nodes: int) -> None:
-    """A real manager (local source) and one DDP job; the trace takes a node away and gives it back
-    every cycle. The manager measures each gap (last step at the old size -> first at the new one)."""
+def bench_resize(cycles: int, methods: list, sizes: list, period_s: float) -> None:
+    """A real manager (local source) and one elastic job (examples/runtime/elastic_synthetic.py, the
+    same script for every method); the trace takes half of the nodes away and gives them back every
+    cycle. The manager measures each gap (last step at the old size -> first at the new one)."""
     results = {}
-    for method in methods:
-        gaps = run_resize_cycles(method, cycles, nodes)
-        results[method] = gaps
-        for kind in ("grow", "shrink"):
-            g = gaps[kind]
-            med = f"{statistics.median(g):.2f} s" if g else "n/a"
-            print(f"resize gap, {method:10s} {kind:6s} ({nodes - 1}<->{nodes} nodes): median {med} over {len(g)} "
-                  f"resizes: {', '.join(f'{x:.1f}' for x in g)}", flush=True)
+    for nodes in sizes:
+        for method in methods:
+            r = results[f"{method} {nodes // 2}<->{nodes}"] = run_resize_cycles(method, cycles, nodes, period_s)
+            for kind in ("grow", "shrink"):
+                g = r[kind]
+                med = f"{statistics.median(g):.2f} s" if g else "n/a"
+                print(f"resize gap, {method:8s} {kind:6s} ({nodes // 2}<->{nodes} nodes): median {med}, counted "
+                      f"{len(g)} of {cycles} cycles ({r['decided'][kind]} decisions){r['left_out'][kind]}: "
+                      f"{', '.join(f'{x:.2f}' for x in g)}", flush=True)
+            first = r["launch_to_first_step"]
+            print(f"launch to first step, {method:8s} ({nodes} nodes): "
+                  f"{', '.join(f'{x:.2f} s' for x in first) or 'n/a'}", flush=True)
+    for kind in ("grow", "shrink"):
+        for nodes in sizes:
+            key = {m: results[f"{m} {nodes // 2}<->{nodes}"][kind] for m in methods}
+            if all(key.values()) and "inplace" in key and "relaunch" in key:
+                ratio = statistics.median(key["inplace"]) / statistics.median(key["relaunch"])
+                print(f"ratio inplace / relaunch, {kind:6s} {nodes // 2}<->{nodes}: {ratio:.3f}", flush=True)
     print(json.dumps(results))
 
 
 @contextlib.contextmanager
-def local_manager(state: Path, trace: Path, nodes: int, method: str, *options: str):
+def local_manager(state: Path, trace: Path, nodes: int, method: str, *options: str,
+                  script: str = "examples/runtime/ddp_synthetic.py"):
     """A real ``bft manager`` on the local source driven by ``trace``; stopped (and everything it
-    started) on exit. Yields a function that submits the example DDP job with no end."""
+    started) on exit. Yields a function that submits `script` with no end."""
     from bft.runtime import control
     from bft.runtime.launcher import terminate_tagged
 
@@ -142,7 +154,7 @@ def local_manager(state: Path, trace: Path, nodes: int, method: str, *options: s
     identity = None
 
     def submit(name: str, *args: str) -> None:
-        subprocess.run([sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
+        subprocess.run([sys.executable, "-m", "bft", "submit", str(REPO / script),
                         "--state-dir", str(state), "--name", name, "--min", "1", "--max", str(nodes),
                         "--samples", "1e12", *args], env=env, check=True, capture_output=True)
 
@@ -169,27 +181,47 @@ def write_trace(path: Path, rows) -> Path:
     return path
 
 
-def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 60.0) -> dict:
+def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> dict:
     from bft.runtime.state import StateStore
 
     tmp = Path(tempfile.mkdtemp())
-    last = f"n{nodes - 1}"
+    leaving = [f"n{k}" for k in range(nodes // 2, nodes)]
     rows = [(0, f"n{k}", "idle") for k in range(nodes)]
     for c in range(cycles):
         start = period_s * (1 + c)
-        rows += [(start, last, "busy"), (start + period_s / 2, last, "idle")]
+        rows += [(start, n, "busy") for n in leaving] + [(start + period_s / 2, n, "idle") for n in leaving]
     state = tmp / "state"
     # A long horizon (--tfwd) so that growing back is always worth its cost: this measures resizes, not policy.
-    with local_manager(state, write_trace(tmp / "trace.csv", rows), nodes, method, "--tfwd", "600") as submit:
+    with local_manager(state, write_trace(tmp / "trace.csv", rows), nodes, method, "--tfwd", "600",
+                       script="examples/runtime/elastic_synthetic.py") as submit:
         curve = tmp / "curve.json"  # linear prior: the job wants every node until the advisor knows better
         curve.write_text(json.dumps({"nodes": [1, nodes], "throughput": [1000.0, 1000.0 * nodes]}))
-        submit("bench", "--curve", str(curve))
+        submit("bench", "--curve", str(curve), "--", "--step-s", "0.05")
         time.sleep(period_s * (cycles + 1) + 5)
     store = StateStore(state / "state.db", create=False, read_only=True)
-    gaps = {"grow": [], "shrink": []}
+    out = {"grow": [], "shrink": [], "decided": {"grow": 0, "shrink": 0}, "left_out": {"grow": "", "shrink": ""},
+           "launch_to_first_step": []}
+    restarts = {"grow": 0, "shrink": 0}
     for e in store.events(("resize_gap",)):
+        kind = "grow" if e["to_nodes"] > e["from_nodes"] else "shrink"
         if e.get("gap", "resize") == "resize":  # a restart after a time without nodes is not a resize
-            gaps["grow" if e["to_nodes"] > e["from_nodes"] else "shrink"].append(e["gap_s"])
+            out[kind].append(e["gap_s"])
+        else:
+            restarts[kind] += 1
+    for e in store.events(("allocate",)):
+        if e["from_nodes"] and e["to_nodes"] and e["from_nodes"] != e["to_nodes"]:
+            out["decided"]["grow" if e["to_nodes"] > e["from_nodes"] else "shrink"] += 1
+    for kind in ("grow", "shrink"):
+        missing = cycles - len(out[kind])
+        if missing > 0:  # said, not hidden: which resizes the manager could not measure, and why
+            out["left_out"][kind] = (f"; {missing} left out: {restarts[kind]} after a time without nodes, the others "
+                                     "superseded by a second resize before their first step, or unfinished at the end")
+    launches = store.events(("launch",))
+    progress = list(store.db.execute("SELECT time_s FROM progress WHERE job = 'bench' AND samples > 0 ORDER BY time_s"))
+    for launch in launches[:1]:  # the job's first start: later launches are resizes (relaunch) or fallbacks
+        after = [row[0] for row in progress if row[0] > launch["time_s"]]
+        if after:
+            out["launch_to_first_step"].append(after[0] - launch["time_s"])
     if os.environ.get("BFT_BENCH_EVENTS"):  # for a closer look: the manager's event log
         events = store.events()
         for e in events:
@@ -197,7 +229,7 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float = 60
                   f"{e.get('node') or ''} {e.get('to_nodes', '')} {e.get('gap_s', '')}")
     store.close()
     shutil.rmtree(tmp)
-    return gaps
+    return out
 
 
 SIMREAL_TRACE = [  # 4 nodes over 8 minutes: holes open and close while one job trains
@@ -266,8 +298,10 @@ def main() -> None:
     d.add_argument("--events", type=int, default=21)
     z = sub.add_parser("resize")
     z.add_argument("--cycles", type=int, default=5)
-    z.add_argument("--nodes", type=int, default=2)
-    z.add_argument("--method", action="append", choices=("relaunch", "membership"))
+    z.add_argument("--nodes", type=int, action="append", help="nodes at full size, half of them taken away and "
+                   "given back every cycle (repeatable; default 2 and 4)")
+    z.add_argument("--period", type=float, default=30.0, help="seconds per cycle (default 30)")
+    z.add_argument("--method", action="append", choices=("inplace", "relaunch", "membership"))
     m = sub.add_parser("simreal")
     m.add_argument("--method", default="relaunch", choices=("relaunch", "membership"))
     a = p.parse_args()
@@ -279,7 +313,7 @@ def main() -> None:
         bench_simreal(a.method)
     else:
         sys.path.insert(0, str(Path(__file__).parent))
-        bench_resize(a.cycles, a.method or ["relaunch", "membership"], a.nodes)
+        bench_resize(a.cycles, a.method or ["inplace", "relaunch"], a.nodes or [2, 4], a.period)
 
 
 if __name__ == "__main__":

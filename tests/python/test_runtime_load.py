@@ -84,7 +84,7 @@ def test_each_node_event_is_handled_once(run):
     store.close()
     assert last  # nodes came and went
 def test_emulation_runs_the_script_alone_on_the_generations_node_count():
-    from bft.runtime.launcher import LaunchSpec, torchrun_argv
+    from bft.runtime.launcher import LaunchSpec, script_argv, torchrun_argv
     from bft.runtime.local import _without_torchrun
     from bft.runtime.nodes import SourceError
 
@@ -98,3 +98,5 @@ def test_emulation_runs_the_script_alone_on_the_generations_node_count():
     assert world == 7
     with pytest.raises(SourceError, match="--resize relaunch"):
         _without_torchrun(torchrun_argv(spec(1, 8)))  # the membership method's node range
+    with pytest.raises(SourceError, match="--resize relaunch"):
+        _without_torchrun(script_argv(spec(1, 1)))  # an in-place worker: one process per node

@@ -161,6 +161,34 @@ def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(
     assert gap["gap_s"] == pytest.approx(2.3)
 
 
+def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store):
+    """In place, the survivors train on in the old generation while the newcomers start: their last
+    report of it starts the gap; it is neither progress nor a dropped datagram."""
+    intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0), "inplace")
+    run = make_run(store, "job")
+    run.row.secret = "ab" * 32
+    run.row.generation = 1
+    t0 = time.time()
+
+    def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
+        report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
+        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
+
+    send(1, 1, 1, 100.0, t0)
+    resize_begins(run)
+    run.row.generation = 2  # published: the survivor still trains in generation 1 for a while
+    run.last_seq.clear()
+    send(1, 2, 1, 160.0, t0 + 3.0)
+    send(1, 3, 1, 220.0, t0 + 6.0)
+    assert run.row.samples == 100.0 and intake.dropped_total == 0
+    send(2, 4, 2, 260.0, t0 + 6.5)
+    (gap,) = store.events(("resize_gap",))
+    assert gap["method"] == "inplace" and gap["gap_s"] == pytest.approx(0.5)
+    assert run.row.samples == 260.0
+    send(1, 5, 1, 230.0, t0 + 7.0)  # a late one of the old generation, now the resize is over
+    assert intake.dropped["stale_generation"] == 1
+
+
 def test_every_dropped_report_is_counted_by_kind(store):
     intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0), "relaunch")
     run = make_run(store, "job")

@@ -26,8 +26,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 from ..train import protocol, rendezvous
-
-ENV_AGENT_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where the agent leaves its exit status
+from ..train.protocol import ENV_EXIT_FILE as ENV_AGENT_EXIT_FILE  # where the agent leaves its exit status
 
 
 def _quiet_torchrun_warnings() -> None:

@@ -21,7 +21,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from ..train import protocol
 from .agent import ENV_AGENT_EXIT_FILE
 
-RESIZE_METHODS = ("relaunch", "membership")
+RESIZE_METHODS = ("relaunch", "membership", "inplace")
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,24 @@ def torchrun_argv(spec: LaunchSpec) -> List[str]:
     ]
 
 
-def agent_exit_file(job_dir: Path, generation: int, node: str) -> Path:
-    """Where the agent of one generation on one node leaves its exit status."""
+def script_argv(spec: LaunchSpec) -> List[str]:
+    """The command line of one in-place worker: the script itself, no torchrun (bft.train.run leaves
+    its exit status for a restarted manager)."""
+    return [spec.python, "-m", "bft.train.run", spec.script, *spec.args]
+
+
+def agent_exit_file(job_dir: Path, generation: int, node: str, resize: str = "relaunch") -> Path:
+    """Where the agent of one generation on one node leaves its exit status; an in-place worker
+    stays across generations, so it has one file per node (removed before a worker starts there)."""
+    if resize == "inplace":
+        return job_dir / "agents" / f"inplace-{node}.exit"
     return job_dir / "agents" / f"g{generation}-{node}.exit"
+
+
+def inplace_environment(store_address: str, timeout_s: float) -> Dict[str, str]:
+    """What an in-place worker needs besides job_environment: where the configurations are."""
+    return {protocol.ENV_RESIZE: "inplace", protocol.ENV_STORE_ADDR: store_address,
+            protocol.ENV_INPLACE_TIMEOUT_S: f"{timeout_s:g}"}
 
 
 def job_environment(job: str, generation: int, node: str, identity: str, report_address: str, secret: str,

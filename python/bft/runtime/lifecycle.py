@@ -13,14 +13,18 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
+from ..train import EXIT_INPLACE_FAILED
+from . import inplace
 from .curvebook import CurveBook
 from .launcher import (
     AdoptedAgent,
     LaunchSpec,
     agent_exit_file,
+    inplace_environment,
     job_environment,
+    script_argv,
     signal_processes,
     tagged_processes,
     terminate_tagged,
@@ -42,7 +46,7 @@ FAILURE_SETTLE_S = 5.0
 class JobLifecycle:
     def __init__(self, state_dir: Path, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
                  runs: Dict[str, JobRun], pool: Dict[str, float], resize: str, grace_s: float,
-                 report_timeout_s: float, mark_dirty: Callable[[float], None]):
+                 report_timeout_s: float, mark_dirty: Callable[[float], None], inplace_timeout_s: float = 30.0):
         self.state_dir = state_dir
         self.store = store
         self.source = source
@@ -57,6 +61,16 @@ class JobLifecycle:
         self.mark_dirty = mark_dirty
         self.store_address = ""  # set once the endpoints are open
         self.report_address = ""
+        self.inplace_timeout_s = inplace_timeout_s
+        self._configurations: Optional[inplace.Configurations] = None
+
+    @property
+    def configurations(self) -> inplace.Configurations:
+        """In-place jobs' configurations in the rendezvous store (connected on first use)."""
+        if self._configurations is None:
+            self._configurations = inplace.Configurations(self.store_address, self.inplace_timeout_s,
+                                                          lambda job: bytes.fromhex(self.runs[job].row.secret))
+        return self._configurations
 
     # -- applying a decision ----------------------------------------------------------------------
 
@@ -79,12 +93,14 @@ class JobLifecycle:
         old, run.target = set(run.target), target
         if not run.agents:
             return  # launch_ready starts it once its nodes are clear
-        resize_begins(run)
+        resize_begins(run, in_place=self.resize == "inplace" and not switch)
         if self.resize == "membership" and target and not switch:
             for node, agent in run.agents.items():
                 if node not in target:
                     self.stop_agent(agent)
-            self._launch_agents(run, sorted(set(target) - old - set(run.agents)))
+            self.launch_agents(run, sorted(set(target) - old - set(run.agents)))
+        elif self.resize == "inplace" and target and not switch and inplace.resize(self, run, target):
+            pass  # the survivors go on; newcomers started, leavers on their way out
         else:  # a new configuration restarts every worker, whatever the resize method
             self.stop_run(run, "resize")
         if not switch:
@@ -100,6 +116,13 @@ class JobLifecycle:
             if agent is None or agent.stopping:
                 continue
             self.store.log_event("preempted", job=run.id, node=node)
+            rest = [n for n in run.target if n not in self.draining]
+            if self.resize == "inplace" and rest:
+                # Shrunk in place now, not at the next decision: the node must be free within its grace time.
+                self.apply(run, rest, run.row.configuration)
+                if agent.stopping:
+                    agent.stop_deadline = min(agent.stop_deadline or 1e18, time.monotonic() + self.grace_s)
+                    continue
             if self.resize == "membership":
                 self.stop_agent(agent)
             else:
@@ -161,11 +184,20 @@ class JobLifecycle:
             run.running = row.configuration
         if self.book.advisor_nodes(run) != len(run.target):  # a start (a resize was recorded when decided)
             self.book.record(run, len(run.target))
-        self._launch_agents(run, run.target)
+        if self.resize == "inplace":
+            run.members = list(run.target)
+            try:
+                self.configurations.publish(row.id, row.generation, run.members)
+            except Exception as e:  # noqa: BLE001 - its workers could not start: judged as a launch failure
+                self.store.log_event("launch_failed", job=row.id, error=f"rendezvous store: {e}")
+                run.failed_code, run.failed_at = -1, time.monotonic()
+                self._generation_ended(run)
+                return
+        self.launch_agents(run, run.target)
         if not run.agents:
             self._generation_ended(run)
 
-    def _launch_agents(self, run: JobRun, nodes: List[str]) -> None:
+    def launch_agents(self, run: JobRun, nodes: List[str]) -> None:
         """Starts the job's agents on `nodes`. Their process rows are recorded, in one commit, before
         any of them exists; their pids, or their failures, in one more."""
         row = run.row
@@ -181,13 +213,18 @@ class JobLifecycle:
                 min_nodes=row.min_nodes if membership else len(run.target),
                 max_nodes=row.max_nodes if membership else len(run.target),
                 max_restarts=1000 if membership else 0, log_dir=self.job_dir(row.id) / "workers")
-            exit_file = agent_exit_file(self.job_dir(row.id), row.generation, node)
+            exit_file = agent_exit_file(self.job_dir(row.id), row.generation, node, self.resize)
             exit_file.parent.mkdir(exist_ok=True)
+            exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
             env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
                                   self.job_dir(row.id) / "checkpoint", row.work, self.grace_s, row.configuration,
                                   exit_file)
+            argv = torchrun_argv(spec)
+            if self.resize == "inplace":
+                argv = script_argv(spec)
+                env.update(inplace_environment(self.store_address, self.inplace_timeout_s))
             try:
-                started[node] = self.source.launch(node, torchrun_argv(spec), env,
+                started[node] = self.source.launch(node, argv, env,
                                                    self.job_dir(row.id) / "output.log", cwd=Path(row.cwd))
             except (SourceError, OSError) as e:
                 failed[node] = str(e)
@@ -209,12 +246,19 @@ class JobLifecycle:
         current = [p for p in procs if p["generation"] == row.generation and p["pid"]]
         agents = {p["node"]: Agent(row.id, row.generation, p["node"],
                                    AdoptedAgent(p["pid"], self.identity, row.id, p["node"],
-                                                agent_exit_file(self.job_dir(row.id), row.generation, p["node"])),
+                                                agent_exit_file(self.job_dir(row.id), row.generation, p["node"],
+                                                                self.resize)),
                                    p["id"])
                   for p in current}
         if not agents or any(a.proc.poll() is not None for a in agents.values()):
             return False
         run.agents, run.target = agents, sorted(agents)
+        if self.resize == "inplace":
+            try:
+                run.members = self.configurations.members(row.id, row.generation) or run.target
+            except Exception:  # noqa: BLE001 - the keeper lost its store: relaunch instead of adopting
+                return False
+            run.target = list(run.members)
         run.launched_at = time.monotonic()
         self.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on {len(agents)} "
                               "nodes: it trained on ===")
@@ -242,9 +286,18 @@ class JobLifecycle:
                 self.store.end_proc(agent.row, code)
                 if code == 0:
                     run.completed = True
+                    if self.resize == "inplace":  # a newcomer still on its way has nothing left to join
+                        for other in run.agents.values():
+                            self.stop_agent(other)
+                elif code == EXIT_INPLACE_FAILED and self.resize == "inplace" and not agent.stopping:
+                    # A peer vanished or a resize timed out: the job is relaunched from its last checkpoint.
+                    if not run.stop_reason:
+                        self.store.log_event("inplace_failed", job=run.id, node=node, generation=run.row.generation)
+                        self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
+                    self.stop_run(run, "resize")
                 elif not agent.stopping and node in self.pool and node in run.target and not run.disturbed:
                     run.failed_code, run.failed_at = code, time.monotonic()
-                    if self.resize == "relaunch":  # the others cannot go on without it
+                    if self.resize != "membership":  # the others cannot go on without it
                         for other in run.agents.values():
                             self.stop_agent(other)
             if had_agents and not run.agents:
@@ -253,6 +306,9 @@ class JobLifecycle:
                 self._generation_ended(run)
             elif run.agents and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
+            if self.resize == "inplace" and run.agents and not run.stop_reason and inplace.overdue(self, run, now):
+                self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
+                self.stop_run(run, "resize")
         if self.draining:
             busy = self.busy_nodes()
             for node in [n for n in self.draining if n not in busy]:
@@ -329,6 +385,8 @@ class JobLifecycle:
         run.target = []
         del self.runs[row.id]
         self.book.forget(run)
+        if self._configurations is not None:
+            self._configurations.forget(row.id)
         self.mark_dirty(time.monotonic())
 
     # -- a job's files ----------------------------------------------------------------------------

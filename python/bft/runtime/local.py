@@ -223,7 +223,9 @@ def _without_torchrun(argv: Sequence[str]) -> Tuple[List[str], int]:
     """The script's own command line inside a torchrun command line (launcher.torchrun_argv), and the
     generation's node count. A node range (the membership resize method) cannot be emulated: one
     process stands for a fixed set of nodes."""
-    python, rest = argv[0], list(argv[3:])  # python -m torch.distributed.run
+    if list(argv[1:3]) != ["-m", "bft.runtime.agent"]:  # an in-place worker: one per node, always
+        raise SourceError("--local-emulate needs --resize relaunch (one emulated process per fixed set of nodes)")
+    python, rest = argv[0], list(argv[3:])  # python -m bft.runtime.agent
     options = list(itertools.takewhile(lambda a: a.startswith("--"), rest))
     script = rest[len(options):]  # the script and its arguments
     nnodes = next((a.split("=", 1)[1] for a in options if a.startswith("--nnodes=")), "1:1")

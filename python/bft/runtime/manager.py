@@ -64,6 +64,8 @@ class ManagerOptions:
     advisor_warmup_s: float = 3.0
     # A running job with no progress report for this long is silent (lowest priority, flagged).
     report_timeout_s: float = 60.0
+    # An in-place resize whose new process group has not formed in this long fails: relaunch instead.
+    inplace_timeout_s: float = 30.0
 
     def check(self) -> None:
         if self.policy not in alloc.SOLVERS:
@@ -71,7 +73,7 @@ class ManagerOptions:
         if self.resize not in RESIZE_METHODS:
             raise ValueError(f"--resize: unknown method {self.resize!r} (choose from {', '.join(RESIZE_METHODS)})")
         for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "curve_change",
-                     "min_decision_interval_s", "report_timeout_s"):
+                     "min_decision_interval_s", "report_timeout_s", "inplace_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{name.replace('_', '-')}: expected a finite number >= 0, got {value}")
@@ -99,7 +101,8 @@ class Manager:
         self.decider = Decider(self.book, store, options.policy, options.tfwd_s, options.max_jobs,
                                options.curve_change)
         self.jobs = JobLifecycle(state_dir, store, source, identity, self.book, self.runs, self.pool,
-                                 options.resize, options.grace_s, options.report_timeout_s, self._mark_dirty)
+                                 options.resize, options.grace_s, options.report_timeout_s, self._mark_dirty,
+                                 options.inplace_timeout_s)
         self._dirty = False
         self._dirty_since: Optional[float] = None
         self._last_decision = 0.0

@@ -56,7 +56,8 @@ class ReportIntake:
             self._drop("malformed")  # signed, yet inconsistent: not what our sender writes
             return
         if r.generation != run.row.generation or r.round < run.round:
-            self._drop("stale_generation")  # a late datagram of a previous launch or of restarted workers
+            if not _moves_gap_start(run, r):
+                self._drop("stale_generation")  # a late datagram of a previous launch or of restarted workers
             return
         if r.round > run.round:  # torchrun restarted the workers (membership change): new processes
             run.round = r.round
@@ -101,8 +102,24 @@ class ReportIntake:
         self.book.record(run, len(run.agents) or r.world, now)
 
 
-def resize_begins(run: JobRun) -> None:
-    """Marks the start of a resize, so the intake measures its gap from the reports around it."""
+def _moves_gap_start(run: JobRun, r: protocol.Report) -> bool:
+    """In place, the survivors train on at the old size until the newcomers are ready: a later report
+    of the old generation marks where the resize's gap begins. It is not progress (counts are
+    cumulative: the next report of the new generation carries it)."""
+    start = run.gap_start
+    if not (run.resize_pending and start is not None and (r.generation, r.round, r.rank) ==
+            (start.generation, start.round, start.rank) and r.seq > start.seq):
+        return False
+    run.gap_start = r
+    return True
+
+
+def resize_begins(run: JobRun, in_place: bool = False) -> None:
+    """Marks the start of a resize, so the intake measures its gap from the reports around it. In
+    place, a second resize before the first step at the new size (two nodes reclaimed one after the
+    other) is one gap: from the last step at the first size to the first step at the last."""
+    if in_place and run.resize_pending:
+        return
     last = run.last_report
     current = last is not None and (last.generation, last.round) == (run.row.generation, run.round)
     # A second resize before the first step at the new size makes the first one unmeasurable.

@@ -22,6 +22,7 @@ class Agent:
     row: int  # procs table row
     stopping: bool = False
     stop_deadline: Optional[float] = None  # SIGKILL after this (monotonic) once stopping
+    arrive_by: Optional[float] = None  # an in-place newcomer: joined its generation by then (monotonic), or failed
 
 
 @dataclass
@@ -31,6 +32,7 @@ class JobRun:
     row: JobRow
     target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
     agents: Dict[str, Agent] = field(default_factory=dict)  # node -> live agent
+    members: List[str] = field(default_factory=list)  # in-place resizes: the generation's nodes, rank order
     stop_reason: str = ""  # why the live agents are being stopped: resize, cancel, shutdown
     completed: bool = False  # an agent exited 0: the script finished
     failed_code: Optional[int] = None  # an agent failed on its own

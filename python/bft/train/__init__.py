@@ -34,12 +34,22 @@ from typing import Any, Optional
 
 from .._atomic import write_atomically
 from . import _reporter
-from .protocol import ENV_CHECKPOINT_DIR, ENV_CONFIGURATION, ENV_GRACE_S, ENV_JOB_ID, ENV_TARGET_SAMPLES
+from .protocol import (
+    ENV_CHECKPOINT_DIR,
+    ENV_CONFIGURATION,
+    ENV_EXIT_FILE,
+    ENV_GRACE_S,
+    ENV_JOB_ID,
+    ENV_TARGET_SAMPLES,
+)
 from .sampler import ElasticSampler
 
 __all__ = [
     "EXIT_RESIZE",
+    "EXIT_INPLACE_FAILED",
     "ElasticSampler",
+    "ElasticState",
+    "device",
     "report",
     "resume",
     "checkpoint",
@@ -57,6 +67,9 @@ __all__ = [
 # The exit status of a worker that stopped because its job is being resized. Non-zero on purpose:
 # torchrun treats a zero exit as "the job is done" and a non-zero one as "restart the workers".
 EXIT_RESIZE = 75
+# The exit status of a worker whose in-place resize failed (a peer vanished, a timeout): the manager
+# falls back to relaunching the job from its last checkpoint.
+EXIT_INPLACE_FAILED = 76
 
 _CHECKPOINT_NAME = "checkpoint.pt"
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's format; pickle's starts otherwise
@@ -208,10 +221,29 @@ def should_stop() -> bool:
 def exit_for_resize() -> None:
     """Ends this worker after :func:`should_stop`: flushes the last report and exits with
     :data:`EXIT_RESIZE` (under the manager) or 0 (a plain run that was asked to stop)."""
+    _exit_now(EXIT_RESIZE if under_manager() or "TORCHELASTIC_RUN_ID" in os.environ else 0)
+
+
+def _exit_now(code: int) -> None:
+    """Flushes the last report and the output, leaves the exit status for the manager, and exits
+    without waiting for anything (a peer's collective, a DataLoader worker)."""
     _reporter.REPORTER.flush()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(EXIT_RESIZE if under_manager() or "TORCHELASTIC_RUN_ID" in os.environ else 0)
+    leave_exit_status(code)
+    os._exit(code)
+
+
+def leave_exit_status(code: int) -> None:
+    """Writes ``code`` where the manager reads it (BFT_AGENT_EXIT_FILE): a manager restarted after
+    this process was started is not its parent and cannot wait for it."""
+    path = os.environ.get(ENV_EXIT_FILE)
+    if path:
+        try:
+            with open(path, "w") as f:
+                f.write(str(code))
+        except OSError:
+            pass
 
 
 def _distributed():
@@ -253,3 +285,6 @@ def _install_handler() -> None:
         if not _handler_installed:
             signal.signal(signal.SIGTERM, _on_sigterm)
             _handler_installed = True
+
+
+from .elastic import ElasticState, device  # noqa: E402 - it uses the functions above

@@ -84,6 +84,20 @@ class Reporter:
                 self._thread.start()  # the first send marks the first step of this process
                 atexit.register(self.flush)  # the final count of a job that ends normally
 
+    def reconfigure(self, generation: int, rank: int, world: int) -> None:
+        """An in-place resize moved this process to another generation, rank and world size: its
+        reports say so from now on (rank 0's are the job's; a new rank 0 starts sending)."""
+        with self._lock:
+            if not self._configured:
+                self._configure()
+            self._generation, self._rank, self._world = generation, rank, world
+            # What the old generation did is not progress of the new one: its first report marks its first step.
+            self._sent = (self.samples, self.time_s)
+            thread = self._thread
+        if thread is not None and not thread.is_alive() and self._enabled and rank == 0:
+            self._thread = None
+            self._start(self.all_ranks)
+
     def _run(self) -> None:
         while True:
             self.flush()

@@ -30,6 +30,11 @@ ENV_GRACE_S = "BFT_GRACE_S"  # seconds between SIGTERM and SIGKILL
 ENV_TARGET_SAMPLES = "BFT_TARGET_SAMPLES"  # the job's work, if the user gave one
 ENV_CONFIGURATION = "BFT_CONFIGURATION"  # the configuration to run in ("full" or a declared name)
 ENV_REPORT_INTERVAL_S = "BFT_REPORT_INTERVAL_S"  # optional: seconds between reports (default 0.5)
+ENV_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where a process the manager started leaves its exit status
+# In-place resizes (--resize inplace): the workers' rendezvous store, and how long a resize may take.
+ENV_RESIZE = "BFT_RESIZE"  # the manager's resize method
+ENV_STORE_ADDR = "BFT_STORE_ADDR"  # host:port of the job's rendezvous store (the keeper's)
+ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize (default 30)
 
 MAGIC = "BFT1"
 MAX_DATAGRAM = 512
@@ -96,6 +101,25 @@ def decode(datagram: bytes, secret: bytes) -> Report:
             and r.time_s < 1e11):
         raise ValueError("a field is out of range")
     return r
+
+
+# The rendezvous store's keys of an in-place job: the current generation, each generation's
+# configuration (its member nodes in rank order), its members' arrivals, and its own prefix for its
+# process group.
+def generation_key(job: str) -> str:
+    return f"bft/{job}/generation"
+
+
+def config_key(job: str, generation: int) -> str:
+    return f"bft/{job}/g{generation}/config"
+
+
+def arrived_key(job: str, generation: int, node: str) -> str:
+    return f"bft/{job}/g{generation}/arrived/{node}"
+
+
+def group_prefix(job: str, generation: int) -> str:
+    return f"bft/{job}/g{generation}/group/"
 
 
 def parse_address(spec: str) -> Tuple[str, int]:

@@ -215,6 +215,22 @@ def open_gateway(relay: Address, job: str, secret: bytes) -> _Server:
     return _Server(socket.create_server(("127.0.0.1", 0), backlog=512), serve, "bft-rdzv-gateway")
 
 
+def store_client(relay: Address, job: str, secret: bytes, timeout_s: float) -> Tuple[Any, _Server]:
+    """A TCPStore client of `job`'s store behind `relay`, through a gateway of this process: (client,
+    gateway). Keep the gateway as long as the client is used; close it after."""
+    import datetime
+
+    import torch.distributed as dist
+
+    gateway = open_gateway(relay, job, secret)
+    host, port = gateway.address
+    try:
+        return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout_s)), gateway
+    except BaseException:
+        gateway.close()
+        raise
+
+
 class HostedStore:
     """A TCPStore server of this process that only its relay (on `listener`, for the jobs whose
     secret ``secret_of`` knows) can reach; ``port`` is the relay's. ``private`` is False where the

@@ -1,0 +1,334 @@
+"""The state object of an elastic training loop, in the style of Elastic Horovod's.
+
+::
+
+    state = bt.ElasticState(model=model, optimizer=optimizer, sampler=sampler, samples=0)
+    while state.samples < bt.target_samples(default=100_000):
+        ...one step with state.ddp_model...
+        state.samples += batch * bt.world_size()
+        bt.report(state.samples)
+        if state.commit():                    # the world changed size: re-iterate the data
+            batches = iter(loader)
+
+The constructor sets up torch.distributed (CUDA and NCCL when a GPU is present, device
+``cuda:LOCAL_RANK``; CPU and gloo otherwise) and restores the state: from a surviving peer, else from
+the last checkpoint. :meth:`ElasticState.commit` is the step boundary: it agrees with every rank on
+whether to stop (SIGTERM: checkpoint and exit, as :func:`bft.train.should_stop`) or to resize, and
+checkpoints every ``checkpoint_every_s``.
+
+Under ``bft manager --resize inplace`` the manager starts the script directly (no torchrun) and
+writes each generation's configuration (its member nodes, in rank order) into the rendezvous store.
+At a step boundary after a new configuration appears, the workers that stay leave their process
+group and join the new generation's (a fresh store prefix), keeping their process, model and
+optimizer; the workers that leave exit with :data:`EXIT_RESIZE`; newcomers receive the state by
+broadcast from the lowest rank that holds it (rank 0, a survivor). If a peer vanishes or the new
+group does not form within ``BFT_INPLACE_TIMEOUT_S`` (default 30 s), every worker exits with
+:data:`EXIT_INPLACE_FAILED` and the manager relaunches the job from its last checkpoint.
+Under plain ``python`` or ``torchrun`` the same object resumes from and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import datetime
+import faulthandler
+import gc
+import io
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import (
+    EXIT_INPLACE_FAILED,
+    _exit_now,
+    _install_handler,
+    _reporter,
+    _stop_requested,
+    checkpoint,
+    exit_for_resize,
+    rendezvous,
+    resume,
+)
+from . import protocol as p
+
+# Seconds between two looks at the store's current generation (a lookup is a round trip to the
+# store; the step-boundary all-reduce then makes every rank act on the same step).
+POLL_S = 0.1
+
+
+_gateway = None  # this process's gateway to the keeper's relay, open while the process lives
+
+
+def open_store(timeout_s: float):
+    """The worker's connection to its job's rendezvous store: through a gateway on this node that
+    proves the job's secret to the keeper's relay (bft.train.rendezvous)."""
+    global _gateway
+    store, gateway = rendezvous.store_client(p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
+                                             bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), timeout_s)
+    if _gateway is not None:
+        _gateway.close()  # a store of an earlier connection: its connections stay up
+    _gateway = gateway
+    return store
+
+
+def device() -> Any:
+    """This worker's device: ``cuda:LOCAL_RANK`` when a GPU is present, else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
+    return torch.device("cpu")
+
+
+def _inplace_timeout_s() -> float:
+    try:
+        return max(1.0, float(os.environ.get(p.ENV_INPLACE_TIMEOUT_S, "30")))
+    except ValueError:
+        return 30.0
+
+
+class ElasticState:
+    """Model, optimizer, sampler and user fields (``state.samples``...) that survive resizes."""
+
+    def __init__(self, model: Any = None, optimizer: Any = None, sampler: Any = None, *,
+                 checkpoint_every_s: float = 5.0, **user: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        object.__setattr__(self, "_user", dict(user))
+        self.model, self.optimizer, self.sampler = model, optimizer, sampler
+        self.checkpoint_every_s = checkpoint_every_s
+        self._dist = dist
+        self._torch = torch
+        _install_handler()
+        self.device = device()
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.set_device(self.device)
+        self._backend = "nccl" if cuda else "gloo"
+        self._ddp: Any = None
+        self._last_save = time.monotonic()
+        self._next_poll = 0.0
+        self._inplace = os.environ.get(p.ENV_RESIZE) == "inplace" and p.ENV_STORE_ADDR in os.environ
+        self._timeout_s = _inplace_timeout_s()
+        self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
+        self._store = None
+        self._nodes: List[str] = []  # the current generation's members, in rank order
+        if self._inplace:
+            self._arm()
+            os.environ.setdefault("LOCAL_RANK", "0")
+            try:
+                self._store = open_store(self._timeout_s)
+                self._join(int(self._store.get(p.generation_key(self._job)).decode()))
+                self._sync(has_state=False)
+            except Exception as e:  # noqa: BLE001 - a peer or the store is gone: the manager relaunches
+                self._fail(e)
+            faulthandler.cancel_dump_traceback_later()
+            return
+        if "RANK" in os.environ and "MASTER_ADDR" in os.environ and not dist.is_initialized():  # torchrun
+            dist.init_process_group(self._backend, device_id=self.device if cuda else None)
+        self._load(resume())
+
+    # -- user fields: state.samples etc. --------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        user = self.__dict__.get("_user", {})
+        if name in user:
+            return user[name]
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.__dict__.get("_user", {}):
+            self._user[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    @property
+    def _job(self) -> str:
+        return os.environ.get(p.ENV_JOB_ID, "")
+
+    @property
+    def ddp_model(self) -> Any:
+        """The model wrapped in DistributedDataParallel for the current world (rebuilt after each
+        resize), or the model itself when training alone."""
+        if self._ddp is None:
+            dist = self._dist
+            if dist.is_initialized() and dist.get_world_size() > 1:
+                ids = [self.device] if self.device.type == "cuda" else None
+                self._ddp = self._torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+            else:
+                self._ddp = self.model
+        return self._ddp
+
+    # -- the step boundary ----------------------------------------------------------------------
+
+    def commit(self) -> bool:
+        """Call once per step, after the step. Stops (checkpoint and exit) when the job is being
+        stopped, resizes in place when the manager published a new generation (True: rank and world
+        size changed, re-iterate the data), checkpoints every ``checkpoint_every_s``."""
+        torch, dist = self._torch, self._dist
+        stop = _stop_requested.is_set()
+        seen = self.generation
+        now = time.monotonic()
+        if self._inplace:
+            self._arm()
+        try:
+            if self._store is not None and now >= self._next_poll:
+                self._next_poll = now + POLL_S
+                seen = self._ready_generation()
+            if dist.is_initialized() and dist.get_world_size() > 1:
+                flags = torch.tensor([int(stop), seen], dtype=torch.int64, device=self.device)
+                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+                stop, seen = bool(flags[0].item()), int(flags[1].item())
+        except Exception as e:  # noqa: BLE001 - a peer vanished
+            if self._inplace:
+                self._fail(e, save=True)
+            stop = True  # under torchrun: stop, as should_stop() does
+        if stop:
+            self.save()
+            exit_for_resize()
+        if seen > self.generation:
+            try:
+                self._ddp = None  # first: its reducer holds the old group
+                gc.collect()
+                dist.destroy_process_group()
+                self._arm()
+                self._join(seen)
+                self._arm()
+                self._sync(has_state=True)
+            except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
+                self._fail(e, save=True)
+            faulthandler.cancel_dump_traceback_later()
+            return True
+        if self._inplace:
+            faulthandler.cancel_dump_traceback_later()
+        if self.checkpoint_every_s >= 0 and now - self._last_save >= self.checkpoint_every_s:
+            self.save()
+        return False
+
+    def save(self) -> None:
+        """Checkpoints the state now (rank 0 writes)."""
+        checkpoint(self.state_dict())
+        self._last_save = time.monotonic()
+
+    def state_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"user": dict(self._user)}
+        for name in ("model", "optimizer", "sampler"):
+            part = getattr(self, name)
+            if part is not None:
+                out[name] = part.state_dict()
+        return out
+
+    def _load(self, state: Optional[Dict[str, Any]]) -> None:
+        if not state:
+            return
+        for name in ("model", "optimizer", "sampler"):
+            part = getattr(self, name)
+            if part is not None and name in state:
+                part.load_state_dict(state[name])
+        self._user.update(state.get("user", {}))
+
+    # -- in place -------------------------------------------------------------------------------
+
+    def _join(self, generation: int) -> None:
+        """Joins the process group of `generation` or of a newer one published meanwhile, or exits if
+        this node is not a member of it."""
+        dist = self._dist
+        generation, nodes = self._await_members(generation)
+        rank, world = nodes.index(os.environ.get(p.ENV_NODE, "")), len(nodes)
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE="1")
+        store = dist.PrefixStore(p.group_prefix(self._job, generation), self._store)
+        dist.init_process_group(self._backend, store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=self._timeout_s),
+                                device_id=self.device if self.device.type == "cuda" else None)
+        _reporter.REPORTER.reconfigure(generation, rank, world)
+
+    def _ready_generation(self) -> int:
+        """The newest published generation if all its newcomers have arrived, else the current one:
+        the survivors train on while newcomers start (Python, torch, the model: seconds)."""
+        store, job = self._store, self._job
+        latest = int(store.get(p.generation_key(job)).decode())
+        if latest <= self.generation:
+            return self.generation
+        nodes = json.loads(store.get(p.config_key(job, latest)).decode())["nodes"]
+        newcomers = [p.arrived_key(job, latest, n) for n in nodes if n not in self._nodes]
+        return latest if not newcomers or store.check(newcomers) else self.generation
+
+    def _await_members(self, generation: int) -> Tuple[int, List[str]]:
+        """Waits until every member of the generation has arrived, so that the process group forms at
+        once; moves on to a newer generation if the manager publishes one meanwhile (a member that
+        will never come: a reclaimed newcomer). Raises TimeoutError after BFT_INPLACE_TIMEOUT_S."""
+        store, job, node = self._store, self._job, os.environ.get(p.ENV_NODE, "")
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            nodes = json.loads(store.get(p.config_key(job, generation)).decode())["nodes"]
+            self.generation = generation
+            if node not in nodes:
+                exit_for_resize()  # this node leaves the job
+            store.set(p.arrived_key(job, generation, node), "1")
+            keys = [p.arrived_key(job, generation, n) for n in nodes]
+            while True:
+                latest = int(store.get(p.generation_key(job)).decode())
+                if latest > generation:
+                    generation = latest
+                    break
+                if store.check(keys):
+                    self._nodes = nodes
+                    return generation, nodes
+                if _stop_requested.is_set():  # stopped while waiting (SIGTERM): no need to wait on
+                    if self._nodes:  # a survivor: it holds the state of its last step
+                        self.save()
+                    exit_for_resize()
+                if time.monotonic() > deadline:
+                    missing = [n for n, k in zip(nodes, keys) if not store.check([k])]
+                    raise TimeoutError(f"{', '.join(missing)} did not join within {self._timeout_s:g} s")
+                time.sleep(0.01)
+
+    def _sync(self, has_state: bool) -> None:
+        """Newcomers get the state from the lowest rank that holds it; without one (a first start,
+        a relaunch), every rank reads the last checkpoint."""
+        torch, dist = self._torch, self._dist
+        rank, world = dist.get_rank(), dist.get_world_size()
+        src = rank if has_state else world
+        if world > 1:
+            flag = torch.tensor([src], dtype=torch.int64, device=self.device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+            src = int(flag.item())
+        if src == world:
+            self._load(resume())
+            return
+        if world == 1:
+            return
+        payload = [_to_bytes(torch, self.state_dict()) if rank == src else None]
+        dist.broadcast_object_list(payload, src=src, device=self.device)
+        if not has_state:
+            self._load(torch.load(io.BytesIO(payload[0]), map_location="cpu", weights_only=False))
+
+    def _arm(self) -> None:
+        """The next distributed phase (the step-boundary check, joining, the state's broadcast) must
+        end within the timeout plus a margin over the timeouts torch applies itself; else the stacks
+        are dumped and the worker exits (status 1): never a hung job. faulthandler's watchdog is a C
+        thread: it works even when a call stuck in torch holds the GIL."""
+        faulthandler.dump_traceback_later(self._timeout_s + 10.0, exit=True)
+
+    def _fail(self, error: BaseException, save: bool = False) -> None:
+        """Ends this worker for a relaunch; one that holds the state of the step just done saves it
+        first (rank 0 writes), so the relaunch loses nothing."""
+        if save:
+            try:
+                self.save()
+            except Exception:  # noqa: BLE001 - the last periodic checkpoint stays
+                pass
+        print(f"bft.train: in-place resize failed at generation {self.generation} ({error}); exiting for a "
+              "relaunch from the last checkpoint", file=sys.stderr, flush=True)
+        _exit_now(EXIT_INPLACE_FAILED)
+
+
+def _to_bytes(torch: Any, state: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+__all__ = ["ElasticState", "device", "open_store"]

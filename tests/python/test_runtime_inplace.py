@@ -1,0 +1,199 @@
+"""End to end: in-place resizes (``--resize inplace``) with a real manager, real PyTorch (gloo on CPU;
+NCCL on a GPU), the local node source and examples/runtime/elastic_synthetic.py.
+
+Each test is bounded in time, and the harness stops every process it started (by pid, and by the
+manager's identity tag) even when it fails.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from runtime_util import REPO, write_trace
+
+pytestmark = pytest.mark.runtime
+
+ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
+DATASET = 65536
+
+
+def _pids_by_node(harness, job: str) -> Dict[str, List[int]]:
+    """node -> the pids of the job's process rows there, in order (one row per generation)."""
+    store = harness.store()
+    try:
+        rows = store.db.execute("SELECT node, pid FROM procs WHERE job = ? ORDER BY id", (job,)).fetchall()
+    finally:
+        store.close()
+    out: Dict[str, List[int]] = collections.defaultdict(list)
+    for node, pid in rows:
+        out[node].append(pid)
+    return out
+
+
+def _positions(log_dir: Path) -> Dict[int, List[int]]:
+    """Stream position -> the sample indices processed there, from the workers' index logs (rank r of
+    a world of W at position p takes positions p + r, p + r + W, ...)."""
+    seen: Dict[int, List[int]] = collections.defaultdict(list)
+    for path in log_dir.glob("*.txt"):
+        for line in path.read_text().splitlines():
+            position, rank, world, *index = map(int, line.split())
+            for k, i in enumerate(index):
+                seen[position + rank + k * world].append(i)
+    return seen
+
+
+def _submit(harness, name: str, work: int, *args: str) -> None:
+    harness.submit(name, "--min", "1", "--max", "4", "--samples", str(work), *args, script=ELASTIC)
+
+
+def test_grow_and_shrink_in_place_keep_survivors_and_cover_each_epoch_once(harness):
+    """1 -> 2 -> 1 nodes in place: the worker on n0 keeps its process throughout, n1's worker joins
+    (gets the state by broadcast) and leaves; every index of every epoch is processed exactly once."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (30, "n1", "idle"), (60, "n1", "busy")])
+    logs = harness.root / "indices"
+    logs.mkdir()
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--local-grace-s", "8", "--grace", "10")
+    # Paced (64 samples per worker every 0.05 s): still running when the trace takes n1 back, also on
+    # a fast, quiet machine. Two epochs of 65,536 samples: together they span both resizes.
+    _submit(harness, "el", 2 * DATASET, "--", "--step-s", "0.05", "--dataset", str(DATASET), "--log-indices",
+            str(logs))
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 300, "the job to finish")
+
+    resizes = harness.events("resize_inplace", job="el")
+    assert [r["joined"] for r in resizes] == [["n1"], []], resizes
+    assert [r["left"] for r in resizes] == [[], ["n1"]], resizes
+    assert [r["nodes"] for r in resizes] == [["n0", "n1"], ["n0"]], resizes
+    assert not harness.events("inplace_failed", "job_failed", job="el")
+    assert len(harness.events("launch", job="el")) == 1  # no relaunch: one start of the job
+    pids = _pids_by_node(harness, "el")
+    assert len(pids["n0"]) == 3 and len(set(pids["n0"])) == 1, pids  # one process, three generations
+    log = harness.job_log("el")
+    assert "done: " in log and "Traceback" not in log, log[-3000:]
+    gaps = harness.events("resize_gap", job="el")
+    assert {(g["from_nodes"], g["to_nodes"], g["method"]) for g in gaps} == {(1, 2, "inplace"), (2, 1, "inplace")}
+
+    seen = _positions(logs)
+    worlds = {int(line.split()[2]) for f in logs.glob("*.txt") for line in f.read_text().splitlines()}
+    assert worlds == {1, 2}, worlds  # the data was read at both sizes
+    assert sorted(seen) == list(range(len(seen))), "a stream position was skipped"
+    assert all(len(v) == 1 for v in seen.values()), "a stream position was processed twice"
+    assert len(seen) >= 2 * DATASET, len(seen)
+    for epoch in range(2):
+        indices = [seen[p][0] for p in range(epoch * DATASET, (epoch + 1) * DATASET)]
+        assert sorted(indices) == list(range(DATASET)), f"epoch {epoch} repeats or misses samples"
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def _open_pid(harness, job: str, node: str) -> int:
+    """The pid of the job's live process row on `node` (0 if none yet)."""
+    store = harness.store()
+    try:
+        row = store.db.execute("SELECT pid FROM procs WHERE job = ? AND node = ? AND ended_s IS NULL "
+                               "ORDER BY id DESC LIMIT 1", (job, node)).fetchone()
+    finally:
+        store.close()
+    return int(row[0]) if row and row[0] else 0
+
+
+def test_peer_killed_mid_resize_falls_back_to_a_relaunch_and_the_job_finishes(harness):
+    """The newcomer of a grow is SIGKILLed while the survivor waits for it in the new process group:
+    no hung job; the manager relaunches the job from its checkpoint and it finishes."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--grace", "5", "--inplace-timeout", "5")
+    _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
+    deadline = time.monotonic() + 30
+    while not (pid := _open_pid(harness, "el", "n1")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid, "the newcomer on n1 was not started"
+    os.kill(pid, signal.SIGKILL)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after the fallback")
+    launches = harness.events("launch", job="el")
+    assert len(launches) >= 2, launches  # relaunched (from the checkpoint), not hung
+    assert harness.job("el")["samples"] >= 60_000
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def test_in_place_training_outlives_a_killed_manager_and_resizes_after_adoption(harness):
+    """kill -9 of the manager while the job trains in place on 2 nodes: the workers train on (the
+    keeper keeps the store), the restarted manager adopts them and then shrinks the job in place."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (50, "n1", "busy")])
+    args = ("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--local-grace-s", "8",
+            "--grace", "10")
+    first = harness.start(*args)
+    _submit(harness, "el", 120_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "training on 2")
+    before = _pids_by_node(harness, "el")
+    harness.kill9(first)
+    time.sleep(2)
+    second = harness.start(*args)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    assert [e["adopted"] for e in harness.events("recovered")] == [["el"]]
+    resizes = harness.events("resize_inplace", job="el")
+    assert [r["nodes"] for r in resizes] == [["n0"]], resizes  # the shrink, by the second manager
+    assert len(harness.events("launch", job="el")) == 1  # never relaunched
+    after = _pids_by_node(harness, "el")
+    assert set(after["n0"]) == set(before["n0"]), (before, after)  # the same process throughout
+    harness.stop(second)
+    assert harness.leftovers() == []
+
+
+def test_newcomer_hung_mid_resize_times_out_and_the_job_is_relaunched_without_a_failure(harness):
+    """The newcomer of a grow hangs (SIGSTOP) before it joins: the survivor trains on meanwhile; after
+    --inplace-timeout the manager gives the resize up, stops the job (the survivor checkpoints) and
+    relaunches it from its checkpoint (no failure counted); it finishes."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--grace", "3", "--inplace-timeout", "4")
+    _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
+    deadline = time.monotonic() + 30
+    while not (pid := _open_pid(harness, "el", "n1")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid, "the newcomer on n1 was not started"
+    os.kill(pid, signal.SIGSTOP)  # killed by the manager (SIGKILL) once its stop deadline passes
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after the fallback")
+    failed = harness.events("inplace_failed", job="el")
+    assert failed and failed[0]["node"] == "n1", failed
+    assert not harness.events("job_failed", job="el")
+    assert len(harness.events("launch", job="el")) >= 2
+    assert "=== in-place resize failed: relaunch from the last checkpoint ===" in harness.job_log("el")
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def test_reclaim_during_a_grow_frees_the_node_within_its_grace_and_the_survivor_goes_on(harness):
+    """The newcomer's node is reclaimed while the job grows onto it: the job shrinks back in place at
+    once (the survivor skips the superseded generation), the node is vacated within its grace time,
+    and the job is never relaunched."""
+    grace = 4
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle"), (13, "n1", "busy")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--local-grace-s", str(grace), "--grace", "10")
+    _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    resizes = harness.events("resize_inplace", job="el")
+    assert [r["nodes"] for r in resizes] == [["n0", "n1"], ["n0"]], resizes
+    assert len(harness.events("launch", job="el")) == 1
+    assert not harness.events("inplace_failed", "job_failed", job="el")
+    assert len(set(_pids_by_node(harness, "el")["n0"])) == 1
+    reclaimed = harness.events("preempted", job="el")[0]["time_s"]
+    store = harness.store()
+    try:
+        (ended,) = store.db.execute("SELECT ended_s FROM procs WHERE job = 'el' AND node = 'n1'").fetchone()
+    finally:
+        store.close()
+    assert ended - reclaimed <= grace + 1.0, ended - reclaimed  # (+ the manager's poll interval)
+    harness.stop(proc)
+    assert harness.leftovers() == []
