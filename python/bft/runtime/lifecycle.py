@@ -268,9 +268,15 @@ class JobLifecycle:
 
     def poll(self) -> None:
         """Reaps agents that exited, judges failures whose settle time has come, and hands vacated
-        reclaimed nodes back to the source; what it records is one commit."""
+        reclaimed nodes back to the source; what it records is one commit, and the source hears of the
+        vacated nodes after it (a Slurm source's scancel may take seconds: not inside a transaction)."""
         with self.store.transaction():
             self._poll()
+        if self.draining:
+            busy = self.busy_nodes()
+            for node in [n for n in self.draining if n not in busy]:
+                self.draining.discard(node)
+                self.source.reclaim_done(node)  # vacated: a batch source may hand it back at once
 
     def _poll(self) -> None:
         now = time.monotonic()
@@ -309,11 +315,6 @@ class JobLifecycle:
             if self.resize == "inplace" and run.agents and not run.stop_reason and inplace.overdue(self, run, now):
                 self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
                 self.stop_run(run, "resize")
-        if self.draining:
-            busy = self.busy_nodes()
-            for node in [n for n in self.draining if n not in busy]:
-                self.draining.discard(node)
-                self.source.reclaim_done(node)  # vacated: a batch source may hand it back at once
 
     def _check_silence(self, run: JobRun, now: float) -> None:
         """A job that has run `report_timeout_s` without a report since its start (or since its last
