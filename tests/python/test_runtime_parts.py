@@ -106,17 +106,24 @@ def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
     store.close()
 
 
-def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
-    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
-    intake = ReportIntake(store, book, "relaunch")
+def reporting_job(store, method: str):
+    """A job in generation 1 whose reports go through a ReportIntake: (intake, run, send), where
+    send(generation, seq, world, samples, time_s) signs and hands over one report."""
+    intake = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0), method)
     run = make_run(store, "job")
     run.row.secret = "ab" * 32
     run.row.generation = 1
-    t0 = time.time()
 
     def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
         report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
         intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
+
+    return intake, run, send
+
+
+def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
+    intake, run, send = reporting_job(store, "relaunch")
+    t0 = time.time()
 
     def next_generation() -> None:  # as the job lifecycle starts one
         run.row.generation += 1
@@ -139,23 +146,15 @@ def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
 def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(store):
     """The old generation trains on between the decision and its stop; its steps then are progress,
     not part of what the resize costs."""
-    intake = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0), "relaunch")
-    run = make_run(store, "job")
-    run.row.secret = "ab" * 32
-    run.row.generation = 1
+    _, run, send = reporting_job(store, "relaunch")
     t0 = time.time()
-
-    def send(seq: int, world: int, samples: float, time_s: float) -> None:
-        report = protocol.Report("job", run.row.generation, 0, seq, 0, world, False, samples, time_s)
-        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
-
-    send(1, 2, 100.0, t0)
+    send(1, 1, 2, 100.0, t0)
     resize_begins(run)  # decided at t0 + 0.4 s, say
-    send(2, 2, 110.0, t0 + 0.5)  # still training at the old size
-    send(3, 2, 115.0, t0 + 0.7)  # its last step, flushed as it exits
+    send(1, 2, 2, 110.0, t0 + 0.5)  # still training at the old size
+    send(1, 3, 2, 115.0, t0 + 0.7)  # its last step, flushed as it exits
     run.row.generation += 1
     run.last_seq.clear()
-    send(1, 4, 120.0, t0 + 3.0)
+    send(2, 1, 4, 120.0, t0 + 3.0)
     (gap,) = store.events(("resize_gap",))
     assert gap["from_nodes"] == 2 and gap["to_nodes"] == 4
     assert gap["gap_s"] == pytest.approx(2.3)
@@ -164,15 +163,8 @@ def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(
 def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store):
     """In place, the survivors train on in the old generation while the newcomers start: their last
     report of it starts the gap; it is neither progress nor a dropped datagram."""
-    intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0), "inplace")
-    run = make_run(store, "job")
-    run.row.secret = "ab" * 32
-    run.row.generation = 1
+    intake, run, send = reporting_job(store, "inplace")
     t0 = time.time()
-
-    def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
-        report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
-        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
 
     send(1, 1, 1, 100.0, t0)
     resize_begins(run)

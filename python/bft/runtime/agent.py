@@ -25,8 +25,7 @@ import struct
 import sys
 from typing import Dict, List, Optional, Tuple
 
-from ..train import protocol, rendezvous
-from ..train.protocol import ENV_EXIT_FILE as ENV_AGENT_EXIT_FILE  # where the agent leaves its exit status
+from ..train import leave_exit_status, protocol, rendezvous
 
 
 def _quiet_torchrun_warnings() -> None:
@@ -135,13 +134,7 @@ def main(argv: List[str]) -> int:
 
 def _exit(code: int) -> None:
     """Exits, first leaving the status where a restarted manager (not this process's parent) reads it."""
-    path = os.environ.get(ENV_AGENT_EXIT_FILE)
-    if path:
-        try:
-            with open(path, "w") as f:
-                f.write(str(code))
-        except OSError:
-            pass
+    leave_exit_status(code)
     sys.exit(code)
 
 

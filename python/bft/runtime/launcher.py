@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..train import protocol
-from .agent import ENV_AGENT_EXIT_FILE
 
 RESIZE_METHODS = ("relaunch", "membership", "inplace")
 
@@ -105,7 +104,7 @@ def job_environment(job: str, generation: int, node: str, identity: str, report_
     if work is not None:
         env[protocol.ENV_TARGET_SAMPLES] = f"{work:.0f}"
     if exit_file is not None:
-        env[ENV_AGENT_EXIT_FILE] = str(exit_file)
+        env[protocol.ENV_EXIT_FILE] = str(exit_file)
     return env
 
 
