@@ -7,6 +7,8 @@ accounting, with the overhead efficiency. The variants (docs/sim.md, "How far th
 - tfwd T: a longer forward-looking horizon;
 - no rescale costs: every job's scale_up_s and scale_down_s set to 0 (a diagnostic, not a policy: no
   real job restarts for free);
+- rescale costs UP/DOWN (``--rescale-costs UP DOWN``, repeatable): every job's costs set to measured
+  ones, for example those of the runtime's in-place resizes (bench/README.md, issue 22);
 - weights c: each job's weight is min over n of (c + n) / r(n), the node-seconds per sample at its
   most economical count with c nodes' worth of fixed cost (values jobs in node units, so that slow
   models are not starved while they hold an admission slot).
@@ -27,9 +29,9 @@ ACCOUNTINGS = ("continuous", "reference")
 
 
 # Each variant alters a fresh read of the workload (a JobSpec cannot be copied).
-def without_rescale_costs(jobs):
+def with_rescale_costs(jobs, scale_up_s: float, scale_down_s: float):
     for job in jobs:
-        job.scale_up_s = job.scale_down_s = 0.0
+        job.scale_up_s, job.scale_down_s = scale_up_s, scale_down_s
     return jobs
 
 
@@ -44,6 +46,8 @@ def main() -> int:
     add_workload_arguments(p)
     p.add_argument("--max-jobs", type=int, default=10)
     p.add_argument("--tfwd", type=float, default=10.0, help="the horizon of the reference rows (default 10 s)")
+    p.add_argument("--rescale-costs", type=float, nargs=2, action="append", default=[], metavar=("UP", "DOWN"),
+                   help="also replay with every job's scale_up_s and scale_down_s set to these (repeatable)")
     args = p.parse_args()
     try:
         trace, jobs, nodes = read_workload(args)
@@ -56,8 +60,12 @@ def main() -> int:
                 ("completion_aware", "as given", replay("completion_aware"))]
         rows += [("exact", f"tfwd {t:g} s", replay("exact", tfwd=t)) for t in (60, 300, 1200)]
         rows.append(("completion_aware", "tfwd 30 s", replay("completion_aware", tfwd=30)))
-        free = without_rescale_costs(sim.read_jobs(args.jobs))
+        free = with_rescale_costs(sim.read_jobs(args.jobs), 0.0, 0.0)
         rows += [(policy, "no rescale costs", replay(policy, free)) for policy in ("exact", "completion_aware")]
+        for up, down in args.rescale_costs:
+            measured = with_rescale_costs(sim.read_jobs(args.jobs), up, down)
+            rows += [(policy, f"rescale costs {up:g} s / {down:g} s", replay(policy, measured))
+                     for policy in ("exact", "completion_aware")]
         for c in (1, 10):
             weighted = weighted_by_node_seconds_per_sample(sim.read_jobs(args.jobs), c)
             rows.append(("exact", f"weights c = {c}", replay("exact", weighted)))
