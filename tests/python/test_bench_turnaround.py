@@ -59,6 +59,18 @@ def test_the_probes_compare_each_variant_with_exact_as_given(tmp_path):
     assert not any(reference.strip().endswith(", 100.0%") for _, reference in free), r.stdout
 
 
+def test_the_probes_replay_with_the_rescale_costs_given(tmp_path):
+    """--rescale-costs 0 0 is the "no rescale costs" variant under another name: the same figures."""
+    trace_path, jobs_path = write_synthetic(tmp_path, 1)
+    r = run_script(PROBES, "--trace", str(trace_path), "--jobs", str(jobs_path), "--max-jobs", "4",
+                   "--rescale-costs", "0", "0")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("| ") and " d (" in line]
+    free = {row[1]: row[3:] for row in rows if row[2].strip() == "no rescale costs"}
+    given = {row[1]: row[3:] for row in rows if row[2].strip() == "rescale costs 0 s / 0 s"}
+    assert len(free) == 2 and given == free, r.stdout
+
+
 @pytest.mark.parametrize("script, extra, message", [
     (BOUND, ["--nodes", "0:500"], "--nodes 0:500: positions A:B need A < B <= 96"),
     (BOUND, ["--nodes", "n-nowhere"], 'node "n-nowhere" is not in the trace'),
