@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from bft import curve
 from bft.runtime.curvebook import CurveBook
 from bft.runtime.decider import Decider, fair_share
 from bft.runtime.reports import ReportIntake, resize_begins
@@ -66,12 +67,13 @@ def test_an_unmeasured_job_is_probed_on_its_fair_share_not_given_every_node(stor
     assert book.probe_limit(new, 2) == 2
 
 
-def test_a_probe_grows_to_twice_the_largest_measured_size_until_a_curve_is_fitted(store):
+def test_a_probe_grows_as_far_as_the_advisor_extrapolates_until_a_curve_is_fitted(store):
     book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
     run = make_run(store, "job", max_nodes=64)
     assert book.probe_limit(run, fair_share=3) == 3  # nothing measured: its fair share
     measure(book, run, {2: 500.0})
-    assert book.probe_limit(run, fair_share=3) == 4
+    assert book.probe_growth == curve.AdvisorOptions().fit.extrapolation_limit > 1
+    assert book.probe_limit(run, fair_share=3) == int(2 * book.probe_growth)
     measure(book, run, {4: 900.0, 8: 1500.0, 16: 2200.0})
     assert book.advisor.profile("job").fit.ok
     assert book.probe_limit(run, fair_share=3) is None  # proven: the allocator decides freely

@@ -32,6 +32,9 @@ class CurveBook:
         advisor_options = curve.AdvisorOptions()
         advisor_options.warmup_s = warmup_s
         self.advisor = curve.ProfilingAdvisor(advisor_options)
+        # An unproven job may grow as far as the advisor's curve extends its largest measurement in
+        # full: further, its throughput would be a guess the allocator should not trust yet.
+        self.probe_growth = advisor_options.fit.extrapolation_limit
         self.default_costs = (scale_up_s, scale_down_s)  # until the advisor has measured a job's own
 
     # -- keys and records -------------------------------------------------------------------------
@@ -163,13 +166,14 @@ class CurveBook:
 
     def probe_limit(self, run: JobRun, fair_share: int) -> Optional[int]:
         """The most nodes the allocator may give a job whose curve is not proven yet (None: no limit):
-        its fair share of the pool while it has measured nothing, then twice its largest measured
-        size, until the advisor has fitted its curve. Never below its --min."""
+        its fair share of the pool while it has measured nothing, then its largest measured size
+        times `probe_growth` (the advisor's extrapolation limit, 8 by default), until the advisor has
+        fitted its curve. Never below its --min."""
         profile = self._profile(run.id)
         if profile is not None and profile.fit.ok and not run.silent:
             return None
         measured = [s.nodes for s in profile.sizes] if profile is not None else []
-        limit = 2 * max(measured) if measured and not run.silent else fair_share
+        limit = int(self.probe_growth * max(measured)) if measured and not run.silent else fair_share
         return max(run.row.min_nodes, min(run.row.max_nodes, limit))
 
     def allocation_job(self, run: JobRun, top: int, fair_share: Optional[int] = None) -> Any:
