@@ -104,18 +104,25 @@ def _open_pid(harness, job: str, node: str) -> int:
     return int(row[0]) if row and row[0] else 0
 
 
-def test_peer_killed_mid_resize_falls_back_to_a_relaunch_and_the_job_finishes(harness):
-    """The newcomer of a grow is SIGKILLed while the survivor waits for it in the new process group:
-    no hung job; the manager relaunches the job from its checkpoint and it finishes."""
+def _grow_to_a_newcomer(harness, grace_s: float, inplace_timeout_s: float):
+    """A manager whose job grows in place from n0 to n0+n1: (the manager's process, the newcomer's pid
+    on n1) once the newcomer has been started."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
-                         "--grace", "5", "--inplace-timeout", "5")
+                         "--grace", f"{grace_s:g}", "--inplace-timeout", f"{inplace_timeout_s:g}")
     _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
     harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
     deadline = time.monotonic() + 30
     while not (pid := _open_pid(harness, "el", "n1")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pid, "the newcomer on n1 was not started"
+    return proc, pid
+
+
+def test_peer_killed_mid_resize_falls_back_to_a_relaunch_and_the_job_finishes(harness):
+    """The newcomer of a grow is SIGKILLed while the survivor waits for it in the new process group:
+    no hung job; the manager relaunches the job from its checkpoint and it finishes."""
+    proc, pid = _grow_to_a_newcomer(harness, grace_s=5, inplace_timeout_s=5)
     os.kill(pid, signal.SIGKILL)
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after the fallback")
     launches = harness.events("launch", job="el")
@@ -153,15 +160,7 @@ def test_newcomer_hung_mid_resize_times_out_and_the_job_is_relaunched_without_a_
     """The newcomer of a grow hangs (SIGSTOP) before it joins: the survivor trains on meanwhile; after
     --inplace-timeout the manager gives the resize up, stops the job (the survivor checkpoints) and
     relaunches it from its checkpoint (no failure counted); it finishes."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
-    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
-                         "--grace", "3", "--inplace-timeout", "4")
-    _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
-    harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
-    deadline = time.monotonic() + 30
-    while not (pid := _open_pid(harness, "el", "n1")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert pid, "the newcomer on n1 was not started"
+    proc, pid = _grow_to_a_newcomer(harness, grace_s=3, inplace_timeout_s=4)
     os.kill(pid, signal.SIGSTOP)  # killed by the manager (SIGKILL) once its stop deadline passes
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after the fallback")
     failed = harness.events("inplace_failed", job="el")
