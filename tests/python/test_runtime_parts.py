@@ -108,6 +108,20 @@ def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
     store.close()
 
 
+def test_a_submitted_job_is_forced_to_the_disk_and_bookkeeping_is_not(store):
+    """Bookkeeping commits survive the manager's crash without an fsync each; what bft submit
+    acknowledges is synced before the answer (state.py's durability rule)."""
+    statements = []
+    store.db.set_trace_callback(statements.append)
+    with store.transaction():
+        store.log_event("join", node="n0")
+    assert not any("wal_checkpoint" in s for s in statements)
+    make_run(store, "job")
+    commit = max(i for i, s in enumerate(statements) if s == "COMMIT")
+    assert "wal_checkpoint" in statements[commit + 1]
+    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+
+
 def reporting_job(store, method: str):
     """A job in generation 1 whose reports go through a ReportIntake: (intake, run, send), where
     send(generation, seq, world, samples, time_s) signs and hands over one report."""

@@ -21,6 +21,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from ..train import protocol
 
 RESIZE_METHODS = ("relaunch", "membership", "inplace")
+AGENTS_DIR = "agents"  # in a job's directory: the agents' exit files
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ def agent_exit_file(job_dir: Path, generation: int, node: str, resize: str = "re
     """Where the agent of one generation on one node leaves its exit status; an in-place worker
     stays across generations, so it has one file per node (removed before a worker starts there)."""
     if resize == "inplace":
-        return job_dir / "agents" / f"inplace-{node}.exit"
-    return job_dir / "agents" / f"g{generation}-{node}.exit"
+        return job_dir / AGENTS_DIR / f"inplace-{node}.exit"
+    return job_dir / AGENTS_DIR / f"g{generation}-{node}.exit"
 
 
 def inplace_environment(store_address: str, timeout_s: float) -> Dict[str, str]:

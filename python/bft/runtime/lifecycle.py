@@ -19,6 +19,7 @@ from ..train import EXIT_INPLACE_FAILED
 from . import inplace
 from .curvebook import CurveBook
 from .launcher import (
+    AGENTS_DIR,
     AdoptedAgent,
     LaunchSpec,
     agent_exit_file,
@@ -63,6 +64,7 @@ class JobLifecycle:
         self.report_address = ""
         self.inplace_timeout_s = inplace_timeout_s
         self._configurations: Optional[inplace.Configurations] = None
+        self._job_dirs: set = set()  # jobs whose directories exist
 
     @property
     def configurations(self) -> inplace.Configurations:
@@ -151,8 +153,11 @@ class JobLifecycle:
 
     # -- starting ---------------------------------------------------------------------------------
 
-    def launch_ready(self, admitted: List[JobRun]) -> None:
-        """Starts every job that has nodes, no live agents, and whose nodes no other job still occupies."""
+    def launch_ready(self, admitted: List[JobRun], events_waiting: Callable[[], bool] = lambda: False) -> None:
+        """Starts every job that has nodes, no live agents, and whose nodes no other job still occupies.
+        After each start it returns early if `events_waiting()`: starting a 64-node generation takes
+        tens of milliseconds, and a node event must not wait behind all of them to be decided (the
+        rest start on the loop's next pass)."""
         busy = self.busy_nodes()
         for run in admitted:
             if run.agents or not run.target or run.stop_reason or run.settle_until is not None:
@@ -160,6 +165,8 @@ class JobLifecycle:
             if any(node in busy or node not in self.pool for node in run.target):
                 continue
             self._start_generation(run)
+            if events_waiting():
+                return
 
     def _start_generation(self, run: JobRun) -> None:
         row = run.row
@@ -202,6 +209,7 @@ class JobLifecycle:
         any of them exists; their pids, or their failures, in one more."""
         row = run.row
         membership = self.resize == "membership"
+        job_dir = self.job_dir(row.id)
         with self.store.transaction():
             rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
         started: Dict[str, Any] = {}
@@ -212,20 +220,17 @@ class JobLifecycle:
                 node=node, node_address=self.source.address(node), store_address=self.store_address,
                 min_nodes=row.min_nodes if membership else len(run.target),
                 max_nodes=row.max_nodes if membership else len(run.target),
-                max_restarts=1000 if membership else 0, log_dir=self.job_dir(row.id) / "workers")
-            exit_file = agent_exit_file(self.job_dir(row.id), row.generation, node, self.resize)
-            exit_file.parent.mkdir(exist_ok=True)
+                max_restarts=1000 if membership else 0, log_dir=job_dir / "workers")
+            exit_file = agent_exit_file(job_dir, row.generation, node, self.resize)
             exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
             env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
-                                  self.job_dir(row.id) / "checkpoint", row.work, self.grace_s, row.configuration,
-                                  exit_file)
+                                  job_dir / "checkpoint", row.work, self.grace_s, row.configuration, exit_file)
             argv = torchrun_argv(spec)
             if self.resize == "inplace":
                 argv = script_argv(spec)
                 env.update(inplace_environment(self.store_address, self.inplace_timeout_s))
             try:
-                started[node] = self.source.launch(node, argv, env,
-                                                   self.job_dir(row.id) / "output.log", cwd=Path(row.cwd))
+                started[node] = self.source.launch(node, argv, env, job_dir / "output.log", cwd=Path(row.cwd))
             except (SourceError, OSError) as e:
                 failed[node] = str(e)
         with self.store.transaction():
@@ -381,8 +386,9 @@ class JobLifecycle:
     def end_job(self, run: JobRun, state: str, reason: str) -> None:
         row = run.row
         row.state, row.reason, row.finished_s = state, reason, time.time()
-        self.store.update_job(row.id, state=state, reason=reason, finished_s=row.finished_s, samples=row.samples)
-        self.store.log_event(state, job=row.id, samples=row.samples)
+        with self.store.transaction(durable=True):
+            self.store.update_job(row.id, state=state, reason=reason, finished_s=row.finished_s, samples=row.samples)
+            self.store.log_event(state, job=row.id, samples=row.samples)
         run.target = []
         del self.runs[row.id]
         self.book.forget(run)
@@ -394,7 +400,10 @@ class JobLifecycle:
 
     def job_dir(self, job: str) -> Path:
         d = self.state_dir / "jobs" / job
-        d.mkdir(parents=True, exist_ok=True)
+        if job not in self._job_dirs:  # made once per manager: every launch and log line asks
+            d.mkdir(parents=True, exist_ok=True)
+            (d / AGENTS_DIR).mkdir(exist_ok=True)
+            self._job_dirs.add(job)
         return d
 
     def log_line(self, job: str, line: str) -> None:

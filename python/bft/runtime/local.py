@@ -181,18 +181,17 @@ class LocalNodeSource(NodeSource):
                cwd: Optional[Path] = None) -> subprocess.Popen:
         if not self._idle.get(node):
             raise SourceError(f"node {node} is not idle")
-        env = {**os.environ, **env}
         if self.emulate:
             key = (env.get(protocol.ENV_JOB_ID, ""), env.get(protocol.ENV_GENERATION, ""))
             proc = self._generations.get(key)
-            if proc is None:
+            if proc is None:  # the generation's first node: its one process (the others only point at it)
                 argv, world = _without_torchrun(argv)
-                env.update(WORLD_SIZE=str(world), RANK="0", LOCAL_RANK="0")
-                env[LAUNCHED_ENV] = repr(time.time())
+                env = {**os.environ, **env, "WORLD_SIZE": str(world), "RANK": "0", "LOCAL_RANK": "0",
+                       LAUNCHED_ENV: repr(time.time())}
                 self._generations = {k: p for k, p in self._generations.items() if p.poll() is None}
                 proc = self._generations[key] = self._popen(argv, env, log_path, cwd)
         else:
-            proc = self._popen(argv, env, log_path, cwd)
+            proc = self._popen(argv, {**os.environ, **env}, log_path, cwd)
         self._launched[node] = proc
         return proc
 

@@ -216,7 +216,7 @@ class Manager:
             self._check_curves()
             if self._dirty:
                 self._decide()
-            self.jobs.launch_ready(self.decider.admitted(self.runs.values()))
+            self.jobs.launch_ready(self.decider.admitted(self.runs.values()), lambda: not self.inbox.empty())
 
     def _handle(self, arrived: float, kind: str, payload: Any) -> None:
         if kind == "node":

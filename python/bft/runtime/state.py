@@ -3,6 +3,14 @@
 Everything the manager must not lose is written here before the side effect it describes: a job
 is stored before ``bft submit`` returns, a process row before the process is started, progress as
 it arrives. After ``kill -9`` the next manager reads this file and reconciles with what it finds.
+
+Durability: every commit survives the manager's own crash (``kill -9``): SQLite's WAL with
+``synchronous=NORMAL`` has written it to the OS before the commit returns. Only what the manager
+tells a person or ends for good (a submitted job, a job's final state) is also forced to the disk
+before the answer (:meth:`StateStore.transaction` with ``durable=True``), so it survives a power
+loss of the manager's host too; the rest (node events, process rows, progress: a few hundred commits
+a second under Summit's load) would be rebuilt from what runs, and an fsync each (up to 9 ms here)
+was most of the manager's decision latency tail (bench/README.md, "Load on the real manager").
 The file carries an application id and a schema version, so a foreign or corrupt file is refused
 with a clear error, never silently reset.
 """
@@ -108,6 +116,7 @@ class StateStore:
 
     def __init__(self, path: Path, create: bool = True, read_only: bool = False):
         self._depth = 0  # open transactions (state.transaction nests)
+        self._durable = False  # the open transaction must reach the disk before it returns
         self.path = Path(path)
         # An empty file is what a manager killed before its first commit leaves: a new database.
         exists = self.path.exists() and self.path.stat().st_size > 0
@@ -123,7 +132,7 @@ class StateStore:
             self.db.row_factory = sqlite3.Row
             if not read_only:
                 self.db.execute("PRAGMA journal_mode=WAL")
-                self.db.execute("PRAGMA synchronous=FULL")
+                self.db.execute("PRAGMA synchronous=NORMAL")  # durable transactions sync (module doc)
             if exists:
                 self._check()
             else:
@@ -160,23 +169,32 @@ class StateStore:
     # -- transactions ---------------------------------------------------------------------------
 
     class _Transaction:
-        """One commit (one fsync) for everything inside; nested ones join the outermost."""
+        """One commit for everything inside; nested ones join the outermost, which is durable if any
+        of them asked to be."""
 
-        def __init__(self, store: "StateStore"):
+        def __init__(self, store: "StateStore", durable: bool):
             self.store = store
+            self.durable = durable
 
         def __enter__(self):
             if self.store._depth == 0:
                 self.store.db.execute("BEGIN IMMEDIATE")
             self.store._depth += 1
+            self.store._durable = self.store._durable or self.durable
 
         def __exit__(self, kind, value, tb):
             self.store._depth -= 1
             if self.store._depth == 0:
                 self.store.db.execute("COMMIT" if kind is None else "ROLLBACK")
+                if self.store._durable and kind is None:
+                    # Under synchronous=NORMAL a checkpoint syncs the WAL first: the commit is on the disk.
+                    self.store.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self.store._durable = False
 
-    def transaction(self) -> "_Transaction":
-        return self._Transaction(self)
+    def transaction(self, durable: bool = False) -> "_Transaction":
+        """One commit for everything inside. ``durable``: on the disk before it returns (what a person
+        was told, or a job's end), not only safe from the manager's own crash (module doc)."""
+        return self._Transaction(self, durable)
 
     # -- meta -----------------------------------------------------------------------------------
 
@@ -190,7 +208,7 @@ class StateStore:
     # -- jobs -----------------------------------------------------------------------------------
 
     def add_job(self, job: JobRow) -> JobRow:
-        with self.transaction():
+        with self.transaction(durable=True):  # bft submit answers once it is stored
             if self.db.execute("SELECT 1 FROM jobs WHERE id = ?", (job.id,)).fetchone():
                 raise ValueError(f"a job named {job.id!r} exists already (choose another --name)")
             job.seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
