@@ -6,6 +6,8 @@ workload scaled to N nodes), plays a scripted main-queue workload twice — once
 ``bft manager --source slurm`` keeps pilot jobs in the preemptible partition and trains two DDP jobs
 submitted with no curve — and prints the idle node-time the main queue left, the share of it used by
 training, the samples trained, and how much longer each main job waited because of the pilots.
+``--resize inplace`` resizes the jobs in place (examples/runtime/elastic_synthetic.py, an
+ElasticState loop) instead of relaunching them (examples/runtime/ddp_synthetic.py).
 Everything it starts is stopped at the end.
 """
 
@@ -122,7 +124,10 @@ def main() -> int:
     p.add_argument("--keep", action="store_true", help="keep the working directory (logs, state)")
     p.add_argument("--hosts", type=int, default=0,
                    help="run on the multi-host test cluster with this many compute hosts (needs root and ip netns)")
+    p.add_argument("--resize", choices=("relaunch", "inplace"), default="relaunch",
+                   help="how the manager resizes the training jobs (default relaunch)")
     args = p.parse_args()
+    script = {"relaunch": "ddp_synthetic.py", "inplace": "elastic_synthetic.py"}[args.resize]
     if not 0 <= args.hosts <= 99:
         p.error(f"--hosts must be in 1..99, got {args.hosts}")
     hosts = args.hosts or NODES
@@ -142,11 +147,13 @@ def main() -> int:
     try:
         print(f"1/2: the main-queue workload alone ({len(WORKLOAD)} jobs) ...", flush=True)
         alone = play_workload(hosts)
-        print("2/2: the same workload with bft manager --source slurm and two training jobs ...", flush=True)
+        print(f"2/2: the same workload with bft manager --source slurm and two training jobs (resize "
+              f"{args.resize}) ...", flush=True)
         state = work / "state"
         manager = subprocess.Popen(
             [*on_login, sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--source", "slurm",
-             *bind, "--slurm-partition", "pilot", "--slurm-pending", "2", "--slurm-poll-s", "1", "--grace", "4"],
+             *bind, "--slurm-partition", "pilot", "--slurm-pending", "2", "--slurm-poll-s", "1", "--grace", "4",
+             "--resize", args.resize],
             stdout=open(work / "manager.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         for _ in range(300):
             if subprocess.run([sys.executable, "-m", "bft", "status", "--state-dir", str(state)],
@@ -154,7 +161,7 @@ def main() -> int:
                 break
             time.sleep(0.2)
         for name in ("train-a", "train-b"):
-            sh(sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime/ddp_synthetic.py"),
+            sh(sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime" / script),
                "--state-dir", str(state), "--name", name, "--min", "1", "--max", str(hosts), "--samples", "1e12")
         time.sleep(20)  # pilots adopt the idle machine and the jobs start, as on a machine in service
         shared = play_workload(hosts)

@@ -33,6 +33,9 @@ def python_env() -> Dict[str, str]:
     paths = [p for p in sys.path if p and Path(p, "bft", "__init__.py").exists()]
     env["PYTHONPATH"] = os.pathsep.join(paths[:1] + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["OMP_NUM_THREADS"] = "1"
+    # Several virtual nodes share this host: on a GPU host they would all take cuda:0, which NCCL
+    # refuses. The tests train on CPU unless one gives the nodes GPUs (--local-gpus).
+    env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from runtime_util import REPO, write_trace
 
+torch = pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
+
 pytestmark = pytest.mark.runtime
 
 ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
@@ -56,11 +58,24 @@ def _submit(harness, name: str, work: int, *args: str) -> None:
 def test_grow_and_shrink_in_place_keep_survivors_and_cover_each_epoch_once(harness):
     """1 -> 2 -> 1 nodes in place: the worker on n0 keeps its process throughout, n1's worker joins
     (gets the state by broadcast) and leaves; every index of every epoch is processed exactly once."""
+    assert "(cpu)" in _grow_and_shrink(harness)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2,
+                    reason=f"needs 2 CUDA GPUs (NCCL wants one device per rank); {torch.cuda.device_count()} here")
+def test_grow_and_shrink_in_place_on_gpus_with_nccl(harness):
+    """The same resizes on GPUs: each virtual node gets its own device (--local-gpus), the workers
+    train with NCCL on CUDA, and survivors keep their process (and their model on the device)."""
+    assert "(cuda)" in _grow_and_shrink(harness, "--local-gpus", str(torch.cuda.device_count()))
+
+
+def _grow_and_shrink(harness, *manager_args: str) -> str:
+    """Grows a job 1 -> 2 -> 1 in place, checks the survivor and the epochs; returns the job's log."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (30, "n1", "idle"), (60, "n1", "busy")])
     logs = harness.root / "indices"
     logs.mkdir()
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
-                         "--local-grace-s", "8", "--grace", "10")
+                         "--local-grace-s", "8", "--grace", "10", *manager_args)
     # Paced (64 samples per worker every 0.05 s): still running when the trace takes n1 back, also on
     # a fast, quiet machine. Two epochs of 65,536 samples: together they span both resizes.
     _submit(harness, "el", 2 * DATASET, "--", "--step-s", "0.05", "--dataset", str(DATASET), "--log-indices",
@@ -91,6 +106,7 @@ def test_grow_and_shrink_in_place_keep_survivors_and_cover_each_epoch_once(harne
         assert sorted(indices) == list(range(DATASET)), f"epoch {epoch} repeats or misses samples"
     harness.stop(proc)
     assert harness.leftovers() == []
+    return log
 
 
 def _open_pid(harness, job: str, node: str) -> int:

@@ -141,14 +141,19 @@ def is_tagged(pid: int, tags: Mapping[str, str]) -> bool:
 
 
 def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None,
-                     except_jobs: Iterable[str] = ()) -> List[int]:
-    """PIDs of live processes started by the manager ``identity`` (optionally one job's, one node's;
-    none of `except_jobs`)."""
+                     except_jobs: Iterable[str] = (), jobs: Optional[Iterable[str]] = None) -> List[int]:
+    """PIDs of live processes started by the manager ``identity`` (optionally one job's, or any of
+    `jobs`'; one node's; none of `except_jobs`)."""
     tags = _tags(identity, job, node)
     spared = {j.encode() for j in except_jobs}
+    wanted = None if jobs is None else {j.encode() for j in jobs}
     me = os.getpid()
+
+    def job_of(pid: int) -> Optional[bytes]:
+        return _environ(pid).get(protocol.ENV_JOB_ID.encode())
+
     return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me and is_tagged(int(e), tags)
-            and (not spared or _environ(int(e)).get(protocol.ENV_JOB_ID.encode()) not in spared)]
+            and (not spared or job_of(int(e)) not in spared) and (wanted is None or job_of(int(e)) in wanted)]
 
 
 class AdoptedAgent:

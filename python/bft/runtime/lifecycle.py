@@ -9,11 +9,12 @@ the state database before it is started, so a restarted manager finds it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..train import EXIT_INPLACE_FAILED
 from . import inplace
@@ -65,6 +66,8 @@ class JobLifecycle:
         self.inplace_timeout_s = inplace_timeout_s
         self._configurations: Optional[inplace.Configurations] = None
         self._job_dirs: set = set()  # jobs whose directories exist
+        self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
+        self._sweep: set = set()  # jobs whose generation ended: their strays are killed once per poll
 
     @property
     def configurations(self) -> inplace.Configurations:
@@ -108,10 +111,21 @@ class JobLifecycle:
         if not switch:
             self.book.record(run, len(target))  # the rescale starts now: the advisor measures what it costs
 
+    @contextlib.contextmanager
+    def node_events(self) -> Iterator[None]:
+        """Scope of a batch of node events: a reclaim concerns only the jobs that hold nodes or run
+        processes, found once per batch, not among every queued job for each of thousands of reclaims.
+        (Within a batch no job gains nodes: a reclaim only shrinks.)"""
+        self._holders = [run for run in self.runs.values() if run.target or run.agents]
+        try:
+            yield
+        finally:
+            self._holders = None
+
     def node_reclaimed(self, node: str) -> None:
         """The batch scheduler takes `node` back: whatever of ours runs there vacates within the grace time."""
         self.draining.add(node)
-        for run in self.runs.values():
+        for run in self._holders if self._holders is not None else list(self.runs.values()):
             if node in run.target:
                 run.disturbed = True  # the decision that follows takes the node out of its target
             agent = run.agents.get(node)
@@ -277,6 +291,11 @@ class JobLifecycle:
         vacated nodes after it (a Slurm source's scancel may take seconds: not inside a transaction)."""
         with self.store.transaction():
             self._poll()
+        if self._sweep:
+            # A worker that outlived its agent (torchrun gives each its own session) must not train on:
+            # the tag finds it. One scan of the host's processes for every generation that ended.
+            signal_processes(tagged_processes(self.identity, jobs=self._sweep), signal.SIGKILL)
+            self._sweep.clear()
         if self.draining:
             busy = self.busy_nodes()
             for node in [n for n in self.draining if n not in busy]:
@@ -286,6 +305,8 @@ class JobLifecycle:
     def _poll(self) -> None:
         now = time.monotonic()
         for run in list(self.runs.values()):
+            if not run.agents and run.settle_until is None:
+                continue  # queued, or between generations: nothing to reap or judge
             had_agents = bool(run.agents)
             for node, agent in list(run.agents.items()):
                 code = agent.proc.poll()
@@ -345,9 +366,7 @@ class JobLifecycle:
             run.settle_until = time.monotonic() + FAILURE_SETTLE_S
             return
         run.settle_until = None
-        # Its agents are gone; a worker that outlived its agent (torchrun gives each its own session)
-        # must not train on: the tag finds it.
-        signal_processes(tagged_processes(self.identity, job=row.id), signal.SIGKILL)
+        self._sweep.add(row.id)  # its agents are gone: so must any worker of theirs be (poll)
         reason, run.stop_reason = run.stop_reason, ""
         if reason or run.disturbed:  # a planned stop: one line in the job's log, no stack dumps
             why = reason if reason != "resize" else f"resize to {len(run.target)} nodes" if run.target else "preempted"

@@ -43,9 +43,11 @@ class LocalNodeSource(NodeSource):
 
     def __init__(self, identity: str, state_dir: Path, nodes: int = 4, trace: Optional[Path] = None,
                  time_scale: float = 1.0, grace_s: float = 5.0, start_s: Optional[float] = None,
-                 emulate: bool = False):
+                 emulate: bool = False, gpus: int = 0):
         if nodes < 1:
             raise SourceError("--local-nodes must be >= 1")
+        if gpus < 0:
+            raise SourceError("--local-gpus must be >= 0")
         if not time_scale > 0:
             raise SourceError("--local-time-scale must be > 0")
         if not grace_s >= 0:
@@ -54,6 +56,7 @@ class LocalNodeSource(NodeSource):
         self.grace_s = grace_s
         self.time_scale = time_scale
         self.emulate = emulate
+        self.gpus = gpus
         self._events: List[Tuple[float, str, str]] = []  # (trace time, node, "join"/"reclaim")
         if trace is None:
             self.node_names = [f"local-{k}" for k in range(nodes)]
@@ -97,6 +100,9 @@ class LocalNodeSource(NodeSource):
         g.add_argument("--local-grace-s", type=float, default=5.0, metavar="S",
                        help="seconds between a node turning busy and its processes being killed (default 5)")
         g.add_argument("--local-start", type=float, metavar="S", help="trace time to start playing at")
+        g.add_argument("--local-gpus", type=int, default=0, metavar="N",
+                       help="give virtual node k only GPU k mod N (CUDA_VISIBLE_DEVICES): NCCL needs a device "
+                            "per rank (default 0: the processes see what this host's environment says)")
         g.add_argument("--local-emulate", action="store_true",
                        help="load testing only: one process per job generation, no torchrun (docs/runtime.md)")
 
@@ -104,7 +110,7 @@ class LocalNodeSource(NodeSource):
     def from_args(cls, args: argparse.Namespace, identity: str, state_dir: Path) -> "LocalNodeSource":
         return cls(identity, state_dir, nodes=args.local_nodes, trace=args.local_trace,
                    time_scale=args.local_time_scale, grace_s=args.local_grace_s, start_s=args.local_start,
-                   emulate=args.local_emulate)
+                   emulate=args.local_emulate, gpus=args.local_gpus)
 
     def _load_t0(self) -> float:
         try:
@@ -191,7 +197,8 @@ class LocalNodeSource(NodeSource):
                 self._generations = {k: p for k, p in self._generations.items() if p.poll() is None}
                 proc = self._generations[key] = self._popen(argv, env, log_path, cwd)
         else:
-            proc = self._popen(argv, {**os.environ, **env}, log_path, cwd)
+            gpu = {"CUDA_VISIBLE_DEVICES": str(self.node_names.index(node) % self.gpus)} if self.gpus else {}
+            proc = self._popen(argv, {**os.environ, **env, **gpu}, log_path, cwd)
         self._launched[node] = proc
         return proc
 

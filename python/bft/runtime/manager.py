@@ -201,7 +201,8 @@ class Manager:
             # frees or takes thousands of nodes at once (bench/README.md, "Load on the real manager"),
             # and every job reports twice a second.
             for kind, group in itertools.groupby(items, key=lambda item: item[1]):
-                with self.store.transaction() if kind in ("node", "report") else contextlib.nullcontext():
+                batch = self.jobs.node_events() if kind == "node" else contextlib.nullcontext()
+                with self.store.transaction() if kind in ("node", "report") else contextlib.nullcontext(), batch:
                     for item in group:
                         try:
                             self._handle(*item)
