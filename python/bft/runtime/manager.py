@@ -214,10 +214,13 @@ class Manager:
                     self._finish_shutdown()
                     return
                 continue
-            self._check_curves()
+            # Once per pass (a decision and its launches end no job, so it holds for all three): with
+            # 1,000 jobs queued, choosing the admitted ones is a pass over all of them.
+            admitted = self.decider.admitted(self.runs.values())
+            self._check_curves(admitted)
             if self._dirty:
-                self._decide()
-            self.jobs.launch_ready(self.decider.admitted(self.runs.values()), lambda: not self.inbox.empty())
+                self._decide(admitted)
+            self.jobs.launch_ready(admitted, lambda: not self.inbox.empty())
 
     def _handle(self, arrived: float, kind: str, payload: Any) -> None:
         if kind == "node":
@@ -259,21 +262,21 @@ class Manager:
             self.pool.pop(ev.node, None)
             self.jobs.node_reclaimed(ev.node)
 
-    def _check_curves(self) -> None:
+    def _check_curves(self, admitted: List[JobRun]) -> None:
         """A learned curve that moved by more than curve_change since the last decision re-decides."""
         now = time.monotonic()
         if self._dirty or now - self._last_decision < self.options.min_decision_interval_s:
             return
-        moved = self.decider.curve_moved(self.decider.admitted(self.runs.values()), len(self.pool), now)
+        moved = self.decider.curve_moved(admitted, len(self.pool), now)
         if moved is not None:
             self.store.log_event("curve_changed", job=moved)
             self._mark_dirty(now)
 
-    def _decide(self) -> None:
+    def _decide(self, admitted: List[JobRun]) -> None:
         arrived = self._dirty_since if self._dirty_since is not None else time.monotonic()
         self._dirty, self._dirty_since = False, None
         self._last_decision = time.monotonic()
-        placements = self.decider.decide(self.decider.admitted(self.runs.values()), self.pool, arrived)
+        placements = self.decider.decide(admitted, self.pool, arrived)
         for p in placements or []:  # None: the allocator failed, the current map stays
             self.jobs.apply(p.run, p.nodes, p.configuration)
 
