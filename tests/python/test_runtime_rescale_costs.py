@@ -5,6 +5,7 @@ restarted manager (also on a state file of schema version 2) rebuilds the same c
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import List, Tuple
 
 import pytest
@@ -12,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bft.runtime.curvebook import INPLACE, RELAUNCH, CurveBook
+from bft.runtime.reports import ReportIntake
 from bft.runtime.runs import JobRun
 from bft.runtime.state import SCHEMA_VERSION, JobRow, StateStore
+from bft.train import protocol
 
 RATE = 100.0  # samples/s per node
 STALLS = {INPLACE: 1.0, RELAUNCH: 12.0}  # seconds without progress after a rescale by each method
@@ -221,4 +224,78 @@ def test_a_version_2_state_file_is_upgraded_and_its_rescales_count_as_relaunches
     assert {p["method"] for p in store.progress()} == {RELAUNCH}
     assert book.method_costs(run, RELAUNCH) == pytest.approx((24.0, 4.0), rel=1e-6)
     assert book.cost_status(run)[INPLACE]["measured_ups"] == 0
+    store.close()
+
+
+class _Agent:
+    def __init__(self, stopping: bool = False):
+        self.stopping = stopping
+
+
+def _intake_run(store: StateStore, resize: str):
+    """A job whose reports go through a ReportIntake: (book, run, send), where send(generation,
+    seq, world, samples, time_s) signs and hands over one report."""
+    book = new_book(store, resize)
+    intake = ReportIntake(store, book, resize)
+    run = make_run(store)
+    run.row.secret = "ab" * 32
+    run.row.generation = 1
+
+    def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
+        report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
+        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
+
+    return book, run, send
+
+
+def test_a_relaunch_is_measured_though_the_stopping_generation_reports_at_its_old_size(tmp_path):
+    """The old generation's last reports (a checkpoint at the next step, the last count at exit) come
+    after the decision recorded the new size: they are progress, not a rescale back to the old size,
+    which left every relaunch unmeasured (a rescale before the previous one was measured is not)."""
+    store = StateStore(tmp_path / "state.db")
+    book, run, send = _intake_run(store, RELAUNCH)
+    run.agents = {"n0": _Agent(), "n1": _Agent()}
+    t = time.time()
+    book.launched(run, 2)
+    seq, samples = 0, 0.0
+    for _ in range(30):  # 2 nodes, 200 samples/s
+        seq, t, samples = seq + 1, t + 2.0, samples + 400.0
+        send(1, seq, 2, samples, t)
+    run.stop_reason = "resize"  # decided: grow to 4 by relaunch (JobLifecycle.apply)
+    for agent in run.agents.values():
+        agent.stopping = True
+    book.record(run, 4, t, method=RELAUNCH)
+    send(1, seq + 1, 2, samples + 100.0, t + 0.5)  # its last step, flushed as it exits
+    run.agents, run.stop_reason = {f"n{k}": _Agent() for k in range(4)}, ""
+    run.row.generation, seq, samples = 2, 0, samples + 100.0
+    run.last_seq.clear()
+    book.launched(run, 4)
+    t += 10.0  # the relaunch: no step for 10 s
+    for _ in range(30):  # 4 nodes, 400 samples/s
+        seq, t, samples = seq + 1, t + 2.0, samples + 800.0
+        send(2, seq, 4, samples, t)
+    costs = book.cost_status(run)[RELAUNCH]
+    assert costs["measured_ups"] == 1
+    assert 0.0 < costs["scale_up_s"] < 30.0
+    store.close()
+
+
+def test_an_in_place_shrink_is_measured_though_the_leaver_has_not_exited_yet(tmp_path):
+    store = StateStore(tmp_path / "state.db")
+    book, run, send = _intake_run(store, INPLACE)
+    run.agents = {"n0": _Agent(), "n1": _Agent()}
+    t = time.time()
+    book.launched(run, 2)
+    seq, samples = 0, 0.0
+    for _ in range(30):
+        seq, t, samples = seq + 1, t + 2.0, samples + 400.0
+        send(1, seq, 2, samples, t)
+    run.agents["n1"].stopping = True  # shrunk in place to n0 (inplace.resize): n1 leaves at its next step
+    run.row.generation = 2
+    run.last_seq.clear()
+    book.record(run, 1, t, method=INPLACE)
+    for _ in range(30):  # the survivor reports in generation 2 while the leaver is still being reaped
+        seq, t, samples = seq + 1, t + 2.0, samples + 200.0
+        send(2, seq, 1, samples, t)
+    assert book.cost_status(run)[INPLACE]["measured_downs"] == 1
     store.close()
