@@ -17,6 +17,7 @@ from bft.runtime.reports import ReportIntake
 from bft.runtime.runs import JobRun
 from bft.runtime.state import SCHEMA_VERSION, JobRow, StateStore
 from bft.train import protocol
+from runtime_util import bft
 
 RATE = 100.0  # samples/s per node
 STALLS = {INPLACE: 1.0, RELAUNCH: 12.0}  # seconds without progress after a rescale by each method
@@ -299,3 +300,11 @@ def test_an_in_place_shrink_is_measured_though_the_leaver_has_not_exited_yet(tmp
         send(2, seq, 1, samples, t)
     assert book.cost_status(run)[INPLACE]["measured_downs"] == 1
     store.close()
+
+
+@pytest.mark.parametrize("option", ["--inplace-scale-up-s", "--inplace-scale-down-s"])
+def test_a_bad_in_place_default_cost_is_one_line_naming_the_option(tmp_path, option):
+    r = bft("manager", "--state-dir", str(tmp_path / "state"), option, "-1")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{option}: expected a finite number >= 0, got -1" in lines[0], lines[0]
