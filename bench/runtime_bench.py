@@ -126,6 +126,11 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float) -> No
                 print(f"resize gap, {method:8s} {kind:6s} ({nodes // 2}<->{nodes} nodes): median {med}, counted "
                       f"{len(g)} of {cycles} cycles ({r['decided'][kind]} decisions){r['left_out'][kind]}: "
                       f"{', '.join(f'{x:.2f}' for x in g)}", flush=True)
+            c = r["advisor_costs"]  # what the allocator is charged, in its units (docs/runtime.md)
+            print(f"advisor's measured costs, {method:8s} ({nodes // 2}<->{nodes} nodes): "
+                  + "; ".join(f"{m} up {c[m]['scale_up_s']:.2f} s ({c[m]['measured_ups']} grows), down "
+                              f"{c[m]['scale_down_s']:.2f} s ({c[m]['measured_downs']} shrinks)" for m in c
+                              if m != "charged"), flush=True)
             first = r["launch_to_first_step"]
             print(f"launch to first step, {method:8s} ({nodes} nodes): "
                   f"{', '.join(f'{x:.2f} s' for x in first) or 'n/a'}", flush=True)
@@ -182,6 +187,8 @@ def write_trace(path: Path, rows) -> Path:
 
 
 def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> dict:
+    from bft.runtime.curvebook import CurveBook
+    from bft.runtime.runs import JobRun
     from bft.runtime.state import StateStore
 
     tmp = Path(tempfile.mkdtemp())
@@ -216,6 +223,12 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> 
         if missing > 0:  # said, not hidden: which resizes the manager could not measure, and why
             out["left_out"][kind] = (f"; {missing} left out: {restarts[kind]} after a time without nodes, the others "
                                      "superseded by a second resize before their first step, or unfinished at the end")
+    # The rescale costs the advisor measured per method, rebuilt as a restarted manager would (a
+    # method without a measured rescale shows the manager's default).
+    book, run = CurveBook(store, 3.0, 5.0, 5.0, resize=method), JobRun(store.job("bench"))  # (5 s: the manager's)
+    for p in store.progress():
+        book.replay_record(run, p)
+    out["advisor_costs"] = book.cost_status(run)
     launches = store.events(("launch",))
     progress = list(store.db.execute("SELECT time_s FROM progress WHERE job = 'bench' AND samples > 0 ORDER BY time_s"))
     for launch in launches[:1]:  # the job's first start: later launches are resizes (relaunch) or fallbacks
@@ -261,7 +274,8 @@ def bench_simreal(method: str) -> None:
     options.warmup_s = 3.0
     advisor = curve.ProfilingAdvisor(options)
     for p in rows:
-        advisor.report("job", p["time_s"], p["nodes"], p["advisor_samples"])
+        method = curve.rescale_method_from_string(p["method"])
+        advisor.report("job", p["time_s"], p["nodes"], p["advisor_samples"], method)
     learned = advisor.throughput_estimate("job", 4)
     # The rescale costs the manager fed its allocator: measured means, else its defaults (5 s).
     up, down = curve.measured_rescale_costs(advisor.profile("job"), 5.0, 5.0)

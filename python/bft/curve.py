@@ -27,6 +27,8 @@ AdvisorOptions = _c.AdvisorOptions
 AdvisorCurves = _c.AdvisorCurves
 SizeEstimate = _c.SizeEstimate
 RescaleOverhead = _c.RescaleOverhead
+RescaleMethod = _c.RescaleMethod
+RescaleCosts = _c.RescaleCosts
 ProbeSuggestion = _c.ProbeSuggestion
 JobProfile = _c.JobProfile
 ProfilingAdvisor = _c.ProfilingAdvisor
@@ -35,6 +37,8 @@ model_name = _c.model_name
 status_name = _c.status_name
 num_parameters = _c.num_parameters
 measured_rescale_costs = _c.measured_rescale_costs
+rescale_method_from_string = _c.rescale_method_from_string
+rescale_method_name = _c.rescale_method_name
 
 
 def _as_model(model: Union[str, "Model"]) -> "Model":
@@ -83,6 +87,8 @@ __all__ = [
     "ModelFit",
     "ProbeSuggestion",
     "ProfilingAdvisor",
+    "RescaleCosts",
+    "RescaleMethod",
     "RescaleOverhead",
     "Selection",
     "SizeEstimate",
@@ -92,5 +98,7 @@ __all__ = [
     "model_from_string",
     "model_name",
     "num_parameters",
+    "rescale_method_from_string",
+    "rescale_method_name",
     "status_name",
 ]

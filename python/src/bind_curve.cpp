@@ -71,15 +71,24 @@ void BindCurve(py::module_& m) {
   m.def(
       "status_name", [](curve::FitStatus s) { return std::string(curve::ToString(s)); }, py::arg("status"));
   m.def("num_parameters", &curve::NumParameters, py::arg("model"));
+  BindEnum<curve::RescaleMethod>(
+      m, "RescaleMethod", "How a rescale was done: a relaunch (the default) or in place",
+      {{"RELAUNCH", curve::RescaleMethod::kRelaunch}, {"INPLACE", curve::RescaleMethod::kInPlace}});
+  m.def("rescale_method_from_string", &curve::RescaleMethodFromString, py::arg("label"));
+  m.def(
+      "rescale_method_name", [](curve::RescaleMethod method) { return std::string(curve::ToString(method)); },
+      py::arg("method"));
   m.def(
       "measured_rescale_costs",
-      [](const curve::JobProfile& profile, double scale_up_s, double scale_down_s) {
-        curve::MeasuredRescaleCosts(profile, &scale_up_s, &scale_down_s);
+      [](const curve::JobProfile& profile, double scale_up_s, double scale_down_s,
+         curve::RescaleMethod method) {
+        curve::MeasuredRescaleCosts(profile, &scale_up_s, &scale_down_s, method);
         return py::make_tuple(scale_up_s, scale_down_s);
       },
       py::arg("profile"), py::arg("scale_up_s"), py::arg("scale_down_s"),
-      "(scale_up_s, scale_down_s) to charge: the profile's measured means where measured, else the values "
-      "given");
+      py::arg("method") = curve::RescaleMethod::kRelaunch,
+      "(scale_up_s, scale_down_s) to charge for a rescale by `method`: the profile's measured means of that "
+      "method where measured, else the values given");
 
   py::class_<ThroughputCurve>(m, "ThroughputCurve",
                               "Piecewise-linear curve over node counts; linear from (0, 0) below the first "
@@ -230,7 +239,14 @@ void BindCurve(py::module_& m) {
       .def_readonly("from_nodes", &curve::RescaleOverhead::from_nodes)
       .def_readonly("to_nodes", &curve::RescaleOverhead::to_nodes)
       .def_readonly("overhead_s", &curve::RescaleOverhead::overhead_s)
-      .def_readonly("lost_samples", &curve::RescaleOverhead::lost_samples);
+      .def_readonly("lost_samples", &curve::RescaleOverhead::lost_samples)
+      .def_readonly("method", &curve::RescaleOverhead::method);
+  py::class_<curve::RescaleCosts>(m, "RescaleCosts")
+      .def_readonly("method", &curve::RescaleCosts::method)
+      .def_readonly("mean_scale_up_s", &curve::RescaleCosts::mean_scale_up_s)
+      .def_readonly("mean_scale_down_s", &curve::RescaleCosts::mean_scale_down_s)
+      .def_readonly("scale_ups", &curve::RescaleCosts::scale_ups)
+      .def_readonly("scale_downs", &curve::RescaleCosts::scale_downs);
   py::class_<curve::ProbeSuggestion>(m, "ProbeSuggestion")
       .def_readonly("nodes", &curve::ProbeSuggestion::nodes)
       .def_readonly("predicted_samples_per_s", &curve::ProbeSuggestion::predicted_samples_per_s)
@@ -243,8 +259,8 @@ void BindCurve(py::module_& m) {
       .def_readonly("cumulative_samples", &curve::JobProfile::cumulative_samples)
       .def_readonly("sizes", &curve::JobProfile::sizes)
       .def_readonly("rescales", &curve::JobProfile::rescales)
-      .def_readonly("mean_scale_up_s", &curve::JobProfile::mean_scale_up_s)
-      .def_readonly("mean_scale_down_s", &curve::JobProfile::mean_scale_down_s)
+      .def_readonly("costs", &curve::JobProfile::costs)
+      .def("method_costs", &curve::JobProfile::MethodCosts, py::arg("method"), py::return_value_policy::copy)
       .def_readonly("fit", &curve::JobProfile::fit)
       .def_readonly("has_prior", &curve::JobProfile::has_prior)
       .def_readonly("prior_samples_per_node_s", &curve::JobProfile::prior_samples_per_node_s)
@@ -258,8 +274,10 @@ void BindCurve(py::module_& m) {
   py::class_<ProfilingAdvisor>(m, "ProfilingAdvisor")
       .def(py::init<AdvisorOptions>(), py::arg("options") = AdvisorOptions())
       .def_property_readonly("options", &ProfilingAdvisor::options)
-      .def("report", &ProfilingAdvisor::Report, py::arg("job_id"), py::arg("time_s"), py::arg("nodes"),
-           py::arg("cumulative_samples"))
+      .def(
+          "report", &ProfilingAdvisor::Report, py::arg("job_id"), py::arg("time_s"), py::arg("nodes"),
+          py::arg("cumulative_samples"), py::arg("method") = py::none(),
+          "a progress report; `method` (a RescaleMethod): how the rescale it starts is done (None: relaunch)")
       .def("set_prior", &ProfilingAdvisor::SetPrior, py::arg("job_id"), py::arg("samples_per_node_s"))
       .def("set_model", &ProfilingAdvisor::SetModel, py::arg("job_id"), py::arg("model"))
       .def("throughput_estimate", &ProfilingAdvisor::ThroughputEstimate, py::arg("job_id"),

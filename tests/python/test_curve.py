@@ -200,6 +200,33 @@ def test_advisor_bad_reports_raise_value_error():
     assert adv.jobs() == []
 
 
+def test_advisor_measures_in_place_and_relaunch_costs_apart():
+    # 100 samples/s per node, reports every 10 s; an in-place rescale stalls 1 s, a relaunch 15 s.
+    adv = curve.ProfilingAdvisor()
+    inplace, relaunch = curve.RescaleMethod.INPLACE, curve.RescaleMethod.RELAUNCH
+    t = samples = 0.0
+    for nodes, method, stall in ((4, None, 15.0), (8, inplace, 1.0), (4, inplace, 1.0), (8, relaunch, 15.0)):
+        adv.report("job", t, nodes, samples, method)
+        for k in range(30):
+            samples += 100.0 * nodes * max(0.0, 10.0 - max(0.0, stall - 10.0 * k))
+            t += 10.0
+            adv.report("job", t, nodes, samples)
+    prof = adv.profile("job")
+    assert [curve.rescale_method_name(r.method) for r in prof.rescales] == ["relaunch", "inplace", "inplace",
+                                                                             "relaunch"]
+    assert [curve.rescale_method_name(c.method) for c in prof.costs] == ["relaunch", "inplace"]
+    costs = prof.method_costs(inplace)
+    assert (costs.scale_ups, costs.scale_downs) == (1, 1)
+    # Allocator units: seconds at the old size's rate (1 s at 800/s = 2 s at 400/s).
+    assert curve.measured_rescale_costs(prof, 9.0, 9.0, inplace) == pytest.approx((2.0, 0.5))
+    assert curve.measured_rescale_costs(prof, 9.0, 9.0) == pytest.approx((30.0, 9.0))  # relaunch: no shrink yet
+    back = curve.ProfilingAdvisor.load(adv.save())
+    assert back.profile("job").method_costs(inplace).mean_scale_up_s == costs.mean_scale_up_s
+    assert curve.rescale_method_from_string("inplace") == inplace
+    with pytest.raises(ValueError, match="unknown rescale method 'warm'"):
+        curve.rescale_method_from_string("warm")
+
+
 def test_duplicate_tolerance_default_is_twenty_percent_of_the_mean():
     assert curve.FitOptions().duplicate_tolerance == 0.2
     # 100 and 115 at 4 nodes: 14% of their mean, merged; 100 and 130: 26%, conflicting.

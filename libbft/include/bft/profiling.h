@@ -7,7 +7,9 @@
 // A report whose node count differs from the previous one marks a rescale at that moment: the
 // intervals that start within AdvisorOptions::warmup_s of it (and at least the first
 // warmup_intervals of them) are warm-up and do not count toward the throughput estimate; the time
-// they lost against the steady rate afterwards is the observed rescale overhead.
+// they lost against the steady rate afterwards is the observed rescale overhead. A report that starts
+// a rescale also says how it was done (RescaleMethod: a relaunch, the default, or in place): the
+// costs of the two differ about tenfold, so they are measured and averaged apart.
 //
 // What the allocator gets: ThroughputEstimate() (best estimate: the fitted curve, or the optimistic
 // prior for a job with little data) and ObjectiveCurve() (the estimate plus an exploration bonus
@@ -27,6 +29,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +80,15 @@ struct SizeEstimate {
   int intervals = 0;           // steady intervals kept
 };
 
+// How a rescale was done. kRelaunch: every process stopped and the job restarted at the new size
+// (from its last checkpoint): the only method there was, so the default everywhere. kInPlace: the
+// processes that stay keep running and re-form their process group, newcomers join them.
+enum class RescaleMethod { kRelaunch, kInPlace };
+inline constexpr RescaleMethod kRescaleMethods[] = {RescaleMethod::kRelaunch, RescaleMethod::kInPlace};
+const char* ToString(RescaleMethod method);  // "relaunch", "inplace"
+// Throws InvalidArgument naming the label and the valid ones.
+RescaleMethod RescaleMethodFromString(const std::string& label);
+
 // A rescale whose overhead was measured.
 struct RescaleOverhead {
   double time_s = 0.0;  // when it happened
@@ -84,6 +96,19 @@ struct RescaleOverhead {
   int to_nodes = 0;
   double overhead_s = 0.0;    // seconds lost against the steady rate at to_nodes (>= 0)
   double lost_samples = 0.0;  // the same loss in samples: overhead_s x that rate
+  RescaleMethod method = RescaleMethod::kRelaunch;
+};
+
+// The mean measured costs of one rescale method, in the allocator's units: it charges a rescale
+// scale_*_s x the throughput at the old node count, so each rescale counts as lost_samples / the
+// current estimate at from_nodes (not overhead_s, which is at the new rate). A start from 0 nodes
+// is not a rescale.
+struct RescaleCosts {
+  RescaleMethod method = RescaleMethod::kRelaunch;
+  double mean_scale_up_s = 0.0;    // 0 if none measured
+  double mean_scale_down_s = 0.0;  // 0 if none measured
+  int scale_ups = 0;               // grows measured
+  int scale_downs = 0;             // shrinks measured
 };
 
 struct ProbeSuggestion {
@@ -100,11 +125,10 @@ struct JobProfile {
   double cumulative_samples = 0.0;
   std::vector<SizeEstimate> sizes;        // by increasing node count
   std::vector<RescaleOverhead> rescales;  // measured overheads, oldest first (at most 64 kept)
-  // Mean measured cost of growing (shrinking), 0 if none, in the allocator's units: it charges a
-  // rescale scale_*_s x the throughput at the old node count, so each rescale counts as
-  // lost_samples / the current estimate at from_nodes (not overhead_s, which is at the new rate).
-  double mean_scale_up_s = 0.0;
-  double mean_scale_down_s = 0.0;
+  // The measured mean costs of each method, one entry per method in kRescaleMethods' order (a
+  // caller that names no method measures relaunches only).
+  std::vector<RescaleCosts> costs;
+  const RescaleCosts& MethodCosts(RescaleMethod method) const;  // the entry of `method`
   FitResult fit;                          // the curve fitted from `sizes` (status says if usable)
   bool has_prior = false;                 // SetPrior was called
   double prior_samples_per_node_s = 0.0;  // the prior in force
@@ -118,11 +142,13 @@ struct AdvisorCurves {
   ThroughputCurve objective;
 };
 
-// The rescale costs an allocator should charge a job: the profile's measured mean costs of
-// growing and of shrinking (mean_scale_up_s, mean_scale_down_s), each only once at least one such rescale was
-// measured (a start from 0 nodes is not a rescale); until then the values passed in stay. The replay's
-// learned mode and the runtime manager both use this rule.
-void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s);
+// The rescale costs an allocator should charge a job whose next rescale is done by `method`: the
+// profile's measured mean costs of growing and of shrinking by that method (profile.MethodCosts(method)),
+// each only once at least one such rescale was measured (a start from 0 nodes is not a rescale);
+// until then the values passed in stay. The replay's learned mode and the runtime manager both use
+// this rule.
+void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s,
+                          RescaleMethod method = RescaleMethod::kRelaunch);
 
 // The largest values a progress report may carry (Report): rates and curves derived from them
 // stay finite and within what the allocator accepts (a report of 1e308 samples was accepted and
@@ -145,8 +171,13 @@ class ProfilingAdvisor {
   // A progress report (see the protocol above). Throws bft::InvalidArgument, naming the job, for
   // an empty job id, a non-finite time, negative nodes, non-finite or negative samples, a time
   // beyond +-kMaxReportTimeS or samples above kMaxReportedSamples, time going backwards or
-  // cumulative samples decreasing. A new job id starts a new job.
-  void Report(const std::string& job_id, double time_s, int nodes, double cumulative_samples);
+  // cumulative samples decreasing. A new job id starts a new job. `method`: how the rescale this
+  // report starts (its node count differs from the previous report's) is done; none said: a
+  // relaunch. At an unchanged node count, a method said while the latest rescale's overhead is still
+  // being measured relabels that rescale (an in-place resize that failed and fell back to a
+  // relaunch); otherwise it is ignored.
+  void Report(const std::string& job_id, double time_s, int nodes, double cumulative_samples,
+              std::optional<RescaleMethod> method = std::nullopt);
   // Per-job prior for a job with little data: linear scaling at samples_per_node_s (> 0).
   void SetPrior(const std::string& job_id, double samples_per_node_s);
   // Declares the job's model ("" = none; throws InvalidArgument for an empty job id). Jobs of one

@@ -45,6 +45,7 @@ struct JobState {
   // preemption and a regrowth at the same moment): its stall mixes both losses, so it is not
   // recorded as the cost of this rescale.
   bool seg_compound = false;
+  RescaleMethod seg_method = RescaleMethod::kRelaunch;  // how the rescale that began the segment was done
   bool has_prior = false;
   double prior = 0.0;
   std::string model;  // SetModel: jobs of one model share what they measured ("" = none)
@@ -71,6 +72,29 @@ struct ModelState {
 };
 
 }  // namespace
+
+const char* ToString(RescaleMethod method) {
+  switch (method) {
+    case RescaleMethod::kRelaunch:
+      return "relaunch";
+    case RescaleMethod::kInPlace:
+      return "inplace";
+  }
+  return "?";
+}
+
+RescaleMethod RescaleMethodFromString(const std::string& label) {
+  for (RescaleMethod m : kRescaleMethods)
+    if (label == ToString(m)) return m;
+  throw InvalidArgument("unknown rescale method '" + label + "' (expected 'relaunch' or 'inplace')");
+}
+
+const RescaleCosts& JobProfile::MethodCosts(RescaleMethod method) const {
+  for (const RescaleCosts& c : costs)
+    if (c.method == method) return c;
+  throw InvalidArgument(std::string("job profile of '") + job_id + "' has no costs of rescale method '" +
+                        ToString(method) + "'");
+}
 
 bool AdvisorOptions::IsValid(std::string* error) const {
   auto fail = [error](const std::string& why) {
@@ -397,10 +421,12 @@ ProfilingAdvisor& ProfilingAdvisor::operator=(const ProfilingAdvisor& other) {
 
 const AdvisorOptions& ProfilingAdvisor::options() const { return impl_->options; }
 
-void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int nodes,
-                              double cumulative_samples) {
+void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int nodes, double cumulative_samples,
+                              std::optional<RescaleMethod> method) {
   const std::string where = "progress report for job '" + job_id + "'";
   if (job_id.empty()) throw InvalidArgument("progress report: empty job id");
+  if (method && *method != RescaleMethod::kRelaunch && *method != RescaleMethod::kInPlace)
+    throw InvalidArgument(where + ": unknown rescale method " + std::to_string(static_cast<int>(*method)));
   if (!std::isfinite(time_s)) throw InvalidArgument(where + ": time_s " + Num(time_s) + " is not finite");
   if (nodes < 0) throw InvalidArgument(where + ": node count " + std::to_string(nodes) + " is negative");
   if (!std::isfinite(cumulative_samples) || cumulative_samples < 0.0)
@@ -432,6 +458,7 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
     job.seg_from = 0;
     job.seg_intervals = 0;
     job.overhead_pending = nodes > 0;
+    job.seg_method = method.value_or(RescaleMethod::kRelaunch);
   } else {
     const double dt = time_s - job.last_t;
     const double ds = cumulative_samples - job.last_cum;
@@ -450,7 +477,7 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
           if (e.samples_per_s > 0.0 && !job.seg_compound) {
             const double lost = (job.last_t - job.seg_t) - (job.last_cum - job.seg_cum) / e.samples_per_s;
             job.rescales.push_back({job.seg_t, job.seg_from, job.nodes, std::max(0.0, lost),
-                                    std::max(0.0, lost) * e.samples_per_s});
+                                    std::max(0.0, lost) * e.samples_per_s, job.seg_method});
             if (static_cast<int>(job.rescales.size()) > kMaxRescalesKept)
               job.rescales.erase(job.rescales.begin());
           }
@@ -467,6 +494,9 @@ void ProfilingAdvisor::Report(const std::string& job_id, double time_s, int node
       job.seg_progressed = false;
       job.overhead_pending = nodes > 0;
       job.nodes = nodes;
+      job.seg_method = method.value_or(RescaleMethod::kRelaunch);
+    } else if (method && job.overhead_pending) {
+      job.seg_method = *method;  // the rescale being measured finished by another method (a fallback)
     }
   }
   job.last_t = time_s;
@@ -598,23 +628,26 @@ JobProfile ProfilingAdvisor::Profile(const std::string& job_id) const {
   p.cumulative_samples = job->last_cum;
   p.sizes = job->estimates;
   p.rescales = job->rescales;
-  double up = 0.0, down = 0.0;
-  int nup = 0, ndown = 0;
-  for (const RescaleOverhead& r : job->rescales) {
-    if (r.from_nodes <= 0) continue;  // a start, not a rescale
-    // The allocator charges at the old size's rate; where that rate is 0 any value charges nothing.
-    const double from_rate = impl_->Estimate(job, r.from_nodes);
-    const double charged_s = from_rate > 0.0 ? r.lost_samples / from_rate : r.overhead_s;
-    if (r.to_nodes > r.from_nodes) {
-      up += charged_s;
-      ++nup;
-    } else if (r.to_nodes < r.from_nodes) {
-      down += charged_s;
-      ++ndown;
+  for (RescaleMethod method : kRescaleMethods) {
+    RescaleCosts c;
+    c.method = method;
+    for (const RescaleOverhead& r : job->rescales) {
+      if (r.from_nodes <= 0 || r.method != method) continue;  // a start, not a rescale; or another method
+      // The allocator charges at the old size's rate; where that rate is 0 any value charges nothing.
+      const double from_rate = impl_->Estimate(job, r.from_nodes);
+      const double charged_s = from_rate > 0.0 ? r.lost_samples / from_rate : r.overhead_s;
+      if (r.to_nodes > r.from_nodes) {
+        c.mean_scale_up_s += charged_s;
+        ++c.scale_ups;
+      } else if (r.to_nodes < r.from_nodes) {
+        c.mean_scale_down_s += charged_s;
+        ++c.scale_downs;
+      }
     }
+    if (c.scale_ups > 0) c.mean_scale_up_s /= c.scale_ups;
+    if (c.scale_downs > 0) c.mean_scale_down_s /= c.scale_downs;
+    p.costs.push_back(c);
   }
-  p.mean_scale_up_s = nup > 0 ? up / nup : 0.0;
-  p.mean_scale_down_s = ndown > 0 ? down / ndown : 0.0;
   p.fit = job->fit;
   p.has_prior = job->has_prior;
   p.prior_samples_per_node_s = impl_->PriorRate(job);
@@ -657,8 +690,10 @@ std::string Encode(const std::string& s) {
 }
 
 // 2: rescales carry lost samples; 3: jobs carry whether the segment progressed and is compound,
-// and the models' shared rates and the jobs' models (model, jobmodel lines).
-constexpr const char* kHeader = "bft-profiling-advisor 3";
+// and the models' shared rates and the jobs' models (model, jobmodel lines); 4: rescales and jobs
+// (their segment's rescale) carry the rescale method.
+constexpr const char* kHeader = "bft-profiling-advisor 4";
+constexpr const char* kHeaderVersion3 = "bft-profiling-advisor 3";
 constexpr const char* kHeaderVersion2 = "bft-profiling-advisor 2";
 constexpr const char* kHeaderVersion1 = "bft-profiling-advisor 1";
 const char* const kWhere = "advisor state";
@@ -699,7 +734,7 @@ std::string ProfilingAdvisor::Save() const {
     os << "job " << Encode(id) << ' ' << j.has_report << ' ' << j.nodes << ' ' << D(j.last_t) << ' '
        << D(j.last_cum) << ' ' << D(j.seg_t) << ' ' << D(j.seg_cum) << ' ' << j.seg_from << ' '
        << j.seg_intervals << ' ' << j.overhead_pending << ' ' << j.has_prior << ' ' << D(j.prior) << ' '
-       << j.seg_progressed << ' ' << j.seg_compound << "\n";
+       << j.seg_progressed << ' ' << j.seg_compound << ' ' << ToString(j.seg_method) << "\n";
     if (!j.model.empty()) os << "jobmodel " << Encode(j.model) << "\n";
     for (const auto& [n, sd] : j.sizes) {
       os << "size " << n << ' ' << sd.drift_count << ' ' << sd.intervals.size() << "\n";
@@ -709,7 +744,7 @@ std::string ProfilingAdvisor::Save() const {
     }
     for (const RescaleOverhead& r : j.rescales)
       os << "rescale " << D(r.time_s) << ' ' << r.from_nodes << ' ' << r.to_nodes << ' ' << D(r.overhead_s)
-         << ' ' << D(r.lost_samples) << "\n";
+         << ' ' << D(r.lost_samples) << ' ' << ToString(r.method) << "\n";
   }
   os << "end\n";
   return os.str();
@@ -759,11 +794,20 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
     if (!std::isfinite(v)) throw ParseError(kWhere, line, std::string(what) + " is not finite");
     return v;
   };
-  if (!next(false) || (text != kHeader && text != kHeaderVersion2 && text != kHeaderVersion1))
+  auto method = [&](const std::string& s) {
+    try {
+      return RescaleMethodFromString(s);
+    } catch (const InvalidArgument& e) {
+      throw ParseError(kWhere, line, e.what());
+    }
+  };
+  if (!next(false) ||
+      (text != kHeader && text != kHeaderVersion3 && text != kHeaderVersion2 && text != kHeaderVersion1))
     throw ParseError(kWhere, std::max(line, 1L),
                      std::string("not an advisor state (expected '") + kHeader + "')");
   const bool version1 = text == kHeaderVersion1;
-  const bool version3 = text == kHeader;
+  const bool version4 = text == kHeader;
+  const bool version3 = version4 || text == kHeaderVersion3;
   next(true);
   auto f = fields("options", 11);
   AdvisorOptions o;
@@ -804,7 +848,7 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       throw ParseError(kWhere, line, "expected " + std::to_string(size_left) + " more 'iv' lines");
     if (tag == "end") break;
     if (tag == "job") {
-      f = fields("job", version3 ? 14 : 12);
+      f = fields("job", version4 ? 15 : version3 ? 14 : 12);
       const std::string id = Decode(f[1], line);
       if (id.empty() || adv.impl_->jobs.count(id) != 0)
         throw ParseError(kWhere, line, "empty or repeated job id '" + id + "'");
@@ -823,6 +867,8 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       // Older states knew neither: their segment counts as progressing and not compound (the old rule).
       job->seg_progressed = version3 ? integer(f[13]) != 0 : true;
       job->seg_compound = version3 && integer(f[14]) != 0;
+      // Older states knew only relaunches.
+      job->seg_method = version4 ? method(f[15]) : RescaleMethod::kRelaunch;
       if (job->nodes < 0 || job->seg_from < 0 || job->last_cum < 0.0 ||
           (job->has_prior && !(job->prior > 0.0)))
         throw ParseError(kWhere, line, "invalid job state for '" + id + "'");
@@ -862,11 +908,12 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
       --size_left;
     } else if (tag == "rescale") {
       if (job == nullptr) throw ParseError(kWhere, line, "'rescale' before any 'job'");
-      f = fields("rescale", version1 ? 4 : 5);
+      f = fields("rescale", version1 ? 4 : version4 ? 6 : 5);
       // Version 1 kept no lost samples: they are estimated below from the rate at to_nodes.
       job->rescales.push_back({finite(num(f[1]), "time"), integer(f[2]), integer(f[3]),
                                finite(num(f[4]), "overhead"),
-                               version1 ? 0.0 : finite(num(f[5]), "lost samples")});
+                               version1 ? 0.0 : finite(num(f[5]), "lost samples"),
+                               version4 ? method(f[6]) : RescaleMethod::kRelaunch});
     } else {
       throw ParseError(kWhere, line, "unknown line '" + text + "'");
     }
@@ -881,16 +928,11 @@ ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
   return adv;
 }
 
-void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s) {
-  bool up = false;
-  bool down = false;
-  for (const RescaleOverhead& r : profile.rescales) {
-    if (r.from_nodes <= 0) continue;  // a start, not a rescale (as in JobProfile's means)
-    up = up || r.to_nodes > r.from_nodes;
-    down = down || r.to_nodes < r.from_nodes;
-  }
-  if (up) *scale_up_s = profile.mean_scale_up_s;
-  if (down) *scale_down_s = profile.mean_scale_down_s;
+void MeasuredRescaleCosts(const JobProfile& profile, double* scale_up_s, double* scale_down_s,
+                          RescaleMethod method) {
+  const RescaleCosts& c = profile.MethodCosts(method);
+  if (c.scale_ups > 0) *scale_up_s = c.mean_scale_up_s;
+  if (c.scale_downs > 0) *scale_down_s = c.mean_scale_down_s;
 }
 
 }  // namespace bft::curve

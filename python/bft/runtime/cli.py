@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import alloc, sim
 from . import control
+from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
 from .launcher import RESIZE_METHODS, default_python
 from .nodes import SourceError, source_class, source_names
 from .state import StateError, StateStore
@@ -66,6 +67,10 @@ def add_parsers(sub) -> None:
                         "the lowest priority (default 60)")
     p.add_argument("--scale-up-s", type=float, default=5.0, help="grow cost assumed until measured (default 5)")
     p.add_argument("--scale-down-s", type=float, default=5.0, help="shrink cost assumed until measured (default 5)")
+    p.add_argument("--inplace-scale-up-s", type=float, default=INPLACE_SCALE_UP_S,
+                   help=f"in-place grow cost assumed until measured (default {INPLACE_SCALE_UP_S:g})")
+    p.add_argument("--inplace-scale-down-s", type=float, default=INPLACE_SCALE_DOWN_S,
+                   help=f"in-place shrink cost assumed until measured (default {INPLACE_SCALE_DOWN_S:g})")
     p.add_argument("--bind", default="",
                    help="address the rendezvous store and the report socket listen on (default: the address the "
                         "source's nodes reach the manager at; 127.0.0.1 for the local source)")
@@ -156,6 +161,7 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     options = ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, max_jobs=args.max_jobs,
                              bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
                              grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
+                             inplace_scale_up_s=args.inplace_scale_up_s, inplace_scale_down_s=args.inplace_scale_down_s,
                              max_retries=args.max_retries, report_timeout_s=args.report_timeout,
                              inplace_timeout_s=args.inplace_timeout)
     try:

@@ -11,6 +11,12 @@ nothing, then at most twice the largest size it has measured. So an optimistic p
 every node of a job whose curve is measured. A silent job (running without any progress report for
 ``report_timeout_s``) loses its prior: it is valued at a nominal rate with the lowest weight, so it
 only gets nodes no other job can use.
+
+Rescale costs are measured per method (``RESCALE_METHODS``): the lifecycle says how each rescale
+was done (in place, or a relaunch: also an in-place resize that failed and fell back), the advisor
+averages each method's costs apart, and the allocator is charged the costs of the method the job's
+next rescale will use (in place for a running job under ``--resize inplace``, else a relaunch);
+each method's defaults stand until the advisor has measured the job's own.
 """
 
 from __future__ import annotations
@@ -24,10 +30,23 @@ from .state import StateStore
 
 SILENT_RATE = 1.0  # samples/s per node the allocator assumes for a silent job
 SILENT_WEIGHT = 1e-6  # its weight: below every job that reports
+RELAUNCH, INPLACE = "relaunch", "inplace"
+RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (RELAUNCH, INPLACE)}
+# The in-place costs charged until measured (--inplace-scale-up-s/-down-s), from what was measured on
+# CPU/gloo (bench/README.md, issue 22 item 6): a grow as the advisor measures it, 2.46 s and 2.92 s in
+# two runs (more than its ~0.5 s gap: the job trains at the old size's rate while the newcomer starts);
+# a shrink as its gap (medians 0.50 s and 0.65 s), not as free as the advisor measures it (~0 s).
+INPLACE_SCALE_UP_S = 2.5
+INPLACE_SCALE_DOWN_S = 0.5
 
 
 class CurveBook:
-    def __init__(self, store: StateStore, warmup_s: float, scale_up_s: float, scale_down_s: float):
+    def __init__(self, store: StateStore, warmup_s: float, scale_up_s: float, scale_down_s: float,
+                 inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S,
+                 resize: str = RELAUNCH):
+        """The costs of a relaunch (scale_*_s) and of an in-place rescale (inplace_scale_*_s) charged
+        until the advisor has measured the job's own; `resize`: the manager's --resize (so which method
+        a running job's next rescale uses)."""
         self.store = store
         advisor_options = curve.AdvisorOptions()
         advisor_options.warmup_s = warmup_s
@@ -35,7 +54,9 @@ class CurveBook:
         # An unproven job may grow as far as the advisor's curve extends its largest measurement in
         # full: further, its throughput would be a guess the allocator should not trust yet.
         self.probe_growth = advisor_options.fit.extrapolation_limit
-        self.default_costs = (scale_up_s, scale_down_s)  # until the advisor has measured a job's own
+        self.default_costs = {RELAUNCH: (scale_up_s, scale_down_s), INPLACE: (inplace_scale_up_s, inplace_scale_down_s)}
+        self.resize = resize
+        self.methods: Dict[str, str] = {}  # job -> how its latest rescale was done (as the advisor heard it)
 
     # -- keys and records -------------------------------------------------------------------------
 
@@ -54,10 +75,13 @@ class CurveBook:
         profile = self._profile(self.key(run))
         return profile.current_nodes if profile is not None else 0
 
-    def record(self, run: JobRun, nodes: int, time_s: Optional[float] = None) -> None:
+    def record(self, run: JobRun, nodes: int, time_s: Optional[float] = None, method: Optional[str] = None) -> None:
         """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) in the
         configuration it runs in, at its current count, and stores the same record, so a restarted
-        manager rebuilds the advisor exactly."""
+        manager rebuilds the advisor exactly. `method` (RESCALE_METHODS): how the rescale this record
+        starts is done; None: as the job's latest (a report does not change it)."""
+        if method is not None:
+            self.methods[run.id] = method
         now = max(time.time() if time_s is None else time_s, run.advisor_time)
         # The samples since the last record were processed in the configuration the job ran in.
         if run.advisor_samples > run.credited:
@@ -65,25 +89,36 @@ class CurveBook:
                                                       + run.advisor_samples - run.credited)
             run.credited = run.advisor_samples
         count = run.configuration_samples.get(run.running, 0.0)
-        self._report(run, now, nodes, count, run.running)
+        method = self.methods.get(run.id, RELAUNCH)
+        self._report(run, now, nodes, count, run.running, method)
         self.store.add_progress(run.id, run.row.generation, now, nodes, run.row.samples, run.advisor_samples,
-                                run.running, count)
+                                run.running, count, method)
+
+    def launched(self, run: JobRun, nodes: int) -> None:
+        """A generation of the job starts on `nodes` nodes, every process new: a start if the advisor
+        has it stopped; the relaunch of a rescale recorded when it was decided; or the fallback of an
+        in-place resize that failed, which counts as a relaunch."""
+        if self.advisor_nodes(run) != nodes or self.methods.get(run.id, RELAUNCH) != RELAUNCH:
+            self.record(run, nodes, method=RELAUNCH)
 
     def replay_record(self, run: JobRun, progress: Any) -> None:
         """Rebuilds the advisor from one stored progress record (a restart)."""
         configuration = progress["configuration"]
         count = progress["advisor_samples"] if progress["configuration_samples"] is None \
             else progress["configuration_samples"]
-        self._report(run, progress["time_s"], progress["nodes"], count, configuration)
+        self.methods[run.id] = progress["method"]
+        self._report(run, progress["time_s"], progress["nodes"], count, configuration, progress["method"])
         run.advisor_offset = progress["advisor_samples"] - progress["samples"]
         run.advisor_samples = run.credited = progress["advisor_samples"]
         run.configuration_samples[configuration] = count
         run.running = configuration
 
-    def _report(self, run: JobRun, time_s: float, nodes: int, samples: float, configuration: str) -> None:
+    def _report(self, run: JobRun, time_s: float, nodes: int, samples: float, configuration: str,
+                method: str) -> None:
         run.advisor_time = max(run.advisor_time, time_s)
         try:
-            self.advisor.report(self.key(run, configuration), run.advisor_time, nodes, samples)
+            self.advisor.report(self.key(run, configuration), run.advisor_time, nodes, samples,
+                                RESCALE_METHODS[method])
         except (ValueError, Error) as e:  # never let one odd report stop the manager
             self.store.log_event("advisor_rejected", job=run.id, error=str(e))
 
@@ -91,6 +126,7 @@ class CurveBook:
         """Drops every curve of a job that has ended."""
         for configuration in ["full"] + [c["name"] for c in run.row.configurations]:
             self.advisor.forget(self.key(run, configuration))
+        self.methods.pop(run.id, None)
 
     # -- priors -----------------------------------------------------------------------------------
 
@@ -158,11 +194,36 @@ class CurveBook:
         guess = curve.ThroughputCurve(list(full.nodes), values)
         return guess, guess
 
-    def rescale_costs(self, run: JobRun) -> Tuple[float, float]:
-        """(scale_up_s, scale_down_s): measured by the advisor, else the manager's defaults."""
-        up, down = self.default_costs
+    def next_method(self, run: JobRun) -> str:
+        """How the job's next rescale will be done: in place if it runs under --resize inplace (its
+        processes stay), else a relaunch (a stopped job starts anew)."""
+        return INPLACE if self.resize == INPLACE and run.agents and not run.stop_reason else RELAUNCH
+
+    def method_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
+        """(scale_up_s, scale_down_s) of a rescale by `method`: measured by the advisor, else the
+        manager's defaults for that method."""
+        up, down = self.default_costs[method]
         profile = self._profile(self.key(run))
-        return curve.measured_rescale_costs(profile, up, down) if profile is not None else (up, down)
+        if profile is None:
+            return up, down
+        return curve.measured_rescale_costs(profile, up, down, RESCALE_METHODS[method])
+
+    def rescale_costs(self, run: JobRun) -> Tuple[float, float]:
+        """(scale_up_s, scale_down_s) the allocator is charged: those of the next rescale's method."""
+        return self.method_costs(run, self.next_method(run))
+
+    def cost_status(self, run: JobRun) -> Dict[str, Any]:
+        """What ``bft status --json`` shows of a job's rescale costs: each method's (measured or the
+        default, and how many rescales measured them) and the method whose costs it is charged."""
+        profile = self._profile(self.key(run))
+        out: Dict[str, Any] = {"charged": self.next_method(run)}
+        for name, method in RESCALE_METHODS.items():
+            up, down = self.method_costs(run, name)
+            measured = profile.method_costs(method) if profile is not None else None
+            out[name] = {"scale_up_s": up, "scale_down_s": down,
+                         "measured_ups": measured.scale_ups if measured else 0,
+                         "measured_downs": measured.scale_downs if measured else 0}
+        return out
 
     def probe_limit(self, run: JobRun, fair_share: int) -> Optional[int]:
         """The most nodes the allocator may give a job whose curve is not proven yet (None: no limit):
@@ -185,7 +246,7 @@ class CurveBook:
         if run.silent:
             n = max(1, min(max_nodes, top))
             nominal = curve.ThroughputCurve(list(range(1, n + 1)), [SILENT_RATE * k for k in range(1, n + 1)])
-            up, down = self.default_costs
+            up, down = self.default_costs[self.next_method(run)]
             return alloc.Job(run.id, run.row.min_nodes, max_nodes, nominal, nominal, up, down, SILENT_WEIGHT)
         throughput, objective = self._curves(run, min(max_nodes, top))
         up, down = self.rescale_costs(run)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..train import EXIT_INPLACE_FAILED
 from . import inplace
-from .curvebook import CurveBook
+from .curvebook import INPLACE, RELAUNCH, CurveBook
 from .launcher import (
     AGENTS_DIR,
     AdoptedAgent,
@@ -99,17 +99,18 @@ class JobLifecycle:
         if not run.agents:
             return  # launch_ready starts it once its nodes are clear
         resize_begins(run, in_place=self.resize == "inplace" and not switch)
+        method = RELAUNCH
         if self.resize == "membership" and target and not switch:
             for node, agent in run.agents.items():
                 if node not in target:
                     self.stop_agent(agent)
             self.launch_agents(run, sorted(set(target) - old - set(run.agents)))
         elif self.resize == "inplace" and target and not switch and inplace.resize(self, run, target):
-            pass  # the survivors go on; newcomers started, leavers on their way out
+            method = INPLACE  # the survivors go on; newcomers started, leavers on their way out
         else:  # a new configuration restarts every worker, whatever the resize method
             self.stop_run(run, "resize")
-        if not switch:
-            self.book.record(run, len(target))  # the rescale starts now: the advisor measures what it costs
+        if not switch:  # the rescale starts now: the advisor measures what it costs, per method
+            self.book.record(run, len(target), method=method)
 
     @contextlib.contextmanager
     def node_events(self) -> Iterator[None]:
@@ -203,8 +204,7 @@ class JobLifecycle:
         if run.running != row.configuration:  # the last generation ran in another configuration
             self.book.record(run, 0)
             run.running = row.configuration
-        if self.book.advisor_nodes(run) != len(run.target):  # a start (a resize was recorded when decided)
-            self.book.record(run, len(run.target))
+        self.book.launched(run, len(run.target))  # a start, or a relaunch (a failed in-place resize's too)
         if self.resize == "inplace":
             run.members = list(run.target)
             try:

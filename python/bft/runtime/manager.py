@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import alloc, sim
 from . import control
-from .curvebook import CurveBook
+from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S, CurveBook
 from .decider import Decider
 from .keeper import KeeperLink
 from .launcher import RESIZE_METHODS, terminate_tagged
@@ -56,6 +56,8 @@ class ManagerOptions:
     grace_s: float = 20.0  # a job's time to checkpoint after SIGTERM before it is killed
     scale_up_s: float = 5.0  # rescale costs the allocator assumes until the advisor measured some
     scale_down_s: float = 5.0
+    inplace_scale_up_s: float = INPLACE_SCALE_UP_S  # the same for in-place rescales (--resize inplace)
+    inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S
     max_retries: int = 2
     curve_change: float = 0.15  # relative change of a learned curve that triggers a new decision
     min_decision_interval_s: float = 2.0  # between decisions triggered by curve changes alone
@@ -72,8 +74,9 @@ class ManagerOptions:
             raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
         if self.resize not in RESIZE_METHODS:
             raise ValueError(f"--resize: unknown method {self.resize!r} (choose from {', '.join(RESIZE_METHODS)})")
-        for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "curve_change",
-                     "min_decision_interval_s", "report_timeout_s", "inplace_timeout_s"):
+        for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s",
+                     "inplace_scale_down_s", "curve_change", "min_decision_interval_s", "report_timeout_s",
+                     "inplace_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{name.replace('_', '-')}: expected a finite number >= 0, got {value}")
@@ -96,7 +99,8 @@ class Manager:
         self.pool: Dict[str, float] = {}  # idle node -> since
         self.largest_pool = 0  # the most nodes the pool has held at once
         self.runs: Dict[str, JobRun] = {}
-        self.book = CurveBook(store, options.advisor_warmup_s, options.scale_up_s, options.scale_down_s)
+        self.book = CurveBook(store, options.advisor_warmup_s, options.scale_up_s, options.scale_down_s,
+                              options.inplace_scale_up_s, options.inplace_scale_down_s, options.resize)
         self.reports = ReportIntake(store, self.book, options.resize)
         self.decider = Decider(self.book, store, options.policy, options.tfwd_s, options.max_jobs,
                                options.curve_change)
@@ -360,6 +364,7 @@ class Manager:
                 d["target"] = list(run.target)
                 d["rate"] = run.recent_rate() if run.agents else 0.0
                 d["curve"] = self.book.curve_source(run)
+                d["rescale_costs"] = self.book.cost_status(run)
                 d["resizing"] = bool(run.stop_reason) or set(run.agents) != set(run.target)
                 if row.work and d["rate"] > 0:
                     d["eta_s"] = max(0.0, (row.work - d["samples"]) / d["rate"])

@@ -98,8 +98,11 @@ class ReportIntake:
         run.recent.append((now, samples))
         run.row.samples = samples
         # Every report is stored (those that arrive together in one commit): after kill -9 the next
-        # manager knows every count a job reported, or gets the rest from the keeper.
-        self.book.record(run, len(run.agents) or r.world, now)
+        # manager knows every count a job reported, or gets the rest from the keeper. A resize told
+        # the advisor the new size when it was decided: the last reports of a generation being
+        # stopped, and those that come while leavers of an in-place shrink exit, do not undo it.
+        live = sum(1 for agent in run.agents.values() if not agent.stopping)
+        self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or r.world, now)
 
 
 def _moves_gap_start(run: JobRun, r: protocol.Report) -> bool:

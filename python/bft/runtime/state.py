@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 APPLICATION_ID = 0x42465452  # "BFTR"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # incomplete: the script exited normally before its --samples were reported.
 JOB_STATES = ("queued", "running", "finished", "incomplete", "failed", "cancelled")
@@ -43,7 +43,7 @@ CREATE TABLE jobs (
 CREATE TABLE progress (
   job TEXT NOT NULL, generation INTEGER NOT NULL, time_s REAL NOT NULL, nodes INTEGER NOT NULL,
   samples REAL NOT NULL, advisor_samples REAL NOT NULL, configuration TEXT NOT NULL DEFAULT 'full',
-  configuration_samples REAL);
+  configuration_samples REAL, method TEXT NOT NULL DEFAULT 'relaunch');
 CREATE INDEX progress_job ON progress (job, time_s);
 CREATE TABLE procs (
   id INTEGER PRIMARY KEY, job TEXT NOT NULL, generation INTEGER NOT NULL, node TEXT NOT NULL,
@@ -52,14 +52,18 @@ CREATE TABLE events (
   id INTEGER PRIMARY KEY, time_s REAL NOT NULL, kind TEXT NOT NULL, job TEXT, node TEXT,
   detail TEXT NOT NULL DEFAULT '{}');
 """
-# Version 1 lacked the jobs' configurations (structured partial backpropagation): its files are
-# upgraded in place, in one transaction.
+# Version 1 lacked the jobs' configurations (structured partial backpropagation), version 2 the
+# progress records' rescale method (every rescale was a relaunch): their files are upgraded in
+# place, in one transaction.
 _MIGRATIONS = {
     1: """
 ALTER TABLE jobs ADD COLUMN configurations TEXT;
 ALTER TABLE jobs ADD COLUMN configuration TEXT NOT NULL DEFAULT 'full';
 ALTER TABLE progress ADD COLUMN configuration TEXT NOT NULL DEFAULT 'full';
 ALTER TABLE progress ADD COLUMN configuration_samples REAL;
+""",
+    2: """
+ALTER TABLE progress ADD COLUMN method TEXT NOT NULL DEFAULT 'relaunch';
 """,
 }
 
@@ -240,14 +244,15 @@ class StateStore:
 
     def add_progress(self, job: str, generation: int, time_s: float, nodes: int, samples: float,
                      advisor_samples: float, configuration: str = "full",
-                     configuration_samples: Optional[float] = None) -> None:
+                     configuration_samples: Optional[float] = None, method: str = "relaunch") -> None:
         """From time_s on the job runs on `nodes` in `configuration`: its own count (`samples`), the
-        monotone count the manager keeps of it (`advisor_samples`), and the samples processed in
-        that configuration so far (`configuration_samples`; None: all of advisor_samples)."""
+        monotone count the manager keeps of it (`advisor_samples`), the samples processed in that
+        configuration so far (`configuration_samples`; None: all of advisor_samples), and how its
+        latest rescale was done (`method`: "relaunch" or "inplace", as the advisor hears it)."""
         with self.transaction():
-            self.db.execute("INSERT INTO progress VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            self.db.execute("INSERT INTO progress VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (job, generation, time_s, nodes, samples, advisor_samples, configuration,
-                             configuration_samples))
+                             configuration_samples, method))
             self.db.execute("UPDATE jobs SET samples = ? WHERE id = ?", (samples, job))
 
     def progress(self) -> Iterator[sqlite3.Row]:

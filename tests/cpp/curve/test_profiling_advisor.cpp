@@ -177,8 +177,8 @@ TEST(CurveAdvisor, WarmupIsDiscardedAndRescaleOverheadMeasured) {
   // In the allocator's units (seconds at the rate before the rescale, which is what it charges):
   // 4 -> 8 lost 15 s x 800/s = 12,000 samples = 30 s at 400/s; 8 -> 2 lost 15 s x 200/s = 3,000
   // samples = 3.75 s at 800/s. (Before, both were 15 s: shrinking overstated, growing understated.)
-  EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6);
-  EXPECT_NEAR(p.mean_scale_down_s, 3.75, 1e-6);
+  EXPECT_NEAR(p.MethodCosts(RescaleMethod::kRelaunch).mean_scale_up_s, 30.0, 1e-6);
+  EXPECT_NEAR(p.MethodCosts(RescaleMethod::kRelaunch).mean_scale_down_s, 3.75, 1e-6);
   double up = 5.0, down = 5.0;
   MeasuredRescaleCosts(p, &up, &down);
   EXPECT_NEAR(up, 30.0, 1e-6);
@@ -197,7 +197,8 @@ TEST(CurveAdvisor, MeasuredCostTimesOldRateIsTheLossInSamples) {
     job.Run(adv, from, 400.0);
     job.Run(adv, to, 400.0);
     const JobProfile p = adv.Profile("job");
-    const double charged = (to > from ? p.mean_scale_up_s : p.mean_scale_down_s) *
+    const RescaleCosts& c = p.MethodCosts(RescaleMethod::kRelaunch);
+    const double charged = (to > from ? c.mean_scale_up_s : c.mean_scale_down_s) *
                            adv.ThroughputEstimate("job", 16).Evaluate(from);
     EXPECT_NEAR(charged, 20.0 * Amdahlish(to), 1e-6 * Amdahlish(to)) << from << " -> " << to;
   }
@@ -219,7 +220,7 @@ TEST(CurveAdvisor, StallLongerThanTheWarmupStillCountsAsWarmup) {
   for (const SizeEstimate& s : p.sizes) EXPECT_NEAR(s.samples_per_s, 100.0 * s.nodes, 1e-6) << s.nodes;
   ASSERT_EQ(p.rescales.size(), 2u);
   EXPECT_NEAR(p.rescales[1].overhead_s, 95.0, 1e-6);
-  EXPECT_NEAR(p.mean_scale_up_s, 95.0 * 800.0 / 400.0, 1e-6);
+  EXPECT_NEAR(p.MethodCosts(RescaleMethod::kRelaunch).mean_scale_up_s, 95.0 * 800.0 / 400.0, 1e-6);
 }
 
 TEST(CurveAdvisor, RescaleBeforeThePreviousOneWarmedUpIsNotMeasured) {
@@ -388,7 +389,7 @@ TEST(CurveAdvisor, SaveLoadRoundTrips) {
   EXPECT_EQ(cont.Save(), adv.Save());
 }
 
-TEST(CurveAdvisor, LoadsVersion1And2States) {
+TEST(CurveAdvisor, LoadsVersion1To3States) {
   ProfilingAdvisor adv;
   SimJob job;
   job.truth = [](double n) { return 100.0 * n; };
@@ -401,22 +402,25 @@ TEST(CurveAdvisor, LoadsVersion1And2States) {
     for (int k = 0; k < count; ++k) out = out.substr(0, out.rfind(' '));
     return out;
   };
-  // Versions 1 and 2: job lines without the segment's progress and compound flags; version 1's
-  // rescale lines also without the lost samples.
-  for (const int version : {1, 2}) {
+  // Version 3: job and rescale lines without the rescale method; versions 1 and 2: job lines also
+  // without the segment's progress and compound flags; version 1's rescale lines also without the
+  // lost samples. Every rescale of an old state was a relaunch.
+  for (const int version : {1, 2, 3}) {
     std::string old;
     std::istringstream in(state);
     for (std::string line; std::getline(in, line);) {
       if (line.rfind("bft-profiling-advisor ", 0) == 0)
         line = "bft-profiling-advisor " + std::to_string(version);
-      if (line.rfind("job ", 0) == 0) line = drop_last_fields(line, 2);
-      if (version == 1 && line.rfind("rescale ", 0) == 0) line = drop_last_fields(line, 1);
+      if (line.rfind("job ", 0) == 0) line = drop_last_fields(line, version == 3 ? 1 : 3);
+      if (line.rfind("rescale ", 0) == 0) line = drop_last_fields(line, version == 1 ? 2 : 1);
       old += line + "\n";
     }
     const JobProfile p = ProfilingAdvisor::Load(old).Profile("job");
     ASSERT_EQ(p.rescales.size(), 2u) << version;
     EXPECT_NEAR(p.rescales[1].lost_samples, 15.0 * 800.0, 1e-6) << version;
-    EXPECT_NEAR(p.mean_scale_up_s, 30.0, 1e-6) << version;
+    EXPECT_EQ(p.rescales[1].method, RescaleMethod::kRelaunch) << version;
+    EXPECT_NEAR(p.MethodCosts(RescaleMethod::kRelaunch).mean_scale_up_s, 30.0, 1e-6) << version;
+    EXPECT_EQ(p.MethodCosts(RescaleMethod::kInPlace).scale_ups, 0) << version;
   }
 }
 
