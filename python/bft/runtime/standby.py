@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .launcher import standby_argv, standby_environment
 from .nodes import NodeSource, SourceError
@@ -31,11 +31,13 @@ RETRY_S = 30.0
 
 
 class Standbys:
-    def __init__(self, source: NodeSource, identity: str, python: str, state_dir: Path):
+    def __init__(self, source: NodeSource, identity: str, python: str, state_dir: Path,
+                 log_event: Callable[..., None]):
+        """`state_dir`: where `standby.log` goes; `log_event`: the manager's event log."""
         self.source = source
+        self.log_event = log_event
         self.identity = identity
         self.python = python
-        self.state_dir = state_dir
         self.log_path = state_dir / "standby.log"  # what standbys print before they get a job
         self._procs: Dict[str, subprocess.Popen] = {}  # node -> its standby, waiting for a job
         self._ending: List[subprocess.Popen] = []  # ended, to be reaped
@@ -52,9 +54,11 @@ class Standbys:
             if node in self._procs or self._retry_at.get(node, 0.0) > now:
                 continue
             try:
+                # In the manager's directory: it imports what the manager imports, also through a
+                # relative PYTHONPATH; the job's directory is known only at its assignment.
                 self._procs[node] = self.source.launch(node, standby_argv(self.python),
                                                        standby_environment(self.identity, node), self.log_path,
-                                                       cwd=self.state_dir, stdin=True)
+                                                       stdin=True)
             except (SourceError, OSError):  # the node is not usable now: its job launch will say why
                 self._retry_at[node] = now + RETRY_S
 
@@ -106,6 +110,8 @@ class Standbys:
         now = time.monotonic()
         for node, proc in list(self._procs.items()):
             if proc.poll() is not None:  # ended on its own: not restarted there for a while
+                self.log_event("standby_ended", node=node, exit_code=proc.returncode, retry_in_s=RETRY_S,
+                               log=str(self.log_path))
                 del self._procs[node]
                 self._end(proc)
                 self._retry_at[node] = now + RETRY_S
