@@ -68,8 +68,8 @@ class JobLifecycle:
         self._configurations: Optional[inplace.Configurations] = None
         # Warm standbys on the pool's nodes that run nothing of a job (in-place workers only: they
         # run the script directly, as a standby does).
-        self.standbys = Standbys(source, identity, default_python(), state_dir,
-                                                   store.log_event) if standby else None
+        self.standbys = (Standbys(source, identity, default_python(), state_dir, store.log_event)
+                         if standby else None)
 
     @property
     def configurations(self) -> inplace.Configurations:
