@@ -127,7 +127,7 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
     for nodes in sizes:
         for method in methods:
             r = results[f"{method} {nodes // 2}<->{nodes}"] = run_resize_cycles(method, cycles, nodes, period_s)
-            r["launch_to_first_step"] += run_launches(method, launches, nodes)
+            r["launches"] = run_launches(method, launches, nodes)
             for kind in ("grow", "shrink"):
                 g = r[kind]
                 med = f"{statistics.median(g):.2f} s" if g else "n/a"
@@ -138,12 +138,12 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
             print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
                   f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",
                   flush=True)
-            first = r["launch_to_first_step"]
-            print(f"launch to first step, {method:8s} ({nodes} nodes): median "
-                  f"{statistics.median(first) if first else float('nan'):.2f} s (the resize run's first launch, then "
-                  f"{launches} launches one after the other): {', '.join(f'{x:.2f}' for x in first) or 'n/a'}",
-                  flush=True)
-    for kind in ("grow", "shrink", "grow_decided_to_first_step", "launch_to_first_step"):
+            first, warm = r["launch_to_first_step"], r["launches"]
+            print(f"launch to first step, {method:8s} ({nodes} nodes): the resize run's job (submitted as the "
+                  f"manager started): {', '.join(f'{x:.2f} s' for x in first) or 'n/a'}; {launches} jobs one after "
+                  f"the other on idle nodes: median {statistics.median(warm) if warm else float('nan'):.2f} s: "
+                  f"{', '.join(f'{x:.2f}' for x in warm)}", flush=True)
+    for kind in ("grow", "shrink", "grow_decided_to_first_step", "launches"):
         for nodes in sizes:
             key = {m: results[f"{m} {nodes // 2}<->{nodes}"][kind] for m in methods}
             for a, b in (("inplace", "relaunch"), ("inplace", "inplace-cold")):
@@ -255,27 +255,41 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> 
     return out
 
 
+def warm_standbys(identity: str) -> int:
+    """How many of the manager's standbys have done their imports: blocked reading their pipe."""
+    from bft.runtime.launcher import tagged_processes
+    from bft.train import protocol
+
+    count = 0
+    for pid in tagged_processes(identity):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            waiting = "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()
+        except OSError:
+            continue
+        count += waiting and f"{protocol.ENV_STANDBY}=1".encode() in environ.split(b"\0")
+    return count
+
+
 def run_launches(method: str, launches: int, nodes: int) -> list:
     """Launch -> first step of `launches` short jobs, one after the other, each on all `nodes`; with
-    standbys, a job is submitted once each node has one again and it has had 5 s to import torch."""
+    standbys, a job is submitted once every node's standby has done its imports (waits in its read)."""
     from bft.runtime import control
     from bft.runtime.state import StateStore
 
     tmp = Path(tempfile.mkdtemp())
     state = tmp / "state"
-    names = [f"n{k}" for k in range(nodes)]
-    trace = write_trace(tmp / "trace.csv", [(0, n, "idle") for n in names])
+    trace = write_trace(tmp / "trace.csv", [(0, f"n{k}", "idle") for k in range(nodes)])
     with local_manager(state, trace, nodes, method, script="examples/runtime/elastic_synthetic.py") as submit:
         for k in range(launches):
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 s = control.request(state, {"op": "status"})["status"]
                 done = all(j["state"] not in ("queued", "running") for j in s["jobs"])
-                warm = "cold" in method or s["nodes"].get("standbys") == names
-                if done and warm:
+                if done and (method != "inplace" or warm_standbys(s["manager"]["identity"]) == nodes):
                     break
                 time.sleep(0.2)
-            time.sleep(5.0)
+            time.sleep(1.0)
             submit(f"launch{k}", "--min", str(nodes), "--samples", "2000", "--", "--step-s", "0.05")
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and any(j["state"] in ("queued", "running")
