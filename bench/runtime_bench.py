@@ -2,7 +2,8 @@
 
     python bench/runtime_bench.py report              # bft.train.report() cost per call
     python bench/runtime_bench.py decision            # manager decision latency, 100 jobs x 1,000 nodes
-    python bench/runtime_bench.py resize [--cycles 5] # resize gaps and launch to first step: inplace vs relaunch
+    python bench/runtime_bench.py resize [--cycles 5] # resize gaps and launch to first step: inplace (warm
+                                                      # standbys), inplace-cold (--no-standby), relaunch
     python bench/runtime_bench.py simreal             # a trace through the real runtime vs bft replay of it
 
 Run with the build on PYTHONPATH (``PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py ...``).
@@ -112,14 +113,21 @@ def bench_decision(jobs: int, nodes: int, events: int) -> None:
           "(node reclaimed or joined -> allocator called -> new targets; process start-up excluded)")
 
 
-def bench_resize(cycles: int, methods: list, sizes: list, period_s: float) -> None:
+# What each method of `resize` runs the manager with: inplace-cold is inplace without warm standbys.
+METHODS = {"inplace": ("--resize", "inplace", "--standby"), "inplace-cold": ("--resize", "inplace", "--no-standby"),
+           "relaunch": ("--resize", "relaunch"), "membership": ("--resize", "membership")}
+
+
+def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int) -> None:
     """A real manager (local source) and one elastic job (examples/runtime/elastic_synthetic.py, the
     same script for every method); the trace takes half of the nodes away and gives them back every
-    cycle. The manager measures each gap (last step at the old size -> first at the new one)."""
+    cycle. The manager measures each gap (last step at the old size -> first at the new one). Then,
+    per method, `launches` short jobs one after the other on the same nodes: launch -> first step."""
     results = {}
     for nodes in sizes:
         for method in methods:
             r = results[f"{method} {nodes // 2}<->{nodes}"] = run_resize_cycles(method, cycles, nodes, period_s)
+            r["launches"] = run_launches(method, launches, nodes)
             for kind in ("grow", "shrink"):
                 g = r[kind]
                 med = f"{statistics.median(g):.2f} s" if g else "n/a"
@@ -131,15 +139,22 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float) -> No
                   + "; ".join(f"{m} up {c[m]['scale_up_s']:.2f} s ({c[m]['measured_ups']} grows), down "
                               f"{c[m]['scale_down_s']:.2f} s ({c[m]['measured_downs']} shrinks)" for m in c
                               if m != "charged"), flush=True)
-            first = r["launch_to_first_step"]
-            print(f"launch to first step, {method:8s} ({nodes} nodes): "
-                  f"{', '.join(f'{x:.2f} s' for x in first) or 'n/a'}", flush=True)
-    for kind in ("grow", "shrink"):
+            g = r["grow_decided_to_first_step"]
+            print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
+                  f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",
+                  flush=True)
+            first, warm = r["launch_to_first_step"], r["launches"]
+            print(f"launch to first step, {method:8s} ({nodes} nodes): the resize run's job (submitted as the "
+                  f"manager started): {', '.join(f'{x:.2f} s' for x in first) or 'n/a'}; {launches} jobs one after "
+                  f"the other on idle nodes: median {statistics.median(warm) if warm else float('nan'):.2f} s: "
+                  f"{', '.join(f'{x:.2f}' for x in warm)}", flush=True)
+    for kind in ("grow", "shrink", "grow_decided_to_first_step", "launches"):
         for nodes in sizes:
             key = {m: results[f"{m} {nodes // 2}<->{nodes}"][kind] for m in methods}
-            if all(key.values()) and "inplace" in key and "relaunch" in key:
-                ratio = statistics.median(key["inplace"]) / statistics.median(key["relaunch"])
-                print(f"ratio inplace / relaunch, {kind:6s} {nodes // 2}<->{nodes}: {ratio:.3f}", flush=True)
+            for a, b in (("inplace", "relaunch"), ("inplace", "inplace-cold")):
+                if a in key and b in key and key[a] and key[b]:
+                    ratio = statistics.median(key[a]) / statistics.median(key[b])
+                    print(f"ratio {a} / {b}, {kind} ({nodes // 2}<->{nodes}): {ratio:.3f}", flush=True)
     print(json.dumps(results))
 
 
@@ -152,7 +167,7 @@ def local_manager(state: Path, trace: Path, nodes: int, method: str, *options: s
     from bft.runtime.launcher import terminate_tagged
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--resize", method,
+    manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state), *METHODS[method],
                                 "--local-trace", str(trace), "--local-nodes", str(nodes), "--local-grace-s", "10",
                                 *options], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
@@ -207,14 +222,22 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> 
         time.sleep(period_s * (cycles + 1) + 5)
     store = StateStore(state / "state.db", create=False, read_only=True)
     out = {"grow": [], "shrink": [], "decided": {"grow": 0, "shrink": 0}, "left_out": {"grow": "", "shrink": ""},
-           "launch_to_first_step": []}
+           "launch_to_first_step": [], "grow_decided_to_first_step": []}
     restarts = {"grow": 0, "shrink": 0}
-    for e in store.events(("resize_gap",)):
+    decided_grow = None
+    for e in store.events(("resize_gap", "allocate")):
+        if e["kind"] == "allocate":
+            if e["from_nodes"] and e["to_nodes"] > e["from_nodes"]:
+                decided_grow = e["time_s"]
+            continue
         kind = "grow" if e["to_nodes"] > e["from_nodes"] else "shrink"
         if e.get("gap", "resize") == "resize":  # a restart after a time without nodes is not a resize
             out[kind].append(e["gap_s"])
+            if kind == "grow" and decided_grow is not None:  # the decision to grow -> the first step at the new size
+                out["grow_decided_to_first_step"].append(e["time_s"] - decided_grow)
         else:
             restarts[kind] += 1
+        decided_grow = None
     for e in store.events(("allocate",)):
         if e["from_nodes"] and e["to_nodes"] and e["from_nodes"] != e["to_nodes"]:
             out["decided"]["grow" if e["to_nodes"] > e["from_nodes"] else "shrink"] += 1
@@ -240,6 +263,59 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> 
         for e in events:
             print(f"  {e['time_s'] - events[0]['time_s']:7.1f} {e['kind']:12s} {e.get('job') or ''} "
                   f"{e.get('node') or ''} {e.get('to_nodes', '')} {e.get('gap_s', '')}")
+    store.close()
+    shutil.rmtree(tmp)
+    return out
+
+
+def warm_standbys(identity: str) -> int:
+    """How many of the manager's standbys have done their imports: blocked reading their pipe."""
+    from bft.runtime.launcher import tagged_processes
+    from bft.train import protocol
+
+    count = 0
+    for pid in tagged_processes(identity):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            waiting = "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()
+        except OSError:
+            continue
+        count += waiting and f"{protocol.ENV_STANDBY}=1".encode() in environ.split(b"\0")
+    return count
+
+
+def run_launches(method: str, launches: int, nodes: int) -> list:
+    """Launch -> first step of `launches` short jobs, one after the other, each on all `nodes`; with
+    standbys, a job is submitted once every node's standby has done its imports (waits in its read)."""
+    from bft.runtime import control
+    from bft.runtime.state import StateStore
+
+    tmp = Path(tempfile.mkdtemp())
+    state = tmp / "state"
+    trace = write_trace(tmp / "trace.csv", [(0, f"n{k}", "idle") for k in range(nodes)])
+    with local_manager(state, trace, nodes, method, script="examples/runtime/elastic_synthetic.py") as submit:
+        for k in range(launches):
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                s = control.request(state, {"op": "status"})["status"]
+                done = all(j["state"] not in ("queued", "running") for j in s["jobs"])
+                if done and (method != "inplace" or warm_standbys(s["manager"]["identity"]) == nodes):
+                    break
+                time.sleep(0.2)
+            time.sleep(1.0)
+            submit(f"launch{k}", "--min", str(nodes), "--samples", "2000", "--", "--step-s", "0.05")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(j["state"] in ("queued", "running")
+                                                  for j in control.request(state, {"op": "status"})["status"]["jobs"]):
+            time.sleep(0.2)
+    store = StateStore(state / "state.db", create=False, read_only=True)
+    out = []
+    for k in range(launches):
+        launch = store.events(("launch",), f"launch{k}")
+        first = store.db.execute("SELECT MIN(time_s) FROM progress WHERE job = ? AND samples > 0",
+                                 (f"launch{k}",)).fetchone()[0]
+        if launch and first:
+            out.append(first - launch[0]["time_s"])
     store.close()
     shutil.rmtree(tmp)
     return out
@@ -315,7 +391,9 @@ def main() -> None:
     z.add_argument("--nodes", type=int, action="append", help="nodes at full size, half of them taken away and "
                    "given back every cycle (repeatable; default 2 and 4)")
     z.add_argument("--period", type=float, default=30.0, help="seconds per cycle (default 30)")
-    z.add_argument("--method", action="append", choices=("inplace", "relaunch", "membership"))
+    z.add_argument("--method", action="append", choices=tuple(METHODS),
+                   help="repeatable (default inplace, inplace-cold, relaunch)")
+    z.add_argument("--launches", type=int, default=5, help="short jobs launched one after the other (default 5)")
     m = sub.add_parser("simreal")
     m.add_argument("--method", default="relaunch", choices=("relaunch", "membership"))
     a = p.parse_args()
@@ -327,7 +405,8 @@ def main() -> None:
         bench_simreal(a.method)
     else:
         sys.path.insert(0, str(Path(__file__).parent))
-        bench_resize(a.cycles, a.method or ["inplace", "relaunch"], a.nodes or [2, 4], a.period)
+        bench_resize(a.cycles, a.method or ["inplace", "inplace-cold", "relaunch"], a.nodes or [2, 4], a.period,
+                     a.launches)
 
 
 if __name__ == "__main__":

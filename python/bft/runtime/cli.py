@@ -55,6 +55,9 @@ def add_parsers(sub) -> None:
                    help=f"how jobs change size: {' or '.join(RESIZE_METHODS)} (default relaunch; docs/runtime.md)")
     p.add_argument("--inplace-timeout", type=float, default=30.0, metavar="S",
                    help="--resize inplace: seconds a resize may take before the job is relaunched (default 30)")
+    p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=None,
+                   help="--resize inplace: a warm standby process (torch imported) on every idle node, so a job "
+                   "launched there starts at once (default: on with --resize inplace)")
     p.add_argument("--tfwd", type=float, default=alloc.DEFAULT_TFWD_S,
                    help=f"allocator's forward-looking time in seconds (default {alloc.DEFAULT_TFWD_S:g})")
     p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS,
@@ -163,7 +166,7 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
                              grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
                              inplace_scale_up_s=args.inplace_scale_up_s, inplace_scale_down_s=args.inplace_scale_down_s,
                              max_retries=args.max_retries, report_timeout_s=args.report_timeout,
-                             inplace_timeout_s=args.inplace_timeout)
+                             inplace_timeout_s=args.inplace_timeout, standby=args.standby)
     try:
         options.check()
     except ValueError as e:

@@ -85,22 +85,39 @@ def inplace_environment(store_address: str, timeout_s: float) -> Dict[str, str]:
             protocol.ENV_INPLACE_TIMEOUT_S: f"{timeout_s:g}"}
 
 
+def standby_argv(python: str) -> List[str]:
+    """The command line of a warm standby (bft.train.standby): it imports torch and waits for a job."""
+    return [python, "-m", "bft.train.standby"]
+
+
+def node_environment(identity: str, node: str) -> Dict[str, str]:
+    """What every process the manager starts on a node gets, a job's or a standby's: the tags, and
+    what must be set before Python and torch start (a standby's cannot change after its imports)."""
+    return {
+        protocol.ENV_MANAGER_ID: identity,
+        protocol.ENV_NODE: node,
+        "PYTHONUNBUFFERED": "1",
+        # Several virtual nodes share a host's cores; one thread per worker unless the user says otherwise.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+
+
+def standby_environment(identity: str, node: str) -> Dict[str, str]:
+    return {**node_environment(identity, node), protocol.ENV_STANDBY: "1"}
+
+
 def job_environment(job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
                     checkpoint_dir: Path, work: Optional[float], grace_s: float, configuration: str = "full",
                     exit_file: Optional[Path] = None) -> Dict[str, str]:
     env = {
+        **node_environment(identity, node),
         protocol.ENV_CONFIGURATION: configuration,
-        protocol.ENV_MANAGER_ID: identity,
         protocol.ENV_JOB_ID: job,
-        protocol.ENV_NODE: node,
         protocol.ENV_GENERATION: str(generation),
         protocol.ENV_REPORT_ADDR: report_address,
         protocol.ENV_JOB_SECRET: secret,
         protocol.ENV_CHECKPOINT_DIR: str(checkpoint_dir),
         protocol.ENV_GRACE_S: f"{grace_s:g}",
-        "PYTHONUNBUFFERED": "1",
-        # Several virtual nodes share a host's cores; one thread per worker unless the user says otherwise.
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
     if work is not None:
         env[protocol.ENV_TARGET_SAMPLES] = f"{work:.0f}"
@@ -141,19 +158,28 @@ def is_tagged(pid: int, tags: Mapping[str, str]) -> bool:
 
 
 def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None,
-                     except_jobs: Iterable[str] = (), jobs: Optional[Iterable[str]] = None) -> List[int]:
+                     except_jobs: Iterable[str] = (), jobs: Optional[Iterable[str]] = None,
+                     except_pids: Iterable[int] = ()) -> List[int]:
     """PIDs of live processes started by the manager ``identity`` (optionally one job's, or any of
-    `jobs`'; one node's; none of `except_jobs`)."""
+    `jobs`'; one node's; none of `except_jobs`, none of `except_pids`: workers born of standbys carry
+    no job tag)."""
     tags = _tags(identity, job, node)
     spared = {j.encode() for j in except_jobs}
     wanted = None if jobs is None else {j.encode() for j in jobs}
-    me = os.getpid()
+    skip = {os.getpid(), *except_pids}
 
     def job_of(pid: int) -> Optional[bytes]:
         return _environ(pid).get(protocol.ENV_JOB_ID.encode())
 
-    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me and is_tagged(int(e), tags)
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) not in skip and is_tagged(int(e), tags)
             and (not spared or job_of(int(e)) not in spared) and (wanted is None or job_of(int(e)) in wanted)]
+
+
+def standby_born(pid: int, identity: str, node: str) -> bool:
+    """True if `pid` is alive and was started as a standby of manager `identity` on `node`. A worker
+    born of a standby keeps the standby's environment in /proc (fixed at exec), so its job is known
+    from the process row that records its pid, not from a tag."""
+    return is_tagged(pid, {**_tags(identity, node=node), protocol.ENV_STANDBY: "1"})
 
 
 class AdoptedAgent:
@@ -162,7 +188,10 @@ class AdoptedAgent:
 
     def __init__(self, pid: int, identity: str, job: str, node: str, exit_file: Path):
         self.pid = pid
-        self._tags = _tags(identity, job, node)
+        self.standby = standby_born(pid, identity, node)
+        self._tags = _tags(identity, None if self.standby else job, node)
+        if self.standby:
+            self._tags[protocol.ENV_STANDBY] = "1"
         self._exit_file = exit_file
 
     def poll(self) -> Optional[int]:
@@ -191,19 +220,20 @@ def signal_processes(pids: Iterable[int], sig: int) -> None:
 
 
 def terminate_tagged(identity: str, grace_s: float, job: Optional[str] = None, node: Optional[str] = None,
-                     except_jobs: Iterable[str] = ()) -> int:
-    """SIGTERM every tagged process (of `job`, of `node`, none of `except_jobs`), SIGKILL what is left
-    after ``grace_s``; returns how many were found."""
-    pids = tagged_processes(identity, job, node, except_jobs)
+                     except_jobs: Iterable[str] = (), except_pids: Iterable[int] = ()) -> int:
+    """SIGTERM every tagged process (of `job`, of `node`, none of `except_jobs` or `except_pids`),
+    SIGKILL what is left after ``grace_s``; returns how many were found."""
+    except_pids = set(except_pids)
+    pids = tagged_processes(identity, job, node, except_jobs, except_pids)
     if not pids:
         return 0
     signal_processes(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not tagged_processes(identity, job, node, except_jobs):
+        if not tagged_processes(identity, job, node, except_jobs, except_pids):
             return len(pids)
         time.sleep(0.1)
-    signal_processes(tagged_processes(identity, job, node, except_jobs), signal.SIGKILL)
+    signal_processes(tagged_processes(identity, job, node, except_jobs, except_pids), signal.SIGKILL)
     return len(pids)
 
 

@@ -24,6 +24,7 @@ from .launcher import (
     AdoptedAgent,
     LaunchSpec,
     agent_exit_file,
+    default_python,
     inplace_environment,
     job_environment,
     script_argv,
@@ -37,6 +38,7 @@ from .launcher import (
 from .nodes import NodeSource, SourceError
 from .reports import resize_begins
 from .runs import Agent, JobRun
+from .standby import Standbys
 from .state import StateStore
 
 LOG_TAIL_LINES = 20
@@ -48,7 +50,8 @@ FAILURE_SETTLE_S = 5.0
 class JobLifecycle:
     def __init__(self, state_dir: Path, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
                  runs: Dict[str, JobRun], pool: Dict[str, float], resize: str, grace_s: float,
-                 report_timeout_s: float, mark_dirty: Callable[[float], None], inplace_timeout_s: float = 30.0):
+                 report_timeout_s: float, mark_dirty: Callable[[float], None], inplace_timeout_s: float = 30.0,
+                 standby: bool = False):
         self.state_dir = state_dir
         self.store = store
         self.source = source
@@ -68,6 +71,10 @@ class JobLifecycle:
         self._job_dirs: set = set()  # jobs whose directories exist
         self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
         self._sweep: set = set()  # jobs whose generation ended: their strays are killed once per poll
+        # Warm standbys on the pool's nodes that run nothing of a job (in-place workers only: they
+        # run the script directly, as a standby does).
+        self.standbys = (Standbys(source, identity, default_python(), state_dir, store.log_event)
+                         if standby else None)
 
     @property
     def configurations(self) -> inplace.Configurations:
@@ -126,6 +133,8 @@ class JobLifecycle:
     def node_reclaimed(self, node: str) -> None:
         """The batch scheduler takes `node` back: whatever of ours runs there vacates within the grace time."""
         self.draining.add(node)
+        if self.standbys is not None:
+            self.standbys.end(node)  # never holds the node up: it has nothing to save
         for run in self._holders if self._holders is not None else list(self.runs.values()):
             if node in run.target:
                 run.disturbed = True  # the decision that follows takes the node out of its target
@@ -181,7 +190,10 @@ class JobLifecycle:
                 continue
             self._start_generation(run)
             if events_waiting():
-                return
+                return  # (standbys are filled on a pass with nothing waiting)
+        if self.standbys is not None:
+            busy = self.busy_nodes()
+            self.standbys.fill([n for n in self.pool if n not in busy and n not in self.draining])
 
     def _start_generation(self, run: JobRun) -> None:
         row = run.row
@@ -227,6 +239,7 @@ class JobLifecycle:
         with self.store.transaction():
             rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
         started: Dict[str, Any] = {}
+        from_standby = set()
         failed: Dict[str, str] = {}
         for node in nodes:
             spec = LaunchSpec(
@@ -243,6 +256,12 @@ class JobLifecycle:
             if self.resize == "inplace":
                 argv = script_argv(spec)
                 env.update(inplace_environment(self.store_address, self.inplace_timeout_s))
+                standby = self.standbys.take(node, row.python) if self.standbys is not None else None
+                if standby is not None and self.standbys.assign(standby, argv, env, Path(row.cwd),
+                                                                self.job_dir(row.id) / "output.log"):
+                    started[node] = standby
+                    from_standby.add(node)
+                    continue
             try:
                 started[node] = self.source.launch(node, argv, env, job_dir / "output.log", cwd=Path(row.cwd))
             except (SourceError, OSError) as e:
@@ -250,7 +269,8 @@ class JobLifecycle:
         with self.store.transaction():
             for node, proc in started.items():
                 self.store.set_proc_pid(rows[node], proc.pid)
-                run.agents[node] = Agent(row.id, row.generation, node, proc, rows[node])
+                run.agents[node] = Agent(row.id, row.generation, node, proc, rows[node],
+                                         standby=node in from_standby)
             for node, error in failed.items():
                 self.store.end_proc(rows[node], None)
                 self.store.log_event("launch_failed", job=row.id, node=node, error=error)
@@ -269,6 +289,8 @@ class JobLifecycle:
                                                                 self.resize)),
                                    p["id"])
                   for p in current}
+        for agent in agents.values():
+            agent.standby = agent.proc.standby
         if not agents or any(a.proc.poll() is not None for a in agents.values()):
             return False
         run.agents, run.target = agents, sorted(agents)
@@ -313,6 +335,8 @@ class JobLifecycle:
                 if code is None:
                     if agent.stop_deadline is not None and now > agent.stop_deadline:
                         terminate_tagged(self.identity, 0.0, job=run.id, node=node)
+                        if agent.standby:  # no job tag: its own process group (it leads its session)
+                            signal_processes([-agent.proc.pid], signal.SIGKILL)
                     continue
                 del run.agents[node]
                 self.store.end_proc(agent.row, code)

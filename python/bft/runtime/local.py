@@ -184,7 +184,7 @@ class LocalNodeSource(NodeSource):
         self._stop.set()
 
     def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
-               cwd: Optional[Path] = None) -> subprocess.Popen:
+               cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         if not self._idle.get(node):
             raise SourceError(f"node {node} is not idle")
         if self.emulate:
@@ -195,18 +195,20 @@ class LocalNodeSource(NodeSource):
                 env = {**os.environ, **env, "WORLD_SIZE": str(world), "RANK": "0", "LOCAL_RANK": "0",
                        LAUNCHED_ENV: repr(time.time())}
                 self._generations = {k: p for k, p in self._generations.items() if p.poll() is None}
-                proc = self._generations[key] = self._popen(argv, env, log_path, cwd)
+                proc = self._generations[key] = self._popen(argv, env, log_path, cwd, False)
         else:
             gpu = {"CUDA_VISIBLE_DEVICES": str(self.node_names.index(node) % self.gpus)} if self.gpus else {}
-            proc = self._popen(argv, {**os.environ, **env, **gpu}, log_path, cwd)
+            proc = self._popen(argv, {**os.environ, **env, **gpu}, log_path, cwd, stdin)
         self._launched[node] = proc
         return proc
 
     @staticmethod
-    def _popen(argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Optional[Path]) -> subprocess.Popen:
+    def _popen(argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Optional[Path],
+               stdin: bool) -> subprocess.Popen:
         with open(log_path, "ab") as log:
             return subprocess.Popen(list(argv), env=dict(env), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
+                                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, cwd=cwd,
+                                    start_new_session=True)
 
     def address(self, node: str) -> str:
         return "127.0.0.1"

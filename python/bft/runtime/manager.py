@@ -68,6 +68,12 @@ class ManagerOptions:
     report_timeout_s: float = 60.0
     # An in-place resize whose new process group has not formed in this long fails: relaunch instead.
     inplace_timeout_s: float = 30.0
+    # Warm standbys on idle nodes (--resize inplace only); None: on with --resize inplace.
+    standby: Optional[bool] = None
+
+    @property
+    def standbys(self) -> bool:
+        return self.resize == "inplace" and self.standby is not False
 
     def check(self) -> None:
         if self.policy not in alloc.SOLVERS:
@@ -82,6 +88,8 @@ class ManagerOptions:
                 raise ValueError(f"--{name.replace('_', '-')}: expected a finite number >= 0, got {value}")
         if self.max_jobs < 1:
             raise ValueError("--max-jobs must be >= 1")
+        if self.standby and self.resize != "inplace":
+            raise ValueError("--standby needs --resize inplace (a standby runs the script directly, as its workers do)")
         if self.max_retries < 0:
             raise ValueError("--max-retries must be >= 0")
 
@@ -106,7 +114,7 @@ class Manager:
                                options.curve_change)
         self.jobs = JobLifecycle(state_dir, store, source, identity, self.book, self.runs, self.pool,
                                  options.resize, options.grace_s, options.report_timeout_s, self._mark_dirty,
-                                 options.inplace_timeout_s)
+                                 options.inplace_timeout_s, options.standbys)
         self._dirty = False
         self._dirty_since: Optional[float] = None
         self._last_decision = 0.0
@@ -145,7 +153,9 @@ class Manager:
                    and self.jobs.adopt(run, by_job.get(run.id, []))]
         kept = {a.row for run in adopted for a in run.agents.values()}
         # One pass over the process table for all the others (also strays of jobs that have ended).
-        stopped = terminate_tagged(self.identity, self.options.grace_s, except_jobs=[run.id for run in adopted])
+        # Workers born of standbys carry no job tag: spared by pid. Standbys of the previous manager end.
+        stopped = terminate_tagged(self.identity, self.options.grace_s, except_jobs=[run.id for run in adopted],
+                                   except_pids=[a.proc.pid for run in adopted for a in run.agents.values()])
         for row in open_rows:
             if row["id"] not in kept:
                 self.store.end_proc(row["id"], None)
@@ -381,7 +391,8 @@ class Manager:
                         "decision_p50_s": self.decider.latency_p50_s(),
                         "decision_latency_s": self.decider.latency_summary_s(), "stopping": self._stopping,
                         "source": self.source.describe()},
-            "nodes": {"pool": sorted(self.pool), "used": self.jobs.busy_nodes()},
+            "nodes": {"pool": sorted(self.pool), "used": self.jobs.busy_nodes(),
+                      "standbys": self.jobs.standbys.nodes() if self.jobs.standbys is not None else []},
             "jobs": jobs,
         }
 

@@ -73,11 +73,12 @@ class NodeSource(abc.ABC):
 
     @abc.abstractmethod
     def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
-               cwd: Optional[Path] = None) -> subprocess.Popen:
+               cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         """Runs ``argv`` on ``node`` in directory ``cwd`` with ``env`` added to the environment,
         output appended to ``log_path``. The returned process runs in a session of its own;
-        signalling its process group reaches the command on the node. Raises SourceError if the
-        node is not usable."""
+        signalling its process group reaches the command on the node. With ``stdin``, what is
+        written to the process's ``stdin`` pipe reaches the command's standard input (a standby's
+        assignment), else it reads nothing. Raises SourceError if the node is not usable."""
 
     @abc.abstractmethod
     def address(self, node: str) -> str:

@@ -23,6 +23,7 @@ class Agent:
     stopping: bool = False
     stop_deadline: Optional[float] = None  # SIGKILL after this (monotonic) once stopping
     arrive_by: Optional[float] = None  # an in-place newcomer: joined its generation by then (monotonic), or failed
+    standby: bool = False  # born of a warm standby: no job tag in its environment, known by its pid
 
 
 @dataclass

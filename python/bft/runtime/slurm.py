@@ -224,7 +224,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
             self._releasing = False
 
     def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
-               cwd: Optional[Path] = None) -> subprocess.Popen:
+               cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         with self._lock:
             pilot = next((p for p in self._pilots.values() if p.node == node and p.state == "running"), None)
         if pilot is None:
@@ -238,8 +238,9 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
             cmd.append(f"--chdir={cwd}")  # the directory on the node, not of the local srun
         cmd += ["--", *argv]
         with open(log_path, "ab") as out:
-            return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=full_env, start_new_session=True)
+            # srun forwards its standard input to the one task (a standby's assignment line, and EOF).
+            return subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
 
     def address(self, node: str) -> str:
         if node not in self._addresses:
