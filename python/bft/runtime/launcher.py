@@ -158,8 +158,8 @@ def is_tagged(pid: int, tags: Mapping[str, str]) -> bool:
 
 
 def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None,
-                     except_jobs: Iterable[str] = (), jobs: Optional[Iterable[str]] = None,
-                     except_pids: Iterable[int] = ()) -> List[int]:
+                     except_jobs: Iterable[str] = (), except_pids: Iterable[int] = (), *,
+                     jobs: Optional[Iterable[str]] = None) -> List[int]:
     """PIDs of live processes started by the manager ``identity`` (optionally one job's, or any of
     `jobs`'; one node's; none of `except_jobs`, none of `except_pids`: workers born of standbys carry
     no job tag)."""
