@@ -161,3 +161,21 @@ def test_digits_example_learns_from_the_packaged_dataset(tmp_path):
     assert r.returncode == 0, r.stderr
     accuracy = float(r.stdout.split("test accuracy")[-1])
     assert accuracy > 0.8, r.stdout  # eight epochs of a small CNN; chance is 0.1
+
+
+def test_an_in_place_worker_points_gloo_at_its_node_address(tmp_path):
+    """An in-place worker has no torchrun agent to choose gloo's interface: bft.train.run sets
+    GLOO_SOCKET_IFNAME to the interface holding the node's address (BFT_NODE_ADDR), so workers on
+    hosts whose names do not resolve still reach each other (and a user's own setting stays)."""
+    script = tmp_path / "show.py"
+    script.write_text("import os\nprint(os.environ.get('GLOO_SOCKET_IFNAME', 'unset'))\n")
+
+    def interface(**extra: str) -> str:
+        env = {k: v for k, v in python_env().items() if k != "GLOO_SOCKET_IFNAME"}
+        env.update({protocol.ENV_NODE_ADDR: "127.0.0.1", **extra})
+        out = subprocess.run([sys.executable, "-m", "bft.train.run", str(script)], env=env, capture_output=True,
+                             text=True, timeout=60)
+        return out.stdout.strip()
+
+    assert interface() == "lo"
+    assert interface(GLOO_SOCKET_IFNAME="eth7") == "eth7"

@@ -17,15 +17,14 @@ agent reaches, behind a relay on the node's own address (--local-addr), never on
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import socket
-import struct
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from ..train import leave_exit_status, protocol, rendezvous
+from ..train._netif import gloo_on_the_node_address
 
 
 def _quiet_torchrun_warnings() -> None:
@@ -77,32 +76,6 @@ def _through_gateway(argv: List[str], job: str, secret: bytes) -> Tuple[List[str
     return out, gateway
 
 
-def _interface_of(address: str) -> Optional[str]:
-    """The name of the local interface holding IPv4 ``address`` (an IP or a name), if any."""
-    try:
-        want = socket.inet_aton(socket.gethostbyname(address))
-    except OSError:
-        return None
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _, name in socket.if_nameindex():
-            try:  # SIOCGIFADDR: struct ifreq is the name (16 bytes), then a sockaddr_in
-                got = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))[20:24]
-            except OSError:
-                continue  # no IPv4 address
-            if got == want:
-                return name
-    return None
-
-
-def _gloo_on_the_node_address(address: str) -> None:
-    """gloo (the workers' CPU backend) takes the address its host name resolves to, else loopback: on a
-    node whose name does not resolve to its own cluster address, the workers of other nodes could not
-    connect. The workers inherit GLOO_SOCKET_IFNAME: the interface of the node's address (--local-addr)."""
-    name = None if "GLOO_SOCKET_IFNAME" in os.environ else _interface_of(address)
-    if name:
-        os.environ["GLOO_SOCKET_IFNAME"] = name
-
-
 def main(argv: List[str]) -> int:
     had_level = "LOGLEVEL" in os.environ
     os.environ.setdefault("LOGLEVEL", "ERROR")  # loggers created while torchrun is imported
@@ -119,7 +92,7 @@ def main(argv: List[str]) -> int:
     _authenticate_worker_store(job, secret)
     argv, _gateway = _through_gateway(argv, job, secret)  # open as long as torchrun runs
     args = parse_args(argv)
-    _gloo_on_the_node_address(args.local_addr or "")
+    gloo_on_the_node_address(args.local_addr or "")
     try:
         run(args)
     except SignalException as e:  # the manager stopped this agent: a planned stop

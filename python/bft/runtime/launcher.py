@@ -79,10 +79,11 @@ def agent_exit_file(job_dir: Path, generation: int, node: str, resize: str = "re
     return job_dir / AGENTS_DIR / f"g{generation}-{node}.exit"
 
 
-def inplace_environment(store_address: str, timeout_s: float) -> Dict[str, str]:
-    """What an in-place worker needs besides job_environment: where the configurations are."""
+def inplace_environment(store_address: str, timeout_s: float, node_address: str) -> Dict[str, str]:
+    """What an in-place worker needs besides job_environment: where the configurations are, and its
+    node's address (it has no torchrun agent to point gloo at it: bft.train.run does)."""
     return {protocol.ENV_RESIZE: "inplace", protocol.ENV_STORE_ADDR: store_address,
-            protocol.ENV_INPLACE_TIMEOUT_S: f"{timeout_s:g}"}
+            protocol.ENV_INPLACE_TIMEOUT_S: f"{timeout_s:g}", protocol.ENV_NODE_ADDR: node_address}
 
 
 def standby_argv(python: str) -> List[str]:

@@ -255,7 +255,7 @@ class JobLifecycle:
             argv = torchrun_argv(spec)
             if self.resize == "inplace":
                 argv = script_argv(spec)
-                env.update(inplace_environment(self.store_address, self.inplace_timeout_s))
+                env.update(inplace_environment(self.store_address, self.inplace_timeout_s, spec.node_address))
                 standby = self.standbys.take(node, row.python) if self.standbys is not None else None
                 if standby is not None and self.standbys.assign(standby, argv, env, Path(row.cwd),
                                                                 self.job_dir(row.id) / "output.log"):

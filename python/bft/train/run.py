@@ -13,7 +13,8 @@ import runpy
 import sys
 import traceback
 
-from . import leave_exit_status
+from . import leave_exit_status, protocol
+from ._netif import gloo_on_the_node_address
 
 
 def main() -> int:
@@ -22,6 +23,7 @@ def main() -> int:
         return 2
     script = sys.argv[1]
     sys.argv = sys.argv[1:]
+    gloo_on_the_node_address(os.environ.get(protocol.ENV_NODE_ADDR, ""))  # before the script's first group
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as `python SCRIPT` does
     code = 0
     try:
