@@ -20,8 +20,12 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 
 from bft.runtime import control, keeper
+from bft.runtime.curvebook import CurveBook
 from bft.runtime.launcher import tagged_processes, terminate_tagged
-from bft.runtime.state import StateStore
+from bft.runtime.reports import ReportIntake
+from bft.runtime.runs import JobRun
+from bft.runtime.state import JobRow, StateStore
+from bft.train import protocol
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "runtime" / "ddp_synthetic.py"
@@ -169,3 +173,27 @@ def listening_sockets(pids, with_port=False):
 def write_trace(path: Path, rows: List[tuple]) -> Path:
     path.write_text("time,node,state\n" + "".join(f"{t},{n},{s}\n" for t, n, s in rows))
     return path
+
+
+# -- the manager's parts without processes (test_runtime_parts, test_runtime_rescale_costs) ---------
+
+def make_run(store: StateStore, name: str = "job", max_nodes: int = 4, min_nodes: int = 1) -> JobRun:
+    """A queued job stored in `store`, as the manager tracks it."""
+    row = JobRow(id=name, seq=0, script="/bin/true", args=[], cwd="/", python="python3", min_nodes=min_nodes,
+                 max_nodes=max_nodes, work=None, curve=None, secret="00", state="queued")
+    return JobRun(store.add_job(row))
+
+
+def reporting_job(store: StateStore, book: CurveBook, method: str, max_nodes: int = 4):
+    """A job in generation 1 whose reports go through a ReportIntake with `book`: (intake, run, send),
+    where send(generation, seq, world, samples, time_s) signs and hands over one report."""
+    intake = ReportIntake(store, book, method)
+    run = make_run(store, "job", max_nodes=max_nodes)
+    run.row.secret = "ab" * 32
+    run.row.generation = 1
+
+    def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
+        report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
+        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
+
+    return intake, run, send

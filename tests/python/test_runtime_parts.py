@@ -13,8 +13,9 @@ from bft.runtime.curvebook import CurveBook
 from bft.runtime.decider import Decider, fair_share
 from bft.runtime.reports import ReportIntake, resize_begins
 from bft.runtime.runs import JobRun
-from bft.runtime.state import JobRow, StateStore
+from bft.runtime.state import StateStore
 from bft.train import protocol
+from runtime_util import make_run, reporting_job
 
 NODES = [f"n{k}" for k in range(4)]
 
@@ -25,11 +26,6 @@ def store(tmp_path):
     yield s
     s.close()
 
-
-def make_run(store: StateStore, name: str, max_nodes: int = 4, min_nodes: int = 1) -> JobRun:
-    row = JobRow(id=name, seq=0, script="/bin/true", args=[], cwd="/", python="python3", min_nodes=min_nodes,
-                 max_nodes=max_nodes, work=None, curve=None, secret="00", state="queued")
-    return JobRun(store.add_job(row))
 
 
 def measure(book: CurveBook, run: JobRun, rates: dict, minutes: int = 5) -> None:
@@ -122,23 +118,12 @@ def test_a_submitted_job_is_forced_to_the_disk_and_bookkeeping_is_not(store):
     assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
 
 
-def reporting_job(store, method: str):
-    """A job in generation 1 whose reports go through a ReportIntake: (intake, run, send), where
-    send(generation, seq, world, samples, time_s) signs and hands over one report."""
-    intake = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0), method)
-    run = make_run(store, "job")
-    run.row.secret = "ab" * 32
-    run.row.generation = 1
-
-    def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
-        report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
-        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
-
-    return intake, run, send
+def _book(store: StateStore) -> CurveBook:
+    return CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
 
 
 def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
-    intake, run, send = reporting_job(store, "relaunch")
+    intake, run, send = reporting_job(store, _book(store), "relaunch")
     t0 = time.time()
 
     def next_generation() -> None:  # as the job lifecycle starts one
@@ -162,7 +147,7 @@ def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
 def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(store):
     """The old generation trains on between the decision and its stop; its steps then are progress,
     not part of what the resize costs."""
-    _, run, send = reporting_job(store, "relaunch")
+    _, run, send = reporting_job(store, _book(store), "relaunch")
     t0 = time.time()
     send(1, 1, 2, 100.0, t0)
     resize_begins(run)  # decided at t0 + 0.4 s, say
@@ -179,7 +164,7 @@ def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(
 def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store):
     """In place, the survivors train on in the old generation while the newcomers start: their last
     report of it starts the gap; it is neither progress nor a dropped datagram."""
-    intake, run, send = reporting_job(store, "inplace")
+    intake, run, send = reporting_job(store, _book(store), "inplace")
     t0 = time.time()
 
     send(1, 1, 1, 100.0, t0)

@@ -12,21 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import runtime_util
 from bft.runtime.curvebook import INPLACE, RELAUNCH, CurveBook
-from bft.runtime.reports import ReportIntake
 from bft.runtime.runs import JobRun
-from bft.runtime.state import SCHEMA_VERSION, JobRow, StateStore
-from bft.train import protocol
+from bft.runtime.state import SCHEMA_VERSION, StateStore
 from runtime_util import bft
 
 RATE = 100.0  # samples/s per node
+JOB_MAX_NODES = 16
 STALLS = {INPLACE: 1.0, RELAUNCH: 12.0}  # seconds without progress after a rescale by each method
 
 
-def make_run(store: StateStore, name: str = "job") -> JobRun:
-    row = JobRow(id=name, seq=0, script="/bin/true", args=[], cwd="/", python="python3", min_nodes=1,
-                 max_nodes=16, work=None, curve=None, secret="00", state="queued")
-    return JobRun(store.add_job(row))
+def make_run(store: StateStore) -> JobRun:
+    return runtime_util.make_run(store, max_nodes=JOB_MAX_NODES)
 
 
 def new_book(store: StateStore, resize: str = INPLACE) -> CurveBook:
@@ -234,18 +232,9 @@ class _Agent:
 
 
 def _intake_run(store: StateStore, resize: str):
-    """A job whose reports go through a ReportIntake: (book, run, send), where send(generation,
-    seq, world, samples, time_s) signs and hands over one report."""
+    """(book, run, send): a job whose reports reach `book` through a ReportIntake (runtime_util)."""
     book = new_book(store, resize)
-    intake = ReportIntake(store, book, resize)
-    run = make_run(store)
-    run.row.secret = "ab" * 32
-    run.row.generation = 1
-
-    def send(generation: int, seq: int, world: int, samples: float, time_s: float) -> None:
-        report = protocol.Report("job", generation, 0, seq, 0, world, False, samples, time_s)
-        intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
-
+    _, run, send = runtime_util.reporting_job(store, book, resize, max_nodes=JOB_MAX_NODES)
     return book, run, send
 
 
