@@ -258,7 +258,7 @@ class JobLifecycle:
                 env.update(inplace_environment(self.store_address, self.inplace_timeout_s, spec.node_address))
                 standby = self.standbys.take(node, row.python) if self.standbys is not None else None
                 if standby is not None and self.standbys.assign(standby, argv, env, Path(row.cwd),
-                                                                self.job_dir(row.id) / "output.log"):
+                                                                job_dir / "output.log"):
                     started[node] = standby
                     from_standby.add(node)
                     continue
