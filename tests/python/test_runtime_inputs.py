@@ -147,3 +147,10 @@ def test_corrupt_and_foreign_state_files_are_refused(tmp_path):
         data[page * 4096:page * 4096 + 8] = b"\xa5" * 8
     (damaged / "state.db").write_bytes(bytes(data))
     _one_line_error(bft("manager", "--state-dir", str(damaged)), "malformed")
+
+
+def test_a_negative_local_gpu_count_is_one_line(tmp_path):
+    r = bft("manager", "--state-dir", str(tmp_path / "state"), "--local-gpus", "-1")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "--local-gpus must be >= 0" in lines[0], lines[0]
