@@ -118,16 +118,23 @@ METHODS = {"inplace": ("--resize", "inplace", "--standby"), "inplace-cold": ("--
            "relaunch": ("--resize", "relaunch"), "membership": ("--resize", "membership")}
 
 
-def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int) -> None:
+def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int, gpus: int) -> None:
     """A real manager (local source) and one elastic job (examples/runtime/elastic_synthetic.py, the
     same script for every method); the trace takes half of the nodes away and gives them back every
     cycle. The manager measures each gap (last step at the old size -> first at the new one). Then,
-    per method, `launches` short jobs one after the other on the same nodes: launch -> first step."""
+    per method, `launches` short jobs one after the other on the same nodes: launch -> first step.
+    With `gpus`, virtual node k trains on GPU k mod gpus (the manager's --local-gpus)."""
+    options = ("--local-gpus", str(gpus)) if gpus else ()
+    if gpus:
+        import torch
+
+        print(f"devices: {gpus} GPU(s), {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
     results = {}
     for nodes in sizes:
         for method in methods:
-            r = results[f"{method} {nodes // 2}<->{nodes}"] = run_resize_cycles(method, cycles, nodes, period_s)
-            r["launches"] = run_launches(method, launches, nodes)
+            r = run_resize_cycles(method, cycles, nodes, period_s, options)
+            results[f"{method} {nodes // 2}<->{nodes}"] = r
+            r["launches"] = run_launches(method, launches, nodes, options)
             for kind in ("grow", "shrink"):
                 g = r[kind]
                 med = f"{statistics.median(g):.2f} s" if g else "n/a"
@@ -201,7 +208,7 @@ def write_trace(path: Path, rows) -> Path:
     return path
 
 
-def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> dict:
+def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, options: tuple = ()) -> dict:
     from bft.runtime.curvebook import CurveBook
     from bft.runtime.runs import JobRun
     from bft.runtime.state import StateStore
@@ -214,7 +221,7 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float) -> 
         rows += [(start, n, "busy") for n in leaving] + [(start + period_s / 2, n, "idle") for n in leaving]
     state = tmp / "state"
     # A long horizon (--tfwd) so that growing back is always worth its cost: this measures resizes, not policy.
-    with local_manager(state, write_trace(tmp / "trace.csv", rows), nodes, method, "--tfwd", "600",
+    with local_manager(state, write_trace(tmp / "trace.csv", rows), nodes, method, "--tfwd", "600", *options,
                        script="examples/runtime/elastic_synthetic.py") as submit:
         curve = tmp / "curve.json"  # linear prior: the job wants every node until the advisor knows better
         curve.write_text(json.dumps({"nodes": [1, nodes], "throughput": [1000.0, 1000.0 * nodes]}))
@@ -284,7 +291,7 @@ def warm_standbys(identity: str) -> int:
     return count
 
 
-def run_launches(method: str, launches: int, nodes: int) -> list:
+def run_launches(method: str, launches: int, nodes: int, options: tuple = ()) -> list:
     """Launch -> first step of `launches` short jobs, one after the other, each on all `nodes`; with
     standbys, a job is submitted once every node's standby has done its imports (waits in its read)."""
     from bft.runtime import control
@@ -293,7 +300,7 @@ def run_launches(method: str, launches: int, nodes: int) -> list:
     tmp = Path(tempfile.mkdtemp())
     state = tmp / "state"
     trace = write_trace(tmp / "trace.csv", [(0, f"n{k}", "idle") for k in range(nodes)])
-    with local_manager(state, trace, nodes, method, script="examples/runtime/elastic_synthetic.py") as submit:
+    with local_manager(state, trace, nodes, method, *options, script="examples/runtime/elastic_synthetic.py") as submit:
         for k in range(launches):
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
@@ -394,6 +401,8 @@ def main() -> None:
     z.add_argument("--method", action="append", choices=tuple(METHODS),
                    help="repeatable (default inplace, inplace-cold, relaunch)")
     z.add_argument("--launches", type=int, default=5, help="short jobs launched one after the other (default 5)")
+    z.add_argument("--local-gpus", type=int, default=0, metavar="N",
+                   help="train on GPUs: virtual node k gets GPU k mod N (default 0: CPU)")
     m = sub.add_parser("simreal")
     m.add_argument("--method", default="relaunch", choices=("relaunch", "membership"))
     a = p.parse_args()
@@ -406,7 +415,7 @@ def main() -> None:
     else:
         sys.path.insert(0, str(Path(__file__).parent))
         bench_resize(a.cycles, a.method or ["inplace", "inplace-cold", "relaunch"], a.nodes or [2, 4], a.period,
-                     a.launches)
+                     a.launches, a.local_gpus)
 
 
 if __name__ == "__main__":

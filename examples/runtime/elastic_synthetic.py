@@ -64,8 +64,8 @@ def main() -> None:
             batches = iter(sampler)
     state.save()
     if bt.rank() == 0:
-        print(f"done: {sampler.samples} samples on {bt.world_size()} workers ({device.type}), final loss "
-              f"{loss.item():.3f}", flush=True)
+        print(f"done: {sampler.samples} samples on {bt.world_size()} workers ({device.type}, {state.backend}), "
+              f"final loss {loss.item():.3f}", flush=True)
     if torch.distributed.is_initialized():
         torch.distributed.barrier()  # every rank arrives before any tears down
         torch.distributed.destroy_process_group()

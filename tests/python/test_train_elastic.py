@@ -68,3 +68,34 @@ def test_run_wrapper_exits_like_the_script_and_leaves_its_status(tmp_path, body,
     assert r.returncode == code, r.stderr
     assert status.read_text() == str(code)
     assert ("ValueError: x" in r.stderr) == (code == 1)
+
+
+def test_the_backend_follows_the_device_unless_the_manager_names_one(monkeypatch):
+    from bft.train.elastic import backend
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda:0")  # a device object only: no GPU needed
+    monkeypatch.delenv("BFT_DIST_BACKEND", raising=False)
+    assert (backend(cpu), backend(gpu)) == ("gloo", "nccl")
+    monkeypatch.setenv("BFT_DIST_BACKEND", "gloo")
+    assert backend(gpu) == "gloo"  # ranks sharing a GPU
+    for bad, device in (("nccl", cpu), ("mpi", gpu)):
+        monkeypatch.setenv("BFT_DIST_BACKEND", bad)
+        with pytest.raises(ValueError, match=f"BFT_DIST_BACKEND='{bad}'"):
+            backend(device)
+
+
+@pytest.mark.parametrize("nodes, gpus, node, expected", [(2, 2, "local-1", "1 default"),
+                                                         (3, 2, "local-2", "0 gloo"),
+                                                         (2, 1, "local-1", "0 gloo")])
+def test_local_nodes_sharing_a_gpu_are_told_to_use_gloo(tmp_path, nodes, gpus, node, expected):
+    """--local-gpus: node k sees GPU k mod N; where nodes outnumber GPUs, NCCL (one device per rank)
+    cannot work, so the workers are told to use gloo on the GPU."""
+    from bft.runtime.local import LocalNodeSource
+
+    source = LocalNodeSource("test-gpus", tmp_path, nodes=nodes, gpus=gpus)
+    source.start(lambda event: None)
+    show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ.get('BFT_DIST_BACKEND', 'default'))"
+    env = {k: v for k, v in python_env().items() if k not in ("CUDA_VISIBLE_DEVICES", "BFT_DIST_BACKEND")}
+    log = tmp_path / "node.log"
+    assert source.launch(node, [sys.executable, "-c", show], env, log).wait(60) == 0
+    assert log.read_text().strip() == expected

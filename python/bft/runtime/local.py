@@ -101,8 +101,9 @@ class LocalNodeSource(NodeSource):
                        help="seconds between a node turning busy and its processes being killed (default 5)")
         g.add_argument("--local-start", type=float, metavar="S", help="trace time to start playing at")
         g.add_argument("--local-gpus", type=int, default=0, metavar="N",
-                       help="give virtual node k only GPU k mod N (CUDA_VISIBLE_DEVICES): NCCL needs a device "
-                            "per rank (default 0: the processes see what this host's environment says)")
+                       help="give virtual node k only GPU k mod N (CUDA_VISIBLE_DEVICES); with more nodes than GPUs "
+                            "the workers use gloo on the GPU, as NCCL needs a device per rank (default 0: the "
+                            "processes see what this host's environment says)")
         g.add_argument("--local-emulate", action="store_true",
                        help="load testing only: one process per job generation, no torchrun (docs/runtime.md)")
 
@@ -198,6 +199,8 @@ class LocalNodeSource(NodeSource):
                 proc = self._generations[key] = self._popen(argv, env, log_path, cwd, False)
         else:
             gpu = {"CUDA_VISIBLE_DEVICES": str(self.node_names.index(node) % self.gpus)} if self.gpus else {}
+            if self.gpus and len(self.node_names) > self.gpus:
+                gpu[protocol.ENV_DIST_BACKEND] = "gloo"  # virtual nodes share a GPU: NCCL refuses two ranks on one
             proc = self._popen(argv, {**os.environ, **env, **gpu}, log_path, cwd, stdin)
         self._launched[node] = proc
         return proc

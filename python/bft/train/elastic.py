@@ -81,6 +81,19 @@ def device() -> Any:
     return torch.device("cpu")
 
 
+def backend(device: Any) -> str:
+    """The process-group backend for `device`: NCCL on CUDA, gloo on the CPU, unless BFT_DIST_BACKEND
+    names one (gloo on CUDA: where ranks share a GPU, which NCCL refuses; gloo carries CUDA tensors
+    through host memory)."""
+    chosen = os.environ.get(p.ENV_DIST_BACKEND, "").strip().lower()
+    if not chosen:
+        return "nccl" if device.type == "cuda" else "gloo"
+    if chosen not in ("gloo", "nccl") or (chosen == "nccl" and device.type != "cuda"):
+        raise ValueError(f"{p.ENV_DIST_BACKEND}={chosen!r}: expected gloo, or nccl on a CUDA device "
+                         f"(this worker's device: {device})")
+    return chosen
+
+
 def _inplace_timeout_s() -> float:
     try:
         return max(1.0, float(os.environ.get(p.ENV_INPLACE_TIMEOUT_S, "30")))
@@ -103,10 +116,9 @@ class ElasticState:
         self._torch = torch
         _install_handler()
         self.device = device()
-        cuda = self.device.type == "cuda"
-        if cuda:
+        if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self._backend = "nccl" if cuda else "gloo"
+        self.backend = backend(self.device)
         self._ddp: Any = None
         self._last_save = time.monotonic()
         self._next_poll = 0.0
@@ -127,7 +139,7 @@ class ElasticState:
             faulthandler.cancel_dump_traceback_later()
             return
         if "RANK" in os.environ and "MASTER_ADDR" in os.environ and not dist.is_initialized():  # torchrun
-            dist.init_process_group(self._backend, device_id=self.device if cuda else None)
+            dist.init_process_group(self.backend, device_id=self._bound_device())
         self._load(resume())
 
     # -- user fields: state.samples etc. --------------------------------------------------------
@@ -229,6 +241,10 @@ class ElasticState:
                 part.load_state_dict(state[name])
         self._user.update(state.get("user", {}))
 
+    def _bound_device(self) -> Any:
+        """The device NCCL binds its communicator to (formed at once); none for gloo."""
+        return self.device if self.backend == "nccl" else None
+
     # -- in place -------------------------------------------------------------------------------
 
     def _join(self, generation: int) -> None:
@@ -239,9 +255,9 @@ class ElasticState:
         rank, world = nodes.index(os.environ.get(p.ENV_NODE, "")), len(nodes)
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE="1")
         store = dist.PrefixStore(p.group_prefix(self._job, generation), self._store)
-        dist.init_process_group(self._backend, store=store, rank=rank, world_size=world,
+        dist.init_process_group(self.backend, store=store, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=self._timeout_s),
-                                device_id=self.device if self.device.type == "cuda" else None)
+                                device_id=self._bound_device())
         _reporter.REPORTER.reconfigure(generation, rank, world)
 
     def _ready_generation(self) -> int:

@@ -35,6 +35,7 @@ ENV_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where a process the manager started lea
 ENV_RESIZE = "BFT_RESIZE"  # the manager's resize method
 ENV_STORE_ADDR = "BFT_STORE_ADDR"  # host:port of the job's rendezvous store (the keeper's)
 ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize (default 30)
+ENV_DIST_BACKEND = "BFT_DIST_BACKEND"  # "gloo" or "nccl": the workers' backend, if not the device's default
 ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gloo binds its interface)
 # A warm standby (bft.train.standby) carries it from its start: a worker born of one has no job tag
 # (its environment in /proc is the standby's), so it is known by its pid and the manager and node tags.
