@@ -1,12 +1,13 @@
 """A data-parallel model that grows and shrinks in place (gloo on CPU, NCCL on GPUs).
 
-    bft manager --resize inplace &
+    bft manager &
     bft submit examples/runtime/elastic_synthetic.py --min 1 --max 4 --samples 200000
 
-One state object carries the model, the optimizer and the elastic sampler across resizes: under
-``--resize inplace`` the workers that stay keep their process and their model in memory, newcomers
-get the state from them by broadcast (docs/runtime.md, "In-place resizes"). Runs unchanged under
-``--resize relaunch``, as ``python elastic_synthetic.py`` and under ``torchrun``.
+One state object carries the model, the optimizer and the elastic sampler across resizes. Resized
+in place (the manager's default for a script that uses ElasticState), the workers that stay keep
+their process and their model in memory; newcomers get the state from them by broadcast
+(docs/runtime.md, "In-place resizes"). Runs unchanged under ``bft submit --resize relaunch``, as
+``python elastic_synthetic.py`` and under ``torchrun``.
 """
 
 import argparse

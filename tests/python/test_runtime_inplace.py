@@ -8,6 +8,7 @@ manager's identity tag) even when it fails.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import time
@@ -16,7 +17,7 @@ from typing import Dict, List
 
 import pytest
 
-from runtime_util import REPO, write_trace
+from runtime_util import REPO, bft, write_trace
 
 torch = pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
 
@@ -72,12 +73,13 @@ def test_grow_and_shrink_in_place_on_gpus(harness):
 
 
 def _grow_and_shrink(harness, *manager_args: str) -> str:
-    """Grows a job 1 -> 2 -> 1 in place, checks the survivor and the epochs; returns the job's log."""
+    """Grows a job 1 -> 2 -> 1 in place, checks the survivor and the epochs; returns the job's log.
+    The manager runs with its default method (auto): the script uses ElasticState, so in place."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (30, "n1", "idle"), (60, "n1", "busy")])
     logs = harness.root / "indices"
     logs.mkdir()
-    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
-                         "--local-grace-s", "8", "--grace", "10", *manager_args)
+    proc = harness.start("--local-trace", str(trace), "--local-nodes", "2", "--local-grace-s", "8", "--grace", "10",
+                         *manager_args)
     # Paced (64 samples per worker every 0.05 s): still running when the trace takes n1 back, also on
     # a fast, quiet machine. Two epochs of 65,536 samples: together they span both resizes.
     _submit(harness, "el", 2 * DATASET, "--", "--step-s", "0.05", "--dataset", str(DATASET), "--log-indices",
@@ -212,5 +214,57 @@ def test_reclaim_during_a_grow_frees_the_node_within_its_grace_and_the_survivor_
     finally:
         store.close()
     assert ended - reclaimed <= grace + 1.0, ended - reclaimed  # (+ the manager's poll interval)
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def test_a_reclaimed_nodes_own_sigterm_stops_only_its_worker(harness):
+    """A batch scheduler signals the processes of a node it takes back (Slurm: SIGTERM to the pilot
+    job's steps at preemption), often before the manager hears of the reclaim. That worker's stop
+    must not stop its peers at the next step boundary: the job shrinks in place once the manager
+    answers the reclaim, the survivor keeps its process, and nothing is judged a failure."""
+    reclaim_s = 30
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (reclaim_s, "n1", "busy")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--local-grace-s", "8", "--grace", "10")
+    _submit(harness, "el", 150_000, "--", "--step-s", "0.05")
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "training on 2")
+    t0 = json.loads((harness.state_dir / "local-source.json").read_text())["t0"]
+    assert time.time() < t0 + reclaim_s - 3, "too slow to signal the node before its reclaim"
+    time.sleep(t0 + reclaim_s - 1.5 - time.time())
+    pid = _open_pid(harness, "el", "n1")
+    assert pid > 0, _pids_by_node(harness, "el")
+    os.kill(pid, signal.SIGTERM)  # 1.5 s before the manager hears of it
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    events = [(e["kind"], e.get("node"), e.get("nodes")) for e in harness.events(job="el")]
+    assert [r["nodes"] for r in harness.events("resize_inplace", job="el")] == [["n0"]], events
+    assert not harness.events("inplace_failed", "job_failed", job="el"), events
+    assert len(harness.events("launch", job="el")) == 1, events  # never relaunched
+    assert len(set(_pids_by_node(harness, "el")["n0"])) == 1
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+@pytest.mark.parametrize("manager_method, asked, script, expected", [
+    ("auto", None, ELASTIC, "inplace"),  # the default: the script holds its state in ElasticState
+    ("auto", None, REPO / "examples" / "runtime" / "ddp_synthetic.py", "relaunch"),  # a script of its own
+    ("auto", "relaunch", ELASTIC, "relaunch"),  # a job's own choice wins
+    ("relaunch", None, ELASTIC, "relaunch"),
+    ("relaunch", "inplace", ELASTIC, "inplace"),
+])
+def test_each_job_gets_its_resize_method_at_submit_and_keeps_it(harness, manager_method, asked, script, expected):
+    """A job's method is fixed when it is submitted (bft submit --resize, else the manager's --resize,
+    auto resolved from the script) and kept by a restarted manager started with another default."""
+    trace = write_trace(harness.root / "trace.csv", [(3600, "n0", "idle")])  # busy for an hour: nothing runs
+    args = ("--local-trace", str(trace), "--local-nodes", "1", "--no-standby")
+    proc = harness.start("--resize", manager_method, *args)
+    harness.submit("j", *(("--resize", asked) if asked else ()), script=script)
+    assert harness.job("j")["resize"] == expected
+    harness.kill9(proc)
+    other = "inplace" if expected == "relaunch" else "relaunch"
+    proc = harness.start("--resize", other, *args)
+    assert harness.job("j")["resize"] == expected
+    r = bft("submit", str(ELASTIC), "--state-dir", str(harness.state_dir), "--resize", "sideways")
+    assert r.returncode == 2 and "--resize" in r.stderr and "Traceback" not in r.stderr, r.stderr
     harness.stop(proc)
     assert harness.leftovers() == []

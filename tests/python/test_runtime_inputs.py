@@ -57,7 +57,8 @@ def test_submit_errors_are_one_line(harness, tmp_path):
     _one_line_error(bft("status", "--state-dir", str(tmp_path / "nowhere")), "no manager is running")
     _one_line_error(bft("manager", "--state-dir", state, "--local-nodes", "1"), "already running")
     _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--policy", "magic"), "--policy")
-    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--standby"), "--standby needs --resize")
+    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--resize", "sideways"), "--resize")
+    _one_line_error(bft("submit", str(script), "--state-dir", state, "--resize", "sideways"), "--resize")
     _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--source", "pbs"), "unknown node source")
     _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--local-trace", str(tmp_path / "no.csv")),
                     "--local-trace")

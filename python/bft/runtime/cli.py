@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from .. import alloc, sim
 from . import control
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
-from .launcher import RESIZE_METHODS, default_python
+from .launcher import AUTO, RESIZE_METHODS, default_python
 from .nodes import SourceError, source_class, source_names
 from .state import StateError, StateStore
 
@@ -51,13 +51,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--source", default="local", help=f"node source: {', '.join(source_names())} (default local)")
     p.add_argument("--policy", default=sim.DEFAULT_POLICY,
                    help=f"allocation policy: {', '.join(alloc.SOLVERS)} (default {sim.DEFAULT_POLICY})")
-    p.add_argument("--resize", default="relaunch",
-                   help=f"how jobs change size: {' or '.join(RESIZE_METHODS)} (default relaunch; docs/runtime.md)")
+    p.add_argument("--resize", default=AUTO,
+                   help=f"how a job changes size unless it asks (bft submit --resize): {', '.join(RESIZE_METHODS)}, "
+                   f"or {AUTO} (default): inplace for a script that uses bft.train.ElasticState, relaunch for "
+                   "others (docs/runtime.md)")
     p.add_argument("--inplace-timeout", type=float, default=30.0, metavar="S",
                    help="--resize inplace: seconds a resize may take before the job is relaunched (default 30)")
     p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=None,
-                   help="--resize inplace: a warm standby process (torch imported) on every idle node, so a job "
-                   "launched there starts at once (default: on with --resize inplace)")
+                   help="a warm standby process (torch imported) on every idle node, so a job resized in place "
+                   "starts at once there (default: on unless --resize relaunch or membership)")
     p.add_argument("--tfwd", type=float, default=alloc.DEFAULT_TFWD_S,
                    help=f"allocator's forward-looking time in seconds (default {alloc.DEFAULT_TFWD_S:g})")
     p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS,
@@ -99,6 +101,9 @@ def add_parsers(sub) -> None:
                    "sample processed in it is worth against full backpropagation; SPEEDUP (default 1) its samples/s "
                    "over full backpropagation's, assumed until measured")
     p.add_argument("--retries", type=int, help="retries if the job fails (default: the manager's --max-retries)")
+    p.add_argument("--resize", metavar="METHOD",
+                   help=f"how this job changes size: {AUTO}, {', '.join(RESIZE_METHODS)} (default: the manager's "
+                   "--resize; docs/runtime.md)")
     p.add_argument("--python", default=default_python(), help="Python interpreter for the job (default: this one)")
     _state_dir_arg(p)
 
@@ -242,6 +247,8 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
                                "configurations": configurations}
     if args.retries is not None:
         request["max_retries"] = args.retries
+    if args.resize is not None:
+        request["resize"] = args.resize
     answer = control.request(state_dir, request, appear_s=control.SUBMIT_WAIT_S)
     print(answer["job"])
     return 0

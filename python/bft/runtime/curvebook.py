@@ -45,8 +45,8 @@ class CurveBook:
                  inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S,
                  resize: str = RELAUNCH):
         """The costs of a relaunch (scale_*_s) and of an in-place rescale (inplace_scale_*_s) charged
-        until the advisor has measured the job's own; `resize`: the manager's --resize (so which method
-        a running job's next rescale uses)."""
+        until the advisor has measured the job's own; `resize`: the method of a job that has none of
+        its own (so which method a running job's next rescale uses)."""
         self.store = store
         advisor_options = curve.AdvisorOptions()
         advisor_options.warmup_s = warmup_s
@@ -195,9 +195,10 @@ class CurveBook:
         return guess, guess
 
     def next_method(self, run: JobRun) -> str:
-        """How the job's next rescale will be done: in place if it runs under --resize inplace (its
-        processes stay), else a relaunch (a stopped job starts anew)."""
-        return INPLACE if self.resize == INPLACE and run.agents and not run.stop_reason else RELAUNCH
+        """How the job's next rescale will be done: in place if its method is inplace (its processes
+        stay), else a relaunch (a stopped job starts anew)."""
+        in_place = (run.row.resize or self.resize) == INPLACE
+        return INPLACE if in_place and run.agents and not run.stop_reason else RELAUNCH
 
     def method_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
         """(scale_up_s, scale_down_s) of a rescale by `method`: measured by the advisor, else the

@@ -21,6 +21,26 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from ..train import protocol
 
 RESIZE_METHODS = ("relaunch", "membership", "inplace")
+# The manager's default: in place for a script that holds its state in bft.train.ElasticState (the
+# only scripts an in-place worker can run), relaunch for the others.
+AUTO = "auto"
+
+
+def uses_elastic_state(script: str) -> bool:
+    """Whether the training script constructs bft.train.ElasticState (read from its source)."""
+    try:
+        with open(script, encoding="utf-8", errors="replace") as f:
+            return "ElasticState(" in f.read()
+    except OSError:
+        return False
+
+
+def job_resize_method(requested: str, script: str) -> str:
+    """The resize method of a job: the one asked for (bft submit --resize, else the manager's
+    --resize), `auto` resolved from the script."""
+    if requested != AUTO:
+        return requested
+    return "inplace" if uses_elastic_state(script) else "relaunch"
 AGENTS_DIR = "agents"  # in a job's directory: the agents' exit files
 
 

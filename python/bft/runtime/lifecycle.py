@@ -27,6 +27,7 @@ from .launcher import (
     default_python,
     inplace_environment,
     job_environment,
+    job_resize_method,
     script_argv,
     signal_processes,
     tagged_processes,
@@ -76,6 +77,10 @@ class JobLifecycle:
         self.standbys = (Standbys(source, identity, default_python(), state_dir, store.log_event)
                          if standby else None)
 
+    def method(self, run: JobRun) -> str:
+        """How the job changes size: its own method (fixed at submit), else the manager's."""
+        return run.row.resize or job_resize_method(self.resize, run.row.script)
+
     @property
     def configurations(self) -> inplace.Configurations:
         """In-place jobs' configurations in the rendezvous store (connected on first use)."""
@@ -105,14 +110,15 @@ class JobLifecycle:
         old, run.target = set(run.target), target
         if not run.agents:
             return  # launch_ready starts it once its nodes are clear
-        resize_begins(run, in_place=self.resize == "inplace" and not switch)
+        resize = self.method(run)
+        resize_begins(run, in_place=resize == "inplace" and not switch)
         method = RELAUNCH
-        if self.resize == "membership" and target and not switch:
+        if resize == "membership" and target and not switch:
             for node, agent in run.agents.items():
                 if node not in target:
                     self.stop_agent(agent)
             self.launch_agents(run, sorted(set(target) - old - set(run.agents)))
-        elif self.resize == "inplace" and target and not switch and inplace.resize(self, run, target):
+        elif resize == "inplace" and target and not switch and inplace.resize(self, run, target):
             method = INPLACE  # the survivors go on; newcomers started, leavers on their way out
         else:  # a new configuration restarts every worker, whatever the resize method
             self.stop_run(run, "resize")
@@ -143,13 +149,13 @@ class JobLifecycle:
                 continue
             self.store.log_event("preempted", job=run.id, node=node)
             rest = [n for n in run.target if n not in self.draining]
-            if self.resize == "inplace" and rest:
+            if self.method(run) == "inplace" and rest:
                 # Shrunk in place now, not at the next decision: the node must be free within its grace time.
                 self.apply(run, rest, run.row.configuration)
                 if agent.stopping:
                     agent.stop_deadline = min(agent.stop_deadline or 1e18, time.monotonic() + self.grace_s)
                     continue
-            if self.resize == "membership":
+            if self.method(run) == "membership":
                 self.stop_agent(agent)
             else:
                 self.stop_run(run, "resize")
@@ -210,14 +216,14 @@ class JobLifecycle:
         run.last_seq.clear()
         run.rank_samples.clear()
         self.log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
-                              f"({', '.join(run.target)}), resize method {self.resize} ===")
+                              f"({', '.join(run.target)}), resize method {self.method(run)} ===")
         self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target),
                              configuration=row.configuration)
         if run.running != row.configuration:  # the last generation ran in another configuration
             self.book.record(run, 0)
             run.running = row.configuration
         self.book.launched(run, len(run.target))  # a start, or a relaunch (a failed in-place resize's too)
-        if self.resize == "inplace":
+        if self.method(run) == "inplace":
             run.members = list(run.target)
             try:
                 self.configurations.publish(row.id, row.generation, run.members)
@@ -234,7 +240,8 @@ class JobLifecycle:
         """Starts the job's agents on `nodes`. Their process rows are recorded, in one commit, before
         any of them exists; their pids, or their failures, in one more."""
         row = run.row
-        membership = self.resize == "membership"
+        resize = self.method(run)
+        membership = resize == "membership"
         job_dir = self.job_dir(row.id)
         with self.store.transaction():
             rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
@@ -248,12 +255,14 @@ class JobLifecycle:
                 min_nodes=row.min_nodes if membership else len(run.target),
                 max_nodes=row.max_nodes if membership else len(run.target),
                 max_restarts=1000 if membership else 0, log_dir=job_dir / "workers")
-            exit_file = agent_exit_file(job_dir, row.generation, node, self.resize)
+            exit_file = agent_exit_file(job_dir, row.generation, node, resize)
             exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
             env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
                                   job_dir / "checkpoint", row.work, self.grace_s, row.configuration, exit_file)
             argv = torchrun_argv(spec)
-            if self.resize == "inplace":
+            if resize != "inplace" and self.standbys is not None:
+                self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
+            if resize == "inplace":
                 argv = script_argv(spec)
                 env.update(inplace_environment(self.store_address, self.inplace_timeout_s, spec.node_address))
                 standby = self.standbys.take(node, row.python) if self.standbys is not None else None
@@ -286,7 +295,7 @@ class JobLifecycle:
         agents = {p["node"]: Agent(row.id, row.generation, p["node"],
                                    AdoptedAgent(p["pid"], self.identity, row.id, p["node"],
                                                 agent_exit_file(self.job_dir(row.id), row.generation, p["node"],
-                                                                self.resize)),
+                                                                self.method(run))),
                                    p["id"])
                   for p in current}
         for agent in agents.values():
@@ -294,7 +303,7 @@ class JobLifecycle:
         if not agents or any(a.proc.poll() is not None for a in agents.values()):
             return False
         run.agents, run.target = agents, sorted(agents)
-        if self.resize == "inplace":
+        if self.method(run) == "inplace":
             try:
                 run.members = self.configurations.members(row.id, row.generation) or run.target
             except Exception:  # noqa: BLE001 - the keeper lost its store: relaunch instead of adopting
@@ -342,10 +351,10 @@ class JobLifecycle:
                 self.store.end_proc(agent.row, code)
                 if code == 0:
                     run.completed = True
-                    if self.resize == "inplace":  # a newcomer still on its way has nothing left to join
+                    if self.method(run) == "inplace":  # a newcomer still on its way has nothing left to join
                         for other in run.agents.values():
                             self.stop_agent(other)
-                elif code == EXIT_INPLACE_FAILED and self.resize == "inplace" and not agent.stopping:
+                elif code == EXIT_INPLACE_FAILED and self.method(run) == "inplace" and not agent.stopping:
                     # A peer vanished or a resize timed out: the job is relaunched from its last checkpoint.
                     if not run.stop_reason:
                         self.store.log_event("inplace_failed", job=run.id, node=node, generation=run.row.generation)
@@ -353,7 +362,7 @@ class JobLifecycle:
                     self.stop_run(run, "resize")
                 elif not agent.stopping and node in self.pool and node in run.target and not run.disturbed:
                     run.failed_code, run.failed_at = code, time.monotonic()
-                    if self.resize != "membership":  # the others cannot go on without it
+                    if self.method(run) != "membership":  # the others cannot go on without it
                         for other in run.agents.values():
                             self.stop_agent(other)
             if had_agents and not run.agents:
@@ -362,7 +371,8 @@ class JobLifecycle:
                 self._generation_ended(run)
             elif run.agents and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
-            if self.resize == "inplace" and run.agents and not run.stop_reason and inplace.overdue(self, run, now):
+            if (self.method(run) == "inplace" and run.agents and not run.stop_reason
+                    and inplace.overdue(self, run, now)):
                 self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
                 self.stop_run(run, "resize")
 

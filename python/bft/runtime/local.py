@@ -56,6 +56,7 @@ class LocalNodeSource(NodeSource):
         self.grace_s = grace_s
         self.time_scale = time_scale
         self.emulate = emulate
+        self.runs_scripts = not emulate
         self.gpus = gpus
         self._events: List[Tuple[float, str, str]] = []  # (trace time, node, "join"/"reclaim")
         if trace is None:

@@ -36,7 +36,7 @@ from . import control
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S, CurveBook
 from .decider import Decider
 from .keeper import KeeperLink
-from .launcher import RESIZE_METHODS, terminate_tagged
+from .launcher import AUTO, RESIZE_METHODS, job_resize_method, terminate_tagged
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
 from .reports import ReportIntake
@@ -47,7 +47,7 @@ from .state import ACTIVE_STATES, StateStore
 @dataclass
 class ManagerOptions:
     policy: str = sim.DEFAULT_POLICY  # the defaults of bft replay, from the C++ option structs
-    resize: str = "relaunch"
+    resize: str = AUTO  # the method of a job submitted without one (bft submit --resize)
     tfwd_s: float = alloc.DEFAULT_TFWD_S
     max_jobs: int = sim.DEFAULT_MAX_JOBS
     bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
@@ -68,18 +68,20 @@ class ManagerOptions:
     report_timeout_s: float = 60.0
     # An in-place resize whose new process group has not formed in this long fails: relaunch instead.
     inplace_timeout_s: float = 30.0
-    # Warm standbys on idle nodes (--resize inplace only); None: on with --resize inplace.
+    # Warm standbys on idle nodes (for jobs resized in place); None: on unless --resize relaunch or
+    # membership (a job may still ask for inplace: it then starts without a standby).
     standby: Optional[bool] = None
 
     @property
     def standbys(self) -> bool:
-        return self.resize == "inplace" and self.standby is not False
+        return self.standby if self.standby is not None else self.resize in (AUTO, "inplace")
 
     def check(self) -> None:
         if self.policy not in alloc.SOLVERS:
             raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
-        if self.resize not in RESIZE_METHODS:
-            raise ValueError(f"--resize: unknown method {self.resize!r} (choose from {', '.join(RESIZE_METHODS)})")
+        if self.resize not in (AUTO, *RESIZE_METHODS):
+            raise ValueError(f"--resize: unknown method {self.resize!r} (choose from "
+                             f"{', '.join((AUTO, *RESIZE_METHODS))})")
         for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s",
                      "inplace_scale_down_s", "curve_change", "min_decision_interval_s", "report_timeout_s",
                      "inplace_timeout_s"):
@@ -88,8 +90,6 @@ class ManagerOptions:
                 raise ValueError(f"--{name.replace('_', '-')}: expected a finite number >= 0, got {value}")
         if self.max_jobs < 1:
             raise ValueError("--max-jobs must be >= 1")
-        if self.standby and self.resize != "inplace":
-            raise ValueError("--standby needs --resize inplace (a standby runs the script directly, as its workers do)")
         if self.max_retries < 0:
             raise ValueError("--max-retries must be >= 0")
 
@@ -114,7 +114,7 @@ class Manager:
                                options.curve_change)
         self.jobs = JobLifecycle(state_dir, store, source, identity, self.book, self.runs, self.pool,
                                  options.resize, options.grace_s, options.report_timeout_s, self._mark_dirty,
-                                 options.inplace_timeout_s, options.standbys)
+                                 options.inplace_timeout_s, options.standbys and source.runs_scripts)
         self._dirty = False
         self._dirty_since: Optional[float] = None
         self._last_decision = 0.0
@@ -144,6 +144,9 @@ class Manager:
         for row in open_rows:
             by_job.setdefault(row["job"], []).append(row)
         for job in self.store.jobs(ACTIVE_STATES):
+            if not job.resize:  # stored by a manager with one method for all: fixed now, as at a submit
+                job.resize = job_resize_method(self.options.resize, job.script)
+                self.store.update_job(job.id, resize=job.resize)
             self.runs[job.id] = JobRun(job, running=job.configuration)
         for p in self.store.progress():
             run = self.runs.get(p["job"])
@@ -324,6 +327,7 @@ class Manager:
             raise ValueError(f"--min {job.min_nodes}: the {self.source.name} source offers at most {capacity} "
                              f"node{'s' if capacity != 1 else ''}")
         job.secret = secrets.token_hex(32)
+        job.resize = job_resize_method(job.resize or self.options.resize, job.script)
         self.store.add_job(job)
         self.store.log_event("submitted", job=job.id, min_nodes=job.min_nodes, max_nodes=job.max_nodes)
         run = JobRun(job)

@@ -50,6 +50,8 @@ class NodeSource(abc.ABC):
     """One source of idle nodes. Subclasses set ``name`` and implement the abstract methods."""
 
     name: ClassVar[str] = ""
+    # False where the source only emulates the jobs' processes (load testing): no standbys there.
+    runs_scripts: bool = True
 
     @classmethod  # noqa: B027 - optional: a source may have no options
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

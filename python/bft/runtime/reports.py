@@ -87,7 +87,8 @@ class ReportIntake:
                 # "resize": straight from the old size to the new; "restart": the job held no nodes for a
                 # while in between, which is waiting, not the resize's cost, and is left out of gap_s.
                 self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
-                                     method=self.resize_method, gap="restart" if nodeless_s > 0 else "resize",
+                                     method=run.row.resize or self.resize_method,
+                                     gap="restart" if nodeless_s > 0 else "resize",
                                      gap_s=r.time_s - start.time_s - nodeless_s, nodeless_s=nodeless_s)
         run.last_report = r
         now = max(r.time_s, run.advisor_time)

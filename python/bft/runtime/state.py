@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 APPLICATION_ID = 0x42465452  # "BFTR"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # incomplete: the script exited normally before its --samples were reported.
 JOB_STATES = ("queued", "running", "finished", "incomplete", "failed", "cancelled")
@@ -39,7 +39,7 @@ CREATE TABLE jobs (
   work REAL, curve TEXT, secret TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
   retries INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
   samples REAL NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, started_s REAL, finished_s REAL,
-  configurations TEXT, configuration TEXT NOT NULL DEFAULT 'full');
+  configurations TEXT, configuration TEXT NOT NULL DEFAULT 'full', resize TEXT NOT NULL DEFAULT '');
 CREATE TABLE progress (
   job TEXT NOT NULL, generation INTEGER NOT NULL, time_s REAL NOT NULL, nodes INTEGER NOT NULL,
   samples REAL NOT NULL, advisor_samples REAL NOT NULL, configuration TEXT NOT NULL DEFAULT 'full',
@@ -53,8 +53,8 @@ CREATE TABLE events (
   detail TEXT NOT NULL DEFAULT '{}');
 """
 # Version 1 lacked the jobs' configurations (structured partial backpropagation), version 2 the
-# progress records' rescale method (every rescale was a relaunch): their files are upgraded in
-# place, in one transaction.
+# progress records' rescale method (every rescale was a relaunch), version 3 the jobs' own resize
+# method ('': the manager's): their files are upgraded in place, in one transaction.
 _MIGRATIONS = {
     1: """
 ALTER TABLE jobs ADD COLUMN configurations TEXT;
@@ -64,6 +64,9 @@ ALTER TABLE progress ADD COLUMN configuration_samples REAL;
 """,
     2: """
 ALTER TABLE progress ADD COLUMN method TEXT NOT NULL DEFAULT 'relaunch';
+""",
+    3: """
+ALTER TABLE jobs ADD COLUMN resize TEXT NOT NULL DEFAULT '';
 """,
 }
 
@@ -98,13 +101,17 @@ class JobRow:
     # and the one it runs in now ("full": full backpropagation).
     configurations: List[Dict[str, Any]] = field(default_factory=list)
     configuration: str = "full"
+    # How it changes size (relaunch, membership, inplace): fixed at submit; '' in a job stored by a
+    # manager that had one method for all: the manager's.
+    resize: str = ""
 
     def status(self) -> Dict[str, Any]:
         """What ``bft status`` shows of the job from its row (the manager adds what it knows live)."""
         return {"id": self.id, "state": self.state, "min_nodes": self.min_nodes, "max_nodes": self.max_nodes,
                 "samples": self.samples, "work": self.work, "retries": self.retries, "generation": self.generation,
                 "reason": self.reason, "submitted_s": self.submitted_s, "finished_s": self.finished_s,
-                "configuration": self.configuration, "configurations": [c["name"] for c in self.configurations]}
+                "configuration": self.configuration, "configurations": [c["name"] for c in self.configurations],
+                "resize": self.resize}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "JobRow":

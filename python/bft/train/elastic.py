@@ -42,6 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import (
     EXIT_INPLACE_FAILED,
     _exit_now,
+    _grace_s,
     _install_handler,
     _reporter,
     _stop_requested,
@@ -122,6 +123,7 @@ class ElasticState:
         self._ddp: Any = None
         self._last_save = time.monotonic()
         self._next_poll = 0.0
+        self._partial_stop_since: Optional[float] = None  # since when some ranks, not all, ask to stop
         self._inplace = os.environ.get(p.ENV_RESIZE) == "inplace" and p.ENV_STORE_ADDR in os.environ
         self._timeout_s = _inplace_timeout_s()
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
@@ -190,9 +192,13 @@ class ElasticState:
                 self._next_poll = now + POLL_S
                 seen = self._ready_generation()
             if dist.is_initialized() and dist.get_world_size() > 1:
-                flags = torch.tensor([int(stop), seen], dtype=torch.int64, device=self.device)
-                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-                stop, seen = bool(flags[0].item()), int(flags[1].item())
+                rank, world = dist.get_rank(), dist.get_world_size()
+                flags = [0] * world + [seen]  # each rank's stop request, then the newest generation seen
+                flags[rank] = int(stop)
+                agreed = torch.tensor(flags, dtype=torch.int64, device=self.device)
+                dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+                *stops, seen = agreed.tolist()
+                stop = self._stop_agreed(sum(stops), world, now)
         except Exception as e:  # noqa: BLE001 - a peer vanished
             if self._inplace:
                 self._fail(e, save=True)
@@ -218,6 +224,20 @@ class ElasticState:
         if self.checkpoint_every_s >= 0 and now - self._last_save >= self.checkpoint_every_s:
             self.save()
         return False
+
+    def _stop_agreed(self, stopping: int, world: int, now: float) -> bool:
+        """Whether the job stops, when `stopping` of its `world` ranks were asked to. Under torchrun
+        any one stops all (its agent stops the others anyway). In place, the manager stops a job by
+        signalling every rank; a stop only some ranks got is their node being taken back (Slurm
+        signals a preempted job's steps, often before the manager hears of it), which the manager
+        answers with a generation without them: the others must not stop for it. Unless no answer
+        comes within half the grace time: then all stop while there is time to save."""
+        if not stopping or stopping == world or not self._inplace:
+            self._partial_stop_since = None
+            return bool(stopping)
+        if self._partial_stop_since is None:
+            self._partial_stop_since = now
+        return now - self._partial_stop_since >= _grace_s() / 2
 
     def save(self) -> None:
         """Checkpoints the state now (rank 0 writes)."""
