@@ -326,7 +326,7 @@ def format_status(status: Dict[str, Any]) -> str:
                      + ("; stopping" if m["stopping"] else ""))
         used = status["nodes"]["used"]
         lines.append(f"nodes: {len(status['nodes']['pool'])} in the pool, {len(used)} training")
-    header = ("JOB", "STATE", "NODES", "RANGE", "SAMPLES", "WORK", "RATE/s", "ETA", "RETRIES")
+    header = ("JOB", "STATE", "NODES", "RANGE", "RESIZE", "SAMPLES", "WORK", "RATE/s", "ETA", "RETRIES")
     # The configuration column only when a job declares configurations (bft submit --configuration).
     configurations = any(j.get("configurations") for j in status["jobs"])
     if configurations:
@@ -335,7 +335,8 @@ def format_status(status: Dict[str, Any]) -> str:
     for j in status["jobs"]:
         state = j["state"] + (" (resizing)" if j.get("resizing") else "")
         nodes = str(len(j["nodes"])) if "nodes" in j else "-"
-        row = (j["id"], state, nodes, f"{j['min_nodes']}..{j['max_nodes']}", _si(j["samples"]), _si(j["work"]),
+        row = (j["id"], state, nodes, f"{j['min_nodes']}..{j['max_nodes']}", j.get("resize") or "-",
+               _si(j["samples"]), _si(j["work"]),
                _si(j.get("rate")) if "rate" in j else "-", _duration(j.get("eta_s")), str(j["retries"]))
         rows.append(row + ((j.get("configuration", "full"),) if configurations else ()))
     widths = [max(len(r[k]) for r in rows) for k in range(len(header))]
