@@ -63,8 +63,10 @@ print(opened)
 
 
 def test_an_intruder_cannot_read_join_or_stall_a_running_jobs_rendezvous(harness):
+    # n2 joins late enough for the flood to fill every target before the grow replaces the agents
+    # (on a busy 2-core machine the job may take 20 s to train on two nodes).
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"),
-                                                      (30, "n2", "idle")])
+                                                      (50, "n2", "idle")])
     harness.start("--local-trace", str(trace), "--local-nodes", "3", "--grace", "10")
     harness.submit("j", "--min", "1", "--max", "3", "--samples", "100000000", "--", "--step-s", "0.02")
     harness.wait(lambda s: len(s["jobs"][0]["nodes"]) == 2 and s["jobs"][0]["samples"] > 0, 120, "two nodes to train")
@@ -89,7 +91,7 @@ def test_an_intruder_cannot_read_join_or_stall_a_running_jobs_rendezvous(harness
                                capture_output=True, text=True, timeout=60, cwd="/")
             assert r.stdout.strip() == "refused", (target, r.stdout, r.stderr[-2000:])
         before = harness.job("j")["samples"]
-        # The trace frees n2 at t=30 s: the job grows onto it through a new rendezvous, flood or not.
+        # The trace frees n2 at t=50 s: the job grows onto it through a new rendezvous, flood or not.
         harness.wait(lambda s: len(s["jobs"][0]["nodes"]) == 3, 150, "the job to grow onto the third node")
         harness.wait(lambda s: s["jobs"][0]["samples"] > before and s["jobs"][0]["state"] == "running", 90,
                      "the grown job to train")
