@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from .. import alloc, sim
 from . import control
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
-from .launcher import AUTO, RESIZE_METHODS, default_python
+from .launcher import AUTO, RESIZE_CHOICES, RESIZE_METHODS, default_python
 from .nodes import SourceError, source_class, source_names
 from .state import StateError, StateStore
 
@@ -102,7 +102,7 @@ def add_parsers(sub) -> None:
                    "over full backpropagation's, assumed until measured")
     p.add_argument("--retries", type=int, help="retries if the job fails (default: the manager's --max-retries)")
     p.add_argument("--resize", metavar="METHOD",
-                   help=f"how this job changes size: {AUTO}, {', '.join(RESIZE_METHODS)} (default: the manager's "
+                   help=f"how this job changes size: {', '.join(RESIZE_CHOICES)} (default: the manager's "
                    "--resize; docs/runtime.md)")
     p.add_argument("--python", default=default_python(), help="Python interpreter for the job (default: this one)")
     _state_dir_arg(p)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from .launcher import AUTO, RESIZE_METHODS
+from .launcher import check_resize_choice
 from .state import JobRow
 
 SOCKET_NAME = "manager.sock"  # in the state directory
@@ -196,9 +196,9 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
     retries = r.get("max_retries", default_max_retries)
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
         raise ValueError(f"--retries: expected an integer in [0, 100], got {retries!r}")
-    resize = r.get("resize", "")
-    if resize not in ("", AUTO, *RESIZE_METHODS):
-        raise ValueError(f"--resize: unknown method {resize!r} (choose from {', '.join((AUTO, *RESIZE_METHODS))})")
+    resize = r.get("resize", "")  # "": the manager's --resize
+    if resize:
+        check_resize_choice(resize)
     return JobRow(id=name, seq=0, script=script, args=args, cwd=cwd, python=python, min_nodes=lo, max_nodes=hi,
                   work=float(work) if work is not None else None, curve=check_curve(r.get("curve"), "--curve"),
                   secret="", state="queued", max_retries=retries,

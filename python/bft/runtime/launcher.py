@@ -24,6 +24,14 @@ RESIZE_METHODS = ("relaunch", "membership", "inplace")
 # The manager's default: in place for a script that holds its state in bft.train.ElasticState (the
 # only scripts an in-place worker can run), relaunch for the others.
 AUTO = "auto"
+RESIZE_CHOICES = (AUTO, *RESIZE_METHODS)  # what --resize accepts (bft manager, bft submit)
+AGENTS_DIR = "agents"  # in a job's directory: the agents' exit files
+
+
+def check_resize_choice(value: str) -> None:
+    """Raises ValueError naming --resize unless `value` is one of RESIZE_CHOICES."""
+    if value not in RESIZE_CHOICES:
+        raise ValueError(f"--resize: unknown method {value!r} (choose from {', '.join(RESIZE_CHOICES)})")
 
 
 def uses_elastic_state(script: str) -> bool:
@@ -41,7 +49,6 @@ def job_resize_method(requested: str, script: str) -> str:
     if requested != AUTO:
         return requested
     return "inplace" if uses_elastic_state(script) else "relaunch"
-AGENTS_DIR = "agents"  # in a job's directory: the agents' exit files
 
 
 @dataclass(frozen=True)

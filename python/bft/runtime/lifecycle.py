@@ -78,8 +78,11 @@ class JobLifecycle:
                          if standby else None)
 
     def method(self, run: JobRun) -> str:
-        """How the job changes size: its own method (fixed at submit), else the manager's."""
-        return run.row.resize or job_resize_method(self.resize, run.row.script)
+        """How the job changes size: its own method (fixed at submit), else the manager's, fixed on the
+        row at the first call (`auto` reads the script: once, not on every pass of the loop)."""
+        if not run.row.resize:
+            run.row.resize = job_resize_method(self.resize, run.row.script)
+        return run.row.resize
 
     @property
     def configurations(self) -> inplace.Configurations:
@@ -260,8 +263,6 @@ class JobLifecycle:
             env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
                                   job_dir / "checkpoint", row.work, self.grace_s, row.configuration, exit_file)
             argv = torchrun_argv(spec)
-            if resize != "inplace" and self.standbys is not None:
-                self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
             if resize == "inplace":
                 argv = script_argv(spec)
                 env.update(inplace_environment(self.store_address, self.inplace_timeout_s, spec.node_address))
@@ -271,6 +272,8 @@ class JobLifecycle:
                     started[node] = standby
                     from_standby.add(node)
                     continue
+            elif self.standbys is not None:
+                self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
             try:
                 started[node] = self.source.launch(node, argv, env, job_dir / "output.log", cwd=Path(row.cwd))
             except (SourceError, OSError) as e:

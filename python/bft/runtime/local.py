@@ -56,7 +56,6 @@ class LocalNodeSource(NodeSource):
         self.grace_s = grace_s
         self.time_scale = time_scale
         self.emulate = emulate
-        self.runs_scripts = not emulate
         self.gpus = gpus
         self._events: List[Tuple[float, str, str]] = []  # (trace time, node, "join"/"reclaim")
         if trace is None:
@@ -88,6 +87,10 @@ class LocalNodeSource(NodeSource):
         self._take_backs: List[Tuple[float, str]] = []
         self._launched: Dict[str, subprocess.Popen] = {}  # node -> the last process started there
         self._generations: Dict[Tuple[str, str], subprocess.Popen] = {}  # emulated (job, generation) -> process
+
+    @property
+    def runs_scripts(self) -> bool:  # type: ignore[override]
+        return not self.emulate
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -36,7 +36,7 @@ from . import control
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S, CurveBook
 from .decider import Decider
 from .keeper import KeeperLink
-from .launcher import AUTO, RESIZE_METHODS, job_resize_method, terminate_tagged
+from .launcher import AUTO, check_resize_choice, job_resize_method, terminate_tagged
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
 from .reports import ReportIntake
@@ -79,9 +79,7 @@ class ManagerOptions:
     def check(self) -> None:
         if self.policy not in alloc.SOLVERS:
             raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
-        if self.resize not in (AUTO, *RESIZE_METHODS):
-            raise ValueError(f"--resize: unknown method {self.resize!r} (choose from "
-                             f"{', '.join((AUTO, *RESIZE_METHODS))})")
+        check_resize_choice(self.resize)
         for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s",
                      "inplace_scale_down_s", "curve_change", "min_decision_interval_s", "report_timeout_s",
                      "inplace_timeout_s"):
