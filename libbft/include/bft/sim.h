@@ -117,7 +117,7 @@ struct ImportedTrace {
 // Expands a Slurm hostlist expression: "c[01-03,07],gpu5" gives c01 c02 c03 c07 gpu5; brackets
 // may follow each other ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2); a range keeps the zero padding
 // of its first bound. Throws InvalidArgument naming the expression (unbalanced brackets, a range
-// that runs backwards, more than kMaxMachineNodes names).
+// that runs backwards, more than kMaxMachineNodes names or 64 MiB of them).
 std::vector<std::string> ExpandHostlist(const std::string& expression);
 
 // A time as sacct prints it: Unix seconds (with SLURM_TIME_FORMAT=%s) or YYYY-MM-DDTHH:MM:SS

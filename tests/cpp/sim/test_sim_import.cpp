@@ -72,6 +72,15 @@ TEST(SimHostlist, BadExpressionsAreErrorsNamingThem) {
             std::string::npos);
   EXPECT_NE(ErrorOf([] { ExpandHostlist("a[0-999]b[0-9999]"); }).find("more than 1,000,000"),
             std::string::npos);
+  // Found by the fuzzer: few enough names, but each long (a long prefix, or a long literal after
+  // the range) would take gigabytes; refused before anything is allocated.
+  EXPECT_NE(ErrorOf([] { ExpandHostlist(std::string(300, 'p') + "[0-999999]"); }).find("more than 64 MiB"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { ExpandHostlist("a[0-999999]" + std::string(300, 's')); }).find("more than 64 MiB"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { ExpandHostlist("a[0-99]b[0-9999]" + std::string(100, 's')); }).find("more than 64 MiB"),
+            std::string::npos);
+  EXPECT_EQ(ExpandHostlist("nid[000000-999999]").size(), 1'000'000U);
   EXPECT_NE(ErrorOf([] { ExpandHostlist("a b"); }).find("contains a space"), std::string::npos);
 }
 

@@ -157,6 +157,10 @@ std::unordered_map<std::string, NodeId> IndexMachineNodes(const std::vector<std:
 
 }  // namespace
 
+// 64 characters for each of a million names: more than any real hostlist, little enough that a
+// typo cannot exhaust memory.
+constexpr std::uint64_t kMaxHostlistBytes = 64ULL << 20;
+
 std::vector<std::string> ExpandHostlist(const std::string& expression) {
   auto fail = [&](const std::string& what) -> void {
     throw InvalidArgument("hostlist \"" + Shorten(expression) + "\": " + what);
@@ -181,15 +185,24 @@ std::vector<std::string> ExpandHostlist(const std::string& expression) {
     if (depth != 0) fail("'[' without ']'");
   }
   std::vector<std::string> out;
+  std::uint64_t out_bytes = 0;
+  // Checked before each step allocates: a million names of a long prefix would otherwise take
+  // gigabytes before the name count is exceeded.
+  auto check_bytes = [&](std::uint64_t bytes) {
+    if (bytes + out_bytes > kMaxHostlistBytes) fail("its names would take more than 64 MiB");
+  };
   for (const std::string_view item : items) {
     if (item.empty()) fail("an empty name (two commas in a row, or a comma at an end)");
     std::vector<std::string> names{""};
+    std::uint64_t names_bytes = 0;
     std::size_t pos = 0;
     while (pos < item.size()) {
       const std::size_t open = item.find('[', pos);
       const std::string_view literal =
           item.substr(pos, open == std::string_view::npos ? item.npos : open - pos);
+      check_bytes(names_bytes + names.size() * literal.size());
       for (std::string& n : names) n.append(literal);
+      names_bytes += names.size() * literal.size();
       if (open == std::string_view::npos) break;
       const std::size_t close = item.find(']', open);
       std::vector<std::string> suffixes;
@@ -214,14 +227,20 @@ std::vector<std::string> ExpandHostlist(const std::string& expression) {
         if (suffixes.size() > kMaxMachineNodes) fail("more than 1,000,000 names");
       }
       if (names.size() * suffixes.size() + out.size() > kMaxMachineNodes) fail("more than 1,000,000 names");
+      std::uint64_t suffix_bytes = 0;
+      for (const std::string& s : suffixes) suffix_bytes += s.size();
+      const std::uint64_t grown_bytes = names_bytes * suffixes.size() + names.size() * suffix_bytes;
+      check_bytes(grown_bytes);
       std::vector<std::string> grown;
       grown.reserve(names.size() * suffixes.size());
       for (const std::string& n : names) {
         for (const std::string& s : suffixes) grown.push_back(n + s);
       }
       names = std::move(grown);
+      names_bytes = grown_bytes;
       pos = close + 1;
     }
+    out_bytes += names_bytes;
     for (std::string& n : names) {
       std::string why;
       if (!detail::ValidNodeName(n, &why)) fail(why);
