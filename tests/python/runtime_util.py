@@ -177,18 +177,19 @@ def write_trace(path: Path, rows: List[tuple]) -> Path:
 
 # -- the manager's parts without processes (test_runtime_parts, test_runtime_rescale_costs) ---------
 
-def make_run(store: StateStore, name: str = "job", max_nodes: int = 4, min_nodes: int = 1) -> JobRun:
-    """A queued job stored in `store`, as the manager tracks it."""
+def make_run(store: StateStore, name: str = "job", max_nodes: int = 4, min_nodes: int = 1,
+             resize: str = "relaunch") -> JobRun:
+    """A queued job stored in `store`, as the manager tracks it (its resize method fixed, as at a submit)."""
     row = JobRow(id=name, seq=0, script="/bin/true", args=[], cwd="/", python="python3", min_nodes=min_nodes,
-                 max_nodes=max_nodes, work=None, curve=None, secret="00", state="queued")
+                 max_nodes=max_nodes, work=None, curve=None, secret="00", state="queued", resize=resize)
     return JobRun(store.add_job(row))
 
 
 def reporting_job(store: StateStore, book: CurveBook, method: str, max_nodes: int = 4):
     """A job in generation 1 whose reports go through a ReportIntake with `book`: (intake, run, send),
     where send(generation, seq, world, samples, time_s) signs and hands over one report."""
-    intake = ReportIntake(store, book, method)
-    run = make_run(store, "job", max_nodes=max_nodes)
+    intake = ReportIntake(store, book)
+    run = make_run(store, "job", max_nodes=max_nodes, resize=method)
     run.row.secret = "ab" * 32
     run.row.generation = 1
 

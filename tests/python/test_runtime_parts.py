@@ -183,7 +183,7 @@ def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store
 
 
 def test_every_dropped_report_is_counted_by_kind(store):
-    intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0), "relaunch")
+    intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0))
     run = make_run(store, "job")
     run.row.secret = "ab" * 32
     run.row.generation = 2

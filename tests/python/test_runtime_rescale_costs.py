@@ -23,13 +23,13 @@ JOB_MAX_NODES = 16
 STALLS = {INPLACE: 1.0, RELAUNCH: 12.0}  # seconds without progress after a rescale by each method
 
 
-def make_run(store: StateStore) -> JobRun:
-    return runtime_util.make_run(store, max_nodes=JOB_MAX_NODES)
+def make_run(store: StateStore, resize: str = INPLACE) -> JobRun:
+    return runtime_util.make_run(store, max_nodes=JOB_MAX_NODES, resize=resize)
 
 
-def new_book(store: StateStore, resize: str = INPLACE) -> CurveBook:
+def new_book(store: StateStore) -> CurveBook:
     return CurveBook(store, warmup_s=3.0, scale_up_s=5.0, scale_down_s=4.0, inplace_scale_up_s=0.9,
-                     inplace_scale_down_s=0.8, resize=resize)
+                     inplace_scale_down_s=0.8)
 
 
 Step = Tuple[int, str, bool]  # nodes, how the rescale to it is done, whether it fails and is relaunched
@@ -82,8 +82,8 @@ def test_in_place_and_relaunch_costs_are_measured_apart_and_the_next_method_is_c
 
 def test_under_resize_relaunch_a_running_job_is_charged_the_relaunch_costs(tmp_path):
     store = StateStore(tmp_path / "state.db")
-    book = new_book(store, resize=RELAUNCH)
-    run = make_run(store)
+    book = new_book(store)
+    run = make_run(store, RELAUNCH)
     drive(book, run, [(2, RELAUNCH, False), (4, RELAUNCH, False)])
     run.agents = {"n0": object()}
     assert book.cost_status(run)["charged"] == RELAUNCH
@@ -206,8 +206,8 @@ PRAGMA user_version = 2;
 def test_a_version_2_state_file_is_upgraded_and_its_rescales_count_as_relaunches(tmp_path):
     # The progress of a job that grew 2 -> 4 under a version-2 manager (every rescale a relaunch).
     reference = StateStore(tmp_path / "reference.db")
-    book = new_book(reference, resize=RELAUNCH)
-    drive(book, make_run(reference), [(2, RELAUNCH, False), (4, RELAUNCH, False)])
+    book = new_book(reference)
+    drive(book, make_run(reference, RELAUNCH), [(2, RELAUNCH, False), (4, RELAUNCH, False)])
     rows = [tuple(p)[:-1] for p in reference.progress()]  # without the method column
     reference.close()
     path = tmp_path / "state.db"
@@ -234,7 +234,7 @@ class _Agent:
 
 def _intake_run(store: StateStore, resize: str):
     """(book, run, send): a job whose reports reach `book` through a ReportIntake (runtime_util)."""
-    book = new_book(store, resize)
+    book = new_book(store)
     _, run, send = runtime_util.reporting_job(store, book, resize, max_nodes=JOB_MAX_NODES)
     return book, run, send
 

@@ -15,7 +15,7 @@ only gets nodes no other job can use.
 Rescale costs are measured per method (``RESCALE_METHODS``): the lifecycle says how each rescale
 was done (in place, or a relaunch: also an in-place resize that failed and fell back), the advisor
 averages each method's costs apart, and the allocator is charged the costs of the method the job's
-next rescale will use (in place for a running job under ``--resize inplace``, else a relaunch);
+next rescale will use (in place for a running job whose method is ``inplace``, else a relaunch);
 each method's defaults stand until the advisor has measured the job's own.
 """
 
@@ -42,11 +42,9 @@ INPLACE_SCALE_DOWN_S = 0.5
 
 class CurveBook:
     def __init__(self, store: StateStore, warmup_s: float, scale_up_s: float, scale_down_s: float,
-                 inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S,
-                 resize: str = RELAUNCH):
+                 inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S):
         """The costs of a relaunch (scale_*_s) and of an in-place rescale (inplace_scale_*_s) charged
-        until the advisor has measured the job's own; `resize`: the method of a job that has none of
-        its own (so which method a running job's next rescale uses)."""
+        until the advisor has measured the job's own."""
         self.store = store
         advisor_options = curve.AdvisorOptions()
         advisor_options.warmup_s = warmup_s
@@ -55,7 +53,6 @@ class CurveBook:
         # full: further, its throughput would be a guess the allocator should not trust yet.
         self.probe_growth = advisor_options.fit.extrapolation_limit
         self.default_costs = {RELAUNCH: (scale_up_s, scale_down_s), INPLACE: (inplace_scale_up_s, inplace_scale_down_s)}
-        self.resize = resize
         self.methods: Dict[str, str] = {}  # job -> how its latest rescale was done (as the advisor heard it)
 
     # -- keys and records -------------------------------------------------------------------------
@@ -197,8 +194,7 @@ class CurveBook:
     def next_method(self, run: JobRun) -> str:
         """How the job's next rescale will be done: in place if its method is inplace (its processes
         stay), else a relaunch (a stopped job starts anew)."""
-        in_place = (run.row.resize or self.resize) == INPLACE
-        return INPLACE if in_place and run.agents and not run.stop_reason else RELAUNCH
+        return INPLACE if run.method == INPLACE and run.agents and not run.stop_reason else RELAUNCH
 
     def method_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
         """(scale_up_s, scale_down_s) of a rescale by `method`: measured by the advisor, else the

@@ -27,7 +27,6 @@ from .launcher import (
     default_python,
     inplace_environment,
     job_environment,
-    job_resize_method,
     script_argv,
     signal_processes,
     tagged_processes,
@@ -50,7 +49,7 @@ FAILURE_SETTLE_S = 5.0
 
 class JobLifecycle:
     def __init__(self, state_dir: Path, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
-                 runs: Dict[str, JobRun], pool: Dict[str, float], resize: str, grace_s: float,
+                 runs: Dict[str, JobRun], pool: Dict[str, float], grace_s: float,
                  report_timeout_s: float, mark_dirty: Callable[[float], None], inplace_timeout_s: float = 30.0,
                  standby: bool = False):
         self.state_dir = state_dir
@@ -61,7 +60,6 @@ class JobLifecycle:
         self.runs = runs  # the manager's: active jobs by id
         self.pool = pool  # the manager's: idle node -> since
         self.draining: set = set()  # reclaimed nodes that still run something of ours
-        self.resize = resize
         self.grace_s = grace_s
         self.report_timeout_s = report_timeout_s
         self.mark_dirty = mark_dirty
@@ -76,13 +74,6 @@ class JobLifecycle:
         # run the script directly, as a standby does).
         self.standbys = (Standbys(source, identity, default_python(), state_dir, store.log_event)
                          if standby else None)
-
-    def method(self, run: JobRun) -> str:
-        """How the job changes size: its own method (fixed at submit), else the manager's, fixed on the
-        row at the first call (`auto` reads the script: once, not on every pass of the loop)."""
-        if not run.row.resize:
-            run.row.resize = job_resize_method(self.resize, run.row.script)
-        return run.row.resize
 
     @property
     def configurations(self) -> inplace.Configurations:
@@ -113,7 +104,7 @@ class JobLifecycle:
         old, run.target = set(run.target), target
         if not run.agents:
             return  # launch_ready starts it once its nodes are clear
-        resize = self.method(run)
+        resize = run.method
         resize_begins(run, in_place=resize == "inplace" and not switch)
         method = RELAUNCH
         if resize == "membership" and target and not switch:
@@ -152,13 +143,13 @@ class JobLifecycle:
                 continue
             self.store.log_event("preempted", job=run.id, node=node)
             rest = [n for n in run.target if n not in self.draining]
-            if self.method(run) == "inplace" and rest:
+            if run.method == "inplace" and rest:
                 # Shrunk in place now, not at the next decision: the node must be free within its grace time.
                 self.apply(run, rest, run.row.configuration)
                 if agent.stopping:
                     agent.stop_deadline = min(agent.stop_deadline or 1e18, time.monotonic() + self.grace_s)
                     continue
-            if self.method(run) == "membership":
+            if run.method == "membership":
                 self.stop_agent(agent)
             else:
                 self.stop_run(run, "resize")
@@ -219,14 +210,14 @@ class JobLifecycle:
         run.last_seq.clear()
         run.rank_samples.clear()
         self.log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
-                              f"({', '.join(run.target)}), resize method {self.method(run)} ===")
+                              f"({', '.join(run.target)}), resize method {run.method} ===")
         self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target),
                              configuration=row.configuration)
         if run.running != row.configuration:  # the last generation ran in another configuration
             self.book.record(run, 0)
             run.running = row.configuration
         self.book.launched(run, len(run.target))  # a start, or a relaunch (a failed in-place resize's too)
-        if self.method(run) == "inplace":
+        if run.method == "inplace":
             run.members = list(run.target)
             try:
                 self.configurations.publish(row.id, row.generation, run.members)
@@ -243,7 +234,7 @@ class JobLifecycle:
         """Starts the job's agents on `nodes`. Their process rows are recorded, in one commit, before
         any of them exists; their pids, or their failures, in one more."""
         row = run.row
-        resize = self.method(run)
+        resize = run.method
         membership = resize == "membership"
         job_dir = self.job_dir(row.id)
         with self.store.transaction():
@@ -298,7 +289,7 @@ class JobLifecycle:
         agents = {p["node"]: Agent(row.id, row.generation, p["node"],
                                    AdoptedAgent(p["pid"], self.identity, row.id, p["node"],
                                                 agent_exit_file(self.job_dir(row.id), row.generation, p["node"],
-                                                                self.method(run))),
+                                                                run.method)),
                                    p["id"])
                   for p in current}
         for agent in agents.values():
@@ -306,7 +297,7 @@ class JobLifecycle:
         if not agents or any(a.proc.poll() is not None for a in agents.values()):
             return False
         run.agents, run.target = agents, sorted(agents)
-        if self.method(run) == "inplace":
+        if run.method == "inplace":
             try:
                 run.members = self.configurations.members(row.id, row.generation) or run.target
             except Exception:  # noqa: BLE001 - the keeper lost its store: relaunch instead of adopting
@@ -354,10 +345,10 @@ class JobLifecycle:
                 self.store.end_proc(agent.row, code)
                 if code == 0:
                     run.completed = True
-                    if self.method(run) == "inplace":  # a newcomer still on its way has nothing left to join
+                    if run.method == "inplace":  # a newcomer still on its way has nothing left to join
                         for other in run.agents.values():
                             self.stop_agent(other)
-                elif code == EXIT_INPLACE_FAILED and self.method(run) == "inplace" and not agent.stopping:
+                elif code == EXIT_INPLACE_FAILED and run.method == "inplace" and not agent.stopping:
                     # A peer vanished or a resize timed out: the job is relaunched from its last checkpoint.
                     if not run.stop_reason:
                         self.store.log_event("inplace_failed", job=run.id, node=node, generation=run.row.generation)
@@ -365,7 +356,7 @@ class JobLifecycle:
                     self.stop_run(run, "resize")
                 elif not agent.stopping and node in self.pool and node in run.target and not run.disturbed:
                     run.failed_code, run.failed_at = code, time.monotonic()
-                    if self.method(run) != "membership":  # the others cannot go on without it
+                    if run.method != "membership":  # the others cannot go on without it
                         for other in run.agents.values():
                             self.stop_agent(other)
             if had_agents and not run.agents:
@@ -374,7 +365,7 @@ class JobLifecycle:
                 self._generation_ended(run)
             elif run.agents and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
-            if (self.method(run) == "inplace" and run.agents and not run.stop_reason
+            if (run.method == "inplace" and run.agents and not run.stop_reason
                     and inplace.overdue(self, run, now)):
                 self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
                 self.stop_run(run, "resize")

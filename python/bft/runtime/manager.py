@@ -106,12 +106,12 @@ class Manager:
         self.largest_pool = 0  # the most nodes the pool has held at once
         self.runs: Dict[str, JobRun] = {}
         self.book = CurveBook(store, options.advisor_warmup_s, options.scale_up_s, options.scale_down_s,
-                              options.inplace_scale_up_s, options.inplace_scale_down_s, options.resize)
-        self.reports = ReportIntake(store, self.book, options.resize)
+                              options.inplace_scale_up_s, options.inplace_scale_down_s)
+        self.reports = ReportIntake(store, self.book)
         self.decider = Decider(self.book, store, options.policy, options.tfwd_s, options.max_jobs,
                                options.curve_change)
         self.jobs = JobLifecycle(state_dir, store, source, identity, self.book, self.runs, self.pool,
-                                 options.resize, options.grace_s, options.report_timeout_s, self._mark_dirty,
+                                 options.grace_s, options.report_timeout_s, self._mark_dirty,
                                  options.inplace_timeout_s, options.standbys and source.runs_scripts)
         self._dirty = False
         self._dirty_since: Optional[float] = None

@@ -24,10 +24,9 @@ DROP_KINDS = ("unknown_job", "bad_mac", "malformed", "stale_generation", "replay
 
 
 class ReportIntake:
-    def __init__(self, store: StateStore, book: CurveBook, resize_method: str):
+    def __init__(self, store: StateStore, book: CurveBook):
         self.store = store
         self.book = book
-        self.resize_method = resize_method
         self.dropped: Dict[str, int] = collections.Counter({kind: 0 for kind in DROP_KINDS})
 
     @property
@@ -87,7 +86,7 @@ class ReportIntake:
                 # "resize": straight from the old size to the new; "restart": the job held no nodes for a
                 # while in between, which is waiting, not the resize's cost, and is left out of gap_s.
                 self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
-                                     method=run.row.resize or self.resize_method,
+                                     method=run.method,
                                      gap="restart" if nodeless_s > 0 else "resize",
                                      gap_s=r.time_s - start.time_s - nodeless_s, nodeless_s=nodeless_s)
         run.last_report = r

@@ -75,6 +75,12 @@ class JobRun:
     def id(self) -> str:
         return self.row.id
 
+    @property
+    def method(self) -> str:
+        """How the job changes size (inplace, relaunch or membership): fixed on its row by the manager
+        when the job is submitted or recovered, so every part of the manager reads the same one."""
+        return self.row.resize
+
     def recent_rate(self, window_s: float = 10.0) -> float:
         """Samples per second over the last `window_s` of reports (0 with fewer than two)."""
         if len(self.recent) < 2:
