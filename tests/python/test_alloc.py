@@ -315,9 +315,14 @@ def test_allocations_have_their_own_status_apart_from_milp_termination():
     jobs = [job("a", 1, 4, [1, 4], [100, 400]), job("b", 1, 4, [1, 4], [1, 4])]
     assert bft.allocate(jobs, [1, 2, 3, 4]).status == alloc.AllocationStatus.OPTIMAL
     assert bft.allocate(jobs, [1, 2, 3, 4], solver="equal_share").status == alloc.AllocationStatus.HEURISTIC
+    assert {s.name for s in alloc.AllocationStatus} == {"OPTIMAL", "HEURISTIC", "TIME_LIMIT", "FAILED"}
+
+
+@pytest.mark.skipif(not bft.milp.available_backends(), reason="built without a MILP backend (GLPK, CBC)")
+def test_a_milp_allocation_reports_the_solvers_termination_beside_its_status():
+    jobs = [job("a", 1, 4, [1, 4], [100, 400]), job("b", 1, 4, [1, 4], [1, 4])]
     milp = bft.allocate(jobs, [1, 2, 3, 4], solver="count_milp")
     assert milp.status == alloc.AllocationStatus.OPTIMAL and milp.termination == bft.milp.Termination.OPTIMAL
-    assert {s.name for s in alloc.AllocationStatus} == {"OPTIMAL", "HEURISTIC", "TIME_LIMIT", "FAILED"}
 
 
 def test_completion_and_lifetime_policies_take_their_inputs_by_job_and_by_pool_node():

@@ -157,8 +157,8 @@ std::unordered_map<std::string, NodeId> IndexMachineNodes(const std::vector<std:
 
 }  // namespace
 
-// 64 characters for each of a million names: more than any real hostlist, little enough that a
-// typo cannot exhaust memory.
+// The memory a hostlist's names may take, each counted as its characters plus the string itself: a
+// million names of up to 31 characters, more than any real hostlist.
 constexpr std::uint64_t kMaxHostlistBytes = 64ULL << 20;
 
 std::vector<std::string> ExpandHostlist(const std::string& expression) {
@@ -186,26 +186,26 @@ std::vector<std::string> ExpandHostlist(const std::string& expression) {
   }
   std::vector<std::string> out;
   std::uint64_t out_bytes = 0;
-  // Checked before each step allocates: a million names of a long prefix would otherwise take
-  // gigabytes before the name count is exceeded.
-  auto check_bytes = [&](std::uint64_t bytes) {
-    if (bytes + out_bytes > kMaxHostlistBytes) fail("its names would take more than 64 MiB");
-  };
   for (const std::string_view item : items) {
     if (item.empty()) fail("an empty name (two commas in a row, or a comma at an end)");
-    std::vector<std::string> names{""};
-    std::uint64_t names_bytes = 0;
+    // The item as literals around bracket lists: each name is literals[0] + a suffix of lists[0] +
+    // literals[1] + ... Sizes are checked before anything is allocated, so a typo cannot exhaust
+    // memory; each name is then built once.
+    std::vector<std::string_view> literals;
+    std::vector<std::vector<std::string>> lists;
+    std::uint64_t count = 1;  // names of the item
     std::size_t pos = 0;
-    while (pos < item.size()) {
+    for (;;) {
       const std::size_t open = item.find('[', pos);
-      const std::string_view literal =
-          item.substr(pos, open == std::string_view::npos ? item.npos : open - pos);
-      check_bytes(names_bytes + names.size() * literal.size());
-      for (std::string& n : names) n.append(literal);
-      names_bytes += names.size() * literal.size();
+      literals.push_back(item.substr(pos, open == std::string_view::npos ? item.npos : open - pos));
       if (open == std::string_view::npos) break;
       const std::size_t close = item.find(']', open);
-      std::vector<std::string> suffixes;
+      struct Range {
+        std::int64_t lo, hi;
+        std::size_t width;  // zero padding of the first bound
+      };
+      std::vector<Range> ranges;
+      std::uint64_t list_size = 0;
       for (const std::string_view range : Split(item.substr(open + 1, close - open - 1), ',')) {
         const std::size_t dash = range.find('-');
         const std::string_view lo = range.substr(0, dash);
@@ -213,38 +213,53 @@ std::vector<std::string> ExpandHostlist(const std::string& expression) {
         if (!IsDigits(lo) || !IsDigits(hi) || lo.size() > 18 || hi.size() > 18) {
           fail("\"" + std::string(range) + "\" inside brackets is not a number or a range a-b of numbers");
         }
-        std::int64_t a = 0;
-        std::int64_t b = 0;
-        ParseInt64(lo, &a);
-        ParseInt64(hi, &b);
-        if (b < a) fail("range " + std::string(range) + " runs backwards");
-        if (static_cast<std::uint64_t>(b - a) >= kMaxMachineNodes) fail("more than 1,000,000 names");
-        for (std::int64_t v = a; v <= b; ++v) {
+        Range r{0, 0, lo.size()};
+        ParseInt64(lo, &r.lo);
+        ParseInt64(hi, &r.hi);
+        if (r.hi < r.lo) fail("range " + std::string(range) + " runs backwards");
+        list_size += static_cast<std::uint64_t>(r.hi - r.lo) + 1;
+        if (list_size > kMaxMachineNodes) fail("more than 1,000,000 names");
+        ranges.push_back(r);
+      }
+      if (count * list_size + out.size() > kMaxMachineNodes) fail("more than 1,000,000 names");
+      count *= list_size;
+      std::vector<std::string>& suffixes = lists.emplace_back();
+      suffixes.reserve(list_size);
+      for (const Range& r : ranges) {
+        for (std::int64_t v = r.lo; v <= r.hi; ++v) {
           std::string digits = std::to_string(v);
-          if (digits.size() < lo.size()) digits.insert(0, lo.size() - digits.size(), '0');
+          if (digits.size() < r.width) digits.insert(0, r.width - digits.size(), '0');
           suffixes.push_back(std::move(digits));
         }
-        if (suffixes.size() > kMaxMachineNodes) fail("more than 1,000,000 names");
       }
-      if (names.size() * suffixes.size() + out.size() > kMaxMachineNodes) fail("more than 1,000,000 names");
-      std::uint64_t suffix_bytes = 0;
-      for (const std::string& s : suffixes) suffix_bytes += s.size();
-      const std::uint64_t grown_bytes = names_bytes * suffixes.size() + names.size() * suffix_bytes;
-      check_bytes(grown_bytes);
-      std::vector<std::string> grown;
-      grown.reserve(names.size() * suffixes.size());
-      for (const std::string& n : names) {
-        for (const std::string& s : suffixes) grown.push_back(n + s);
-      }
-      names = std::move(grown);
-      names_bytes = grown_bytes;
       pos = close + 1;
     }
-    out_bytes += names_bytes;
-    for (std::string& n : names) {
+    // The memory the names take: every name holds every literal; each suffix of a list is in
+    // count / (its list's size) names.
+    std::uint64_t bytes = count * sizeof(std::string);
+    for (const std::string_view literal : literals) bytes += count * literal.size();
+    for (const std::vector<std::string>& suffixes : lists) {
+      std::uint64_t suffix_bytes = 0;
+      for (const std::string& suffix : suffixes) suffix_bytes += suffix.size();
+      bytes += count / suffixes.size() * suffix_bytes;
+    }
+    if (bytes + out_bytes > kMaxHostlistBytes) fail("its names would take more than 64 MiB");
+    out_bytes += bytes;
+    // Every combination, the last list turning fastest: r[1-2]n[8-10] gives r1n8 r1n9 r1n10 r2n8 ...
+    std::vector<std::size_t> digit(lists.size(), 0);
+    for (std::uint64_t k = 0; k < count; ++k) {
+      std::string name(literals[0]);
+      for (std::size_t i = 0; i < lists.size(); ++i) {
+        name += lists[i][digit[i]];
+        name += literals[i + 1];
+      }
       std::string why;
-      if (!detail::ValidNodeName(n, &why)) fail(why);
-      out.push_back(std::move(n));
+      if (!detail::ValidNodeName(name, &why)) fail(why);
+      out.push_back(std::move(name));
+      for (std::size_t i = lists.size(); i-- > 0;) {
+        if (++digit[i] < lists[i].size()) break;
+        digit[i] = 0;
+      }
     }
   }
   return out;
