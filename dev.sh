@@ -11,7 +11,8 @@
 #   ./dev.sh bench [args] the Google Benchmark programs in bench/ (args go to each program)
 #   ./dev.sh wheel        `pip install .` into a fresh virtual environment and solve a small MILP
 #   ./dev.sh slurm-demo   an 8-node Slurm test cluster, a main-queue workload and two training jobs;
-#                         --hosts N: across N compute hosts and a login host (network namespaces)
+#                         --hosts N: across N compute hosts and a login host (network namespaces);
+#                         --resize inplace|relaunch; --step-s S: paced steps (scaling as on real nodes)
 #   ./dev.sh format       reformat the C++ sources (clang-format) and apply ruff's safe fixes to the
 #                         Python ones; format-check only checks, with clang-format and ruff
 # Environment: BFT_BUILD_DIR (default build/dev), BFT_JOBS (default: number of cores).

@@ -7,7 +7,10 @@ workload scaled to N nodes), plays a scripted main-queue workload twice — once
 submitted with no curve — and prints the idle node-time the main queue left, the share of it used by
 training, the samples trained, and how much longer each main job waited because of the pilots.
 ``--resize inplace`` resizes the jobs in place (examples/runtime/elastic_synthetic.py, an
-ElasticState loop) instead of relaunching them (examples/runtime/ddp_synthetic.py).
+ElasticState loop) instead of relaunching them (examples/runtime/ddp_synthetic.py). ``--step-s S``
+paces the training steps (each takes at least S seconds): on one host all nodes share its cores, so
+an unpaced job trains no faster on more nodes, its learned curve is flat and the allocator leaves
+joining nodes idle by choice; a paced job scales as it would on nodes with cores of their own.
 Everything it starts is stopped at the end.
 """
 
@@ -90,8 +93,15 @@ def _samples_at(counts: List[Tuple[float, float]], t: float) -> float:
     return max([s for when, s in counts if when <= t], default=0.0)
 
 
-def training(state_dir: Path, start: float, end: float) -> Tuple[float, float]:
-    """(node-seconds the training jobs' processes ran within [start, end], samples trained in it)."""
+# Reports come every 0.4-0.6 s while a job steps; a longer pause between two is not training.
+STEPPING_GAP_S = 2.0
+
+
+def training(state_dir: Path, start: float, end: float) -> Tuple[float, float, float]:
+    """Within [start, end]: (node-seconds the training jobs' processes ran, node-seconds they were
+    stepping, samples trained). Stepping: between two progress records of one generation at the
+    same size, at most STEPPING_GAP_S apart, with samples trained in between; so a process's
+    start-up, a restore and a resize count as running but not as stepping."""
     from bft.runtime.state import StateStore
 
     store = StateStore(state_dir / "state.db", create=False, read_only=True)
@@ -99,12 +109,18 @@ def training(state_dir: Path, start: float, end: float) -> Tuple[float, float]:
     for p in store.db.execute("SELECT started_s, ended_s FROM procs"):
         lo, hi = max(start, p["started_s"]), min(end, p["ended_s"] or end)
         node_s += max(0.0, hi - lo)
-    samples = 0.0
+    stepping_s = samples = 0.0
+    progress = list(store.progress())
     for job in store.jobs():
-        counts = [(r["time_s"], r["samples"]) for r in store.progress() if r["job"] == job.id]
+        records = [r for r in progress if r["job"] == job.id]
+        for a, b in zip(records, records[1:]):
+            if (a["generation"] == b["generation"] and a["nodes"] == b["nodes"] and b["samples"] > a["samples"]
+                    and b["time_s"] - a["time_s"] <= STEPPING_GAP_S):
+                stepping_s += b["nodes"] * max(0.0, min(end, b["time_s"]) - max(start, a["time_s"]))
+        counts = [(r["time_s"], r["samples"]) for r in records]
         samples += _samples_at(counts, end) - _samples_at(counts, start)
     store.close()
-    return node_s, samples
+    return node_s, stepping_s, samples
 
 
 def stop_tagged(state_dir: Path) -> None:
@@ -126,7 +142,11 @@ def main() -> int:
                    help="run on the multi-host test cluster with this many compute hosts (needs root and ip netns)")
     p.add_argument("--resize", choices=("relaunch", "inplace"), default="relaunch",
                    help="how the manager resizes the training jobs (default relaunch)")
+    p.add_argument("--step-s", type=float, default=0.0,
+                   help="seconds each training step takes at least (default 0: as fast as the cores allow)")
     args = p.parse_args()
+    if not 0 <= args.step_s <= 60:
+        p.error(f"--step-s must be in 0..60 seconds, got {args.step_s}")
     script = {"relaunch": "ddp_synthetic.py", "inplace": "elastic_synthetic.py"}[args.resize]
     if not 0 <= args.hosts <= 99:
         p.error(f"--hosts must be in 1..99, got {args.hosts}")
@@ -148,7 +168,7 @@ def main() -> int:
         print(f"1/2: the main-queue workload alone ({len(WORKLOAD)} jobs) ...", flush=True)
         alone = play_workload(hosts)
         print(f"2/2: the same workload with bft manager --source slurm and two training jobs (resize "
-              f"{args.resize}) ...", flush=True)
+              f"{args.resize}{f', steps of {args.step_s:g} s' if args.step_s else ''}) ...", flush=True)
         state = work / "state"
         manager = subprocess.Popen(
             [*on_login, sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--source", "slurm",
@@ -162,7 +182,8 @@ def main() -> int:
             time.sleep(0.2)
         for name in ("train-a", "train-b"):
             sh(sys.executable, "-m", "bft", "submit", str(REPO / "examples/runtime" / script),
-               "--state-dir", str(state), "--name", name, "--min", "1", "--max", str(hosts), "--samples", "1e12")
+               "--state-dir", str(state), "--name", name, "--min", "1", "--max", str(hosts), "--samples", "1e12",
+               *(["--", "--step-s", str(args.step_s)] if args.step_s else []))
         time.sleep(20)  # pilots adopt the idle machine and the jobs start, as on a machine in service
         shared = play_workload(hosts)
         print(sh(sys.executable, "-m", "bft", "status", "--state-dir", str(state)))
@@ -171,13 +192,14 @@ def main() -> int:
         manager = None
         start, end = window(shared)
         idle = idle_node_s(shared, hosts)
-        used, samples = training(state, start, end)
+        used, stepping, samples = training(state, start, end)
         added = [(b["StartTime"] - b["SubmitTime"]) - (a["StartTime"] - a["SubmitTime"]) for a, b in zip(alone, shared)]
         print(f"window: {end - start:.0f} s on {hosts} nodes; main jobs completed: "
               f"{sum(j['state'] == 'COMPLETED' for j in shared)}/{len(shared)}")
         print(f"idle node-time left by the main queue: {idle:.0f} node-s "
               f"({idle / (hosts * (end - start)):.0%} of the machine)")
-        print(f"used by training: {used:.0f} node-s = {used / idle:.0%} of the idle node-time")
+        print(f"used by training: {used:.0f} node-s = {used / idle:.0%} of the idle node-time "
+              f"(stepping: {stepping:.0f} node-s = {stepping / idle:.0%}; the rest start-ups, restores, resizes)")
         print(f"samples trained in the window: {samples:,.0f}")
         print(f"main jobs' added wait (with pilots - alone), s: median {statistics.median(added):+.0f}, "
               f"max {max(added):+.0f}, per job {', '.join(f'{a:+.0f}' for a in added)}")

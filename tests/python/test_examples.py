@@ -62,3 +62,37 @@ def test_notebooks_execute(tmp_path):
                               env=env, cwd=tmp_path, timeout=300)
         assert done.returncode == 0, f"{notebook.name} failed:\n{done.stdout}\n{done.stderr}"
         assert "cells run" in done.stdout and "policy exact" in done.stdout
+
+
+def test_the_slurm_demo_counts_stepping_apart_from_running(tmp_path):
+    """The demo's measure of training (examples/runtime/slurm_demo.py): node-time its processes ran,
+    and node-time they were stepping, which leaves out a relaunch's start-up and a stalled job."""
+    sys.path.insert(0, str(EXAMPLES.parent / "runtime"))
+    try:
+        import slurm_demo
+    finally:
+        sys.path.pop(0)
+    from bft.runtime.state import StateStore
+    from runtime_util import make_run
+
+    store = StateStore(tmp_path / "state.db")
+    make_run(store, "job")
+    samples = 0.0
+    for k in range(21):  # generation 1 on one node, a report every 0.5 s from 0 to 10 s
+        samples += 50.0
+        store.add_progress("job", 1, 0.5 * k, 1, samples, samples)
+    # A relaunch: no step from 10 to 20 s (the new generation's first record at 20 s ends no stepping
+    # interval), then two nodes stepping until 30 s, with one stall of 3 s in the middle.
+    for k in range(21):
+        t = 20.0 + 0.5 * k + (3.0 if k > 10 else 0.0)
+        samples += 0.0 if k == 0 else 100.0
+        store.add_progress("job", 2, t, 2, samples, samples)
+    for node, started, ended in (("n0", 0.0, 10.0), ("n0", 12.0, 33.0), ("n1", 12.0, 33.0)):
+        row = store.add_proc("job", 1, node)
+        store.db.execute("UPDATE procs SET started_s = ?, ended_s = ? WHERE id = ?", (started, ended, row))
+    store.close()
+    running, stepping, trained = slurm_demo.training(tmp_path, 5.0, 30.0)
+    assert running == pytest.approx(5.0 + 18.0 + 18.0)
+    # 5-10 s on one node; on two, 20-25 s and 28.5-30 s (the stall from 25 to 28.5 s is not stepping).
+    assert stepping == pytest.approx(5.0 * 1 + 5.0 * 2 + 1.5 * 2)
+    assert trained == pytest.approx(50.0 * 10 + 100.0 * 14)  # the counts at 30 s and at 5 s
