@@ -78,8 +78,9 @@ TEST(SimHostlist, BadExpressionsAreErrorsNamingThem) {
             std::string::npos);
   EXPECT_NE(ErrorOf([] { ExpandHostlist("a[0-999999]" + std::string(300, 's')); }).find("more than 64 MiB"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { ExpandHostlist("a[0-99]b[0-9999]" + std::string(100, 's')); }).find("more than 64 MiB"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf([] { ExpandHostlist("a[0-99]b[0-9999]" + std::string(100, 's')); }).find("more than 64 MiB"),
+      std::string::npos);
   EXPECT_EQ(ExpandHostlist(std::string(25, 'x') + "[000000-999999]").size(), 1'000'000U);
   EXPECT_NE(ErrorOf([] { ExpandHostlist("a b"); }).find("contains a space"), std::string::npos);
 }
