@@ -189,8 +189,8 @@ std::vector<std::string> ExpandHostlist(const std::string& expression) {
   for (const std::string_view item : items) {
     if (item.empty()) fail("an empty name (two commas in a row, or a comma at an end)");
     // The item as literals around bracket lists: each name is literals[0] + a suffix of lists[0] +
-    // literals[1] + ... Sizes are checked before anything is allocated, so a typo cannot exhaust
-    // memory; each name is then built once.
+    // literals[1] + ... The count of names is checked before a list's suffixes are made, their
+    // memory before any name is, so a typo cannot exhaust memory; each name is then built once.
     std::vector<std::string_view> literals;
     std::vector<std::vector<std::string>> lists;
     std::uint64_t count = 1;  // names of the item
