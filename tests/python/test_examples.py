@@ -96,3 +96,15 @@ def test_the_slurm_demo_counts_stepping_apart_from_running(tmp_path):
     # 5-10 s on one node; on two, 20-25 s and 28.5-30 s (the stall from 25 to 28.5 s is not stepping).
     assert stepping == pytest.approx(5.0 * 1 + 5.0 * 2 + 1.5 * 2)
     assert trained == pytest.approx(50.0 * 10 + 100.0 * 14)  # the counts at 30 s and at 5 s
+
+
+@pytest.mark.parametrize("value, message", [("-1", "--step-s must be in 0..60 seconds, got -1.0"),
+                                            ("nan", "--step-s must be in 0..60 seconds, got nan"),
+                                            ("abc", "argument --step-s: invalid float value: 'abc'")])
+def test_the_slurm_demo_refuses_a_bad_step_time_before_it_starts_anything(value, message):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, str(EXAMPLES.parent / "runtime" / "slurm_demo.py"), "--step-s", value],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(message), done.stderr
+    assert "starting the Slurm test cluster" not in done.stdout
