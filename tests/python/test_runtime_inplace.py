@@ -127,7 +127,9 @@ def _open_pid(harness, job: str, node: str) -> int:
 def _grow_to_a_newcomer(harness, grace_s: float, inplace_timeout_s: float):
     """A manager whose job grows in place from n0 to n0+n1: (the manager's process, the newcomer's pid
     on n1) once the newcomer has been started."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
+    # n1 comes at 20 s: the job has reported by then even on a loaded machine, so a failed resize is
+    # not one before its first report (which would count as a retry).
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (20, "n1", "idle")])
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
                          "--grace", f"{grace_s:g}", "--inplace-timeout", f"{inplace_timeout_s:g}")
     _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
@@ -185,9 +187,14 @@ def test_newcomer_hung_mid_resize_times_out_and_the_job_is_relaunched_without_a_
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after the fallback")
     failed = harness.events("inplace_failed", job="el")
     assert failed and failed[0]["node"] == "n1", failed
-    assert not harness.events("job_failed", job="el")
+    # The given-up resize is not counted (a later relaunch on a loaded machine may be: its workers get
+    # the same 4 s to meet, and a failure before a generation's first report counts).
+    ended = [e for e in harness.events("generation_ended", job="el") if e["generation"] == failed[0]["generation"]]
+    assert [(e["outcome"], e["retries"]) for e in ended] == [("relaunch", 0)], ended
     assert len(harness.events("launch", job="el")) >= 2
-    assert "=== in-place resize failed: relaunch from the last checkpoint ===" in harness.job_log("el")
+    log = harness.job_log("el")
+    assert "stopped: an in-place resize failed (n1 not joined generation 2 within 4 s on n1); relaunched from " \
+           "the last checkpoint (it had trained: not counted) ===" in log, log[-2000:]
     harness.stop(proc)
     assert harness.leftovers() == []
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import runtime_util
 from bft.runtime.curvebook import INPLACE, RELAUNCH, CurveBook
+from bft.runtime.resize import Exit, Stop
 from bft.runtime.runs import JobRun
 from bft.runtime.state import SCHEMA_VERSION, StateStore
 from runtime_util import bft
@@ -62,7 +63,7 @@ def test_in_place_and_relaunch_costs_are_measured_apart_and_the_next_method_is_c
     book = new_book(store)
     run = make_run(store)
     assert book.rescale_costs(run) == (5.0, 4.0)  # not running: its next rescale is a (re)launch
-    run.agents = {"n0": object()}  # running under --resize inplace: the next rescale is in place
+    run.machine.start(["n0"], 1)  # running under --resize inplace: the next rescale is in place
     assert book.rescale_costs(run) == (0.9, 0.8)  # nothing measured: the defaults
     drive(book, run, [(2, RELAUNCH, False), (4, INPLACE, False), (2, INPLACE, False), (4, RELAUNCH, False)])
     # Allocator units: seconds at the old size's rate. In place 2 -> 4 lost 1 s at 400/s = 2 s at 200/s,
@@ -75,7 +76,7 @@ def test_in_place_and_relaunch_costs_are_measured_apart_and_the_next_method_is_c
     assert (status[INPLACE]["measured_ups"], status[INPLACE]["measured_downs"]) == (1, 1)
     assert (status[RELAUNCH]["measured_ups"], status[RELAUNCH]["measured_downs"]) == (1, 0)
     assert book.allocation_job(run, 16).scale_up_s == pytest.approx(up)
-    run.stop_reason = "resize"  # being stopped: it will be relaunched
+    run.machine.stop(Stop.RESIZE, 0.0)  # being stopped: it will be relaunched
     assert book.rescale_costs(run) == pytest.approx((24.0, 4.0), rel=1e-6)
     store.close()
 
@@ -85,7 +86,7 @@ def test_under_resize_relaunch_a_running_job_is_charged_the_relaunch_costs(tmp_p
     book = new_book(store)
     run = make_run(store, RELAUNCH)
     drive(book, run, [(2, RELAUNCH, False), (4, RELAUNCH, False)])
-    run.agents = {"n0": object()}
+    run.machine.start(["n0"], 1)
     assert book.cost_status(run)["charged"] == RELAUNCH
     assert book.rescale_costs(run) == pytest.approx((24.0, 4.0), rel=1e-6)
     store.close()
@@ -168,11 +169,11 @@ def test_a_restarted_manager_rebuilds_the_same_costs(tmp_path_factory, steps, cu
     drive(book, run, steps)
     if cut:  # killed during a rescale: its overhead not measured yet
         book.record(run, steps[-1][0] + cut, run.advisor_time + 1.0, method=INPLACE)
-    run.agents = {"n0": object()}
+    run.machine.start(["n0"], 1)
     before = (book.advisor.save(), book.cost_status(run), book.methods)
     store.close()
     book2, run2, store2 = rebuilt(path)
-    run2.agents = {"n0": object()}
+    run2.machine.start(["n0"], 1)
     assert (book2.advisor.save(), book2.cost_status(run2), book2.methods) == before
     store2.close()
 
@@ -227,11 +228,6 @@ def test_a_version_2_state_file_is_upgraded_and_its_rescales_count_as_relaunches
     store.close()
 
 
-class _Agent:
-    def __init__(self, stopping: bool = False):
-        self.stopping = stopping
-
-
 def _intake_run(store: StateStore, resize: str):
     """(book, run, send): a job whose reports reach `book` through a ReportIntake (runtime_util)."""
     book = new_book(store)
@@ -245,19 +241,20 @@ def test_a_relaunch_is_measured_though_the_stopping_generation_reports_at_its_ol
     which left every relaunch unmeasured (a rescale before the previous one was measured is not)."""
     store = StateStore(tmp_path / "state.db")
     book, run, send = _intake_run(store, RELAUNCH)
-    run.agents = {"n0": _Agent(), "n1": _Agent()}
+    run.machine.start(["n0", "n1"], 1)
     t = time.time()
     book.launched(run, 2)
     seq, samples = 0, 0.0
     for _ in range(30):  # 2 nodes, 200 samples/s
         seq, t, samples = seq + 1, t + 2.0, samples + 400.0
         send(1, seq, 2, samples, t)
-    run.stop_reason = "resize"  # decided: grow to 4 by relaunch (JobLifecycle.apply)
-    for agent in run.agents.values():
-        agent.stopping = True
+    run.machine.resize(["n0", "n1", "n2", "n3"], 0.0, in_place=False)  # grow to 4 by relaunch (JobLifecycle.apply)
     book.record(run, 4, t, method=RELAUNCH)
     send(1, seq + 1, 2, samples + 100.0, t + 0.5)  # its last step, flushed as it exits
-    run.agents, run.stop_reason = {f"n{k}": _Agent() for k in range(4)}, ""
+    for node in ("n0", "n1"):
+        run.machine.exited(node, Exit.LEFT, 75, 1.0)
+    run.machine.outcome(1.0, work_done=False)
+    run.machine.start([f"n{k}" for k in range(4)], 2)
     run.row.generation, seq, samples = 2, 0, samples + 100.0
     run.last_seq.clear()
     book.launched(run, 4)
@@ -274,14 +271,14 @@ def test_a_relaunch_is_measured_though_the_stopping_generation_reports_at_its_ol
 def test_an_in_place_shrink_is_measured_though_the_leaver_has_not_exited_yet(tmp_path):
     store = StateStore(tmp_path / "state.db")
     book, run, send = _intake_run(store, INPLACE)
-    run.agents = {"n0": _Agent(), "n1": _Agent()}
+    run.machine.start(["n0", "n1"], 1)
     t = time.time()
     book.launched(run, 2)
     seq, samples = 0, 0.0
     for _ in range(30):
         seq, t, samples = seq + 1, t + 2.0, samples + 400.0
         send(1, seq, 2, samples, t)
-    run.agents["n1"].stopping = True  # shrunk in place to n0 (inplace.resize): n1 leaves at its next step
+    run.machine.resize(["n0"], 0.0, in_place=True)  # shrunk in place to n0: n1 leaves at its next step
     run.row.generation = 2
     run.last_seq.clear()
     book.record(run, 1, t, method=INPLACE)

@@ -18,8 +18,9 @@ from typing import Any, Dict, List, Optional
 from .. import alloc, sim
 from . import control
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
-from .launcher import AUTO, RESIZE_CHOICES, RESIZE_METHODS, default_python
+from .launcher import default_python
 from .nodes import SourceError, source_class, source_names
+from .resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
 from .state import StateError, StateStore
 
 
@@ -346,7 +347,8 @@ def format_status(status: Dict[str, Any]) -> str:
         if j["state"] in ("failed", "incomplete") and j["reason"]:
             lines.append(f"{j['id']} {j['state']}: {j['reason'].splitlines()[0]} (bft logs {j['id']})")
         elif j.get("waiting"):
-            lines.append(f"{j['id']} waiting {_duration(j.get('waiting_s'))} since submit: {j['waiting']}")
+            lines.append(f"{j['id']} waiting {_duration(j.get('waiting_s'))} since "
+                         f"{'it stopped' if j.get('waiting_since') == 'stopped' else 'submit'}: {j['waiting']}")
         elif j.get("warning"):
             lines.append(f"{j['id']}: {j['warning']}")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from .launcher import check_resize_choice
+from .resize import check_resize_choice
 from .state import JobRow
 
 SOCKET_NAME = "manager.sock"  # in the state directory

@@ -194,7 +194,7 @@ class CurveBook:
     def next_method(self, run: JobRun) -> str:
         """How the job's next rescale will be done: in place if its method is inplace (its processes
         stay), else a relaunch (a stopped job starts anew)."""
-        return INPLACE if run.method == INPLACE and run.agents and not run.stop_reason else RELAUNCH
+        return INPLACE if run.method == INPLACE and run.machine.running and not run.stop_reason else RELAUNCH
 
     def method_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
         """(scale_up_s, scale_down_s) of a rescale by `method`: measured by the advisor, else the

@@ -16,6 +16,7 @@ from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence
 
 from .. import alloc, sim
 from .curvebook import CurveBook, configuration_name
+from .resize import Stop
 from .runs import JobRun
 from .state import ACTIVE_STATES, StateStore
 
@@ -46,7 +47,7 @@ class Decider:
     def admitted(self, runs: Iterable[JobRun]) -> List[JobRun]:
         """The jobs the allocator may give nodes: the oldest `max_jobs` active ones, silent jobs last
         (submission order otherwise, also after a restart: `seq` is stored)."""
-        active = (r for r in runs if r.row.state in ACTIVE_STATES and r.stop_reason != "cancel")
+        active = (r for r in runs if r.row.state in ACTIVE_STATES and r.machine.reason is not Stop.CANCEL)
         return heapq.nsmallest(self.max_jobs, active, key=lambda r: (r.silent, r.row.seq))  # of 1,000 queued
 
     def decide(self, runs: Sequence[JobRun], pool: Iterable[str], arrived: float) -> Optional[List[Placement]]:

@@ -20,35 +20,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..train import protocol
 
-RESIZE_METHODS = ("relaunch", "membership", "inplace")
-# The manager's default: in place for a script that holds its state in bft.train.ElasticState (the
-# only scripts an in-place worker can run), relaunch for the others.
-AUTO = "auto"
-RESIZE_CHOICES = (AUTO, *RESIZE_METHODS)  # what --resize accepts (bft manager, bft submit)
 AGENTS_DIR = "agents"  # in a job's directory: the agents' exit files
-
-
-def check_resize_choice(value: str) -> None:
-    """Raises ValueError naming --resize unless `value` is one of RESIZE_CHOICES."""
-    if value not in RESIZE_CHOICES:
-        raise ValueError(f"--resize: unknown method {value!r} (choose from {', '.join(RESIZE_CHOICES)})")
-
-
-def uses_elastic_state(script: str) -> bool:
-    """Whether the training script constructs bft.train.ElasticState (read from its source)."""
-    try:
-        with open(script, encoding="utf-8", errors="replace") as f:
-            return "ElasticState(" in f.read()
-    except OSError:
-        return False
-
-
-def job_resize_method(requested: str, script: str) -> str:
-    """The resize method of a job: the one asked for (bft submit --resize, else the manager's
-    --resize), `auto` resolved from the script."""
-    if requested != AUTO:
-        return requested
-    return "inplace" if uses_elastic_state(script) else "relaunch"
 
 
 @dataclass(frozen=True)
@@ -96,14 +68,6 @@ def script_argv(spec: LaunchSpec) -> List[str]:
     """The command line of one in-place worker: the script itself, no torchrun (bft.train.run leaves
     its exit status for a restarted manager)."""
     return [spec.python, "-m", "bft.train.run", spec.script, *spec.args]
-
-
-def agent_exit_file(job_dir: Path, generation: int, node: str, resize: str = "relaunch") -> Path:
-    """Where the agent of one generation on one node leaves its exit status; an in-place worker
-    stays across generations, so it has one file per node (removed before a worker starts there)."""
-    if resize == "inplace":
-        return job_dir / AGENTS_DIR / f"inplace-{node}.exit"
-    return job_dir / AGENTS_DIR / f"g{generation}-{node}.exit"
 
 
 def inplace_environment(store_address: str, timeout_s: float, node_address: str) -> Dict[str, str]:

@@ -1,10 +1,12 @@
-"""Job lifecycle: applying the decider's placements to real processes, and what follows when they exit.
+"""Job lifecycle: carrying out the decider's placements on real processes, and what follows when
+they exit.
 
-A job runs as generations: each launch of its torchrun agents (one per node) is one generation. This
-part starts generations, stops agents (SIGTERM, then SIGKILL after the grace time), notices agents
-that exit, and decides what that means: finished, failed (retried up to a limit), cancelled, or
-stopped for a resize or a preemption (the job goes on at its new size). Every process is recorded in
-the state database before it is started, so a restarted manager finds it.
+A job runs as generations of worker processes (one per node). Where a job's resize stands, and the
+answer to every event (a decision, a reclaim, a worker's exit, a newcomer's deadline) is its resize
+machine's (:mod:`.resize.machine`); how its workers are started and what their exit statuses mean is
+its method's (:mod:`.resize.methods`). This part does the I/O they ask for: it records every process
+in the state database before starting it (a restarted manager finds it), starts and signals
+processes, reaps them, publishes in-place configurations, and writes the job's log and events.
 """
 
 from __future__ import annotations
@@ -16,43 +18,31 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from ..train import EXIT_INPLACE_FAILED
-from . import inplace
 from .curvebook import INPLACE, RELAUNCH, CurveBook
+from .jobfiles import JobFiles
 from .launcher import (
-    AGENTS_DIR,
     AdoptedAgent,
     LaunchSpec,
-    agent_exit_file,
     default_python,
-    inplace_environment,
     job_environment,
-    script_argv,
     signal_processes,
     tagged_processes,
     terminate_tagged,
-    torchrun_argv,
     worker_exit_code,
-    worker_log_tail,
 )
 from .nodes import NodeSource, SourceError
 from .reports import resize_begins
+from .resize import Configurations, Machine, Outcome, Phase, Plan, Stop, method
 from .runs import Agent, JobRun
 from .standby import Standbys
-from .state import StateStore
-
-LOG_TAIL_LINES = 20
-# An agent that dies on its own may have been killed by the batch scheduler taking its node, and
-# the source's word of that can come a moment later: a failure is judged after this long.
-FAILURE_SETTLE_S = 5.0
+from .state import JobRow, StateStore
 
 
 class JobLifecycle:
-    def __init__(self, state_dir: Path, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
-                 runs: Dict[str, JobRun], pool: Dict[str, float], grace_s: float,
-                 report_timeout_s: float, mark_dirty: Callable[[float], None], inplace_timeout_s: float = 30.0,
-                 standby: bool = False):
-        self.state_dir = state_dir
+    def __init__(self, files: JobFiles, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
+                 runs: Dict[str, JobRun], pool: Dict[str, float], grace_s: float, report_timeout_s: float,
+                 mark_dirty: Callable[[float], None], inplace_timeout_s: float, standby: bool):
+        self.files = files
         self.store = store
         self.source = source
         self.identity = identity
@@ -63,24 +53,36 @@ class JobLifecycle:
         self.grace_s = grace_s
         self.report_timeout_s = report_timeout_s
         self.mark_dirty = mark_dirty
-        self.store_address = ""  # set once the endpoints are open
-        self.report_address = ""
         self.inplace_timeout_s = inplace_timeout_s
-        self._configurations: Optional[inplace.Configurations] = None
-        self._job_dirs: set = set()  # jobs whose directories exist
+        self.store_address = ""  # set once the keeper's endpoints are known (keeper_started)
+        self.report_address = ""
+        self._configurations: Optional[Configurations] = None
         self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
         self._sweep: set = set()  # jobs whose generation ended: their strays are killed once per poll
-        # Warm standbys on the pool's nodes that run nothing of a job (in-place workers only: they
-        # run the script directly, as a standby does).
-        self.standbys = (Standbys(source, identity, default_python(), state_dir, store.log_event)
+        # Warm standbys on the pool's nodes that run nothing of a job (for methods whose workers run the
+        # script itself, as a standby does).
+        self.standbys = (Standbys(source, identity, default_python(), files.state_dir, store.log_event)
                          if standby else None)
 
+    def new_run(self, row: JobRow, **fields: Any) -> JobRun:
+        """The manager's record of an active job, its resize machine set up with this manager's times."""
+        machine = Machine(self.grace_s, self.inplace_timeout_s, row.max_retries, row.retries)
+        return JobRun(row, machine=machine, **fields)
+
+    def keeper_started(self, store_address: str, report_address: str) -> None:
+        """A keeper (a first one, or the replacement of one that died) serves the jobs' stores and
+        reports: connections to the old one's store are dropped, so the next use reaches the new one."""
+        self.store_address, self.report_address = store_address, report_address
+        if self._configurations is not None:
+            self._configurations.close()
+            self._configurations = None
+
     @property
-    def configurations(self) -> inplace.Configurations:
-        """In-place jobs' configurations in the rendezvous store (connected on first use)."""
+    def configurations(self) -> Configurations:
+        """In-place jobs' configurations in the keeper's store (connected on first use)."""
         if self._configurations is None:
-            self._configurations = inplace.Configurations(self.store_address, self.inplace_timeout_s,
-                                                          lambda job: bytes.fromhex(self.runs[job].row.secret))
+            self._configurations = Configurations(self.store_address, self.inplace_timeout_s,
+                                                  lambda job: bytes.fromhex(self.runs[job].row.secret))
         return self._configurations
 
     # -- applying a decision ----------------------------------------------------------------------
@@ -101,23 +103,69 @@ class JobLifecycle:
             self.store.update_job(run.id, configuration=configuration)
             self.store.log_event("configuration_changed", job=run.id, previous=previous, configuration=configuration,
                                  nodes=len(target))
-        old, run.target = set(run.target), target
-        if not run.agents:
-            return  # launch_ready starts it once its nodes are clear
-        resize = run.method
-        resize_begins(run, in_place=resize == "inplace" and not switch)
-        method = RELAUNCH
-        if resize == "membership" and target and not switch:
-            for node, agent in run.agents.items():
-                if node not in target:
-                    self.stop_agent(agent)
-            self.launch_agents(run, sorted(set(target) - old - set(run.agents)))
-        elif resize == "inplace" and target and not switch and inplace.resize(self, run, target):
-            method = INPLACE  # the survivors go on; newcomers started, leavers on their way out
-        else:  # a new configuration restarts every worker, whatever the resize method
-            self.stop_run(run, "resize")
+        run.target = target
+        m = run.machine
+        if m.phase not in (Phase.STEADY, Phase.RESIZING):
+            m.target = list(target)  # started there once its nodes are clear (launch_ready)
+            return
+        resize_begins(run, in_place=method(run.method).in_place and not switch)
+        kind = self._resize(run, switch)
         if not switch:  # the rescale starts now: the advisor measures what it costs, per method
-            self.book.record(run, len(target), method=method)
+            self.book.record(run, len(target), method=kind)
+
+    def _resize(self, run: JobRun, switch: bool) -> str:
+        """Moves a running generation towards run.target (the machine decides how); returns how the
+        rescale is done, for the advisor (INPLACE or RELAUNCH)."""
+        m, how, now = run.machine, method(run.method), time.monotonic()
+        if how.regroups and run.target and not switch:
+            leave, start = m.regroup(run.target, now)
+            self._terminate(run, leave)
+            self.launch_agents(run, start)
+            return RELAUNCH
+        in_place = how.in_place and not switch
+        if in_place:
+            self._read_arrivals(run)  # a newcomer that arrived meanwhile is a survivor now
+        plan = m.resize(run.target, now, in_place=in_place)
+        if plan is not None:
+            self._carry_out(run, plan)
+        self._terminate_stopping(run)
+        return INPLACE if plan is not None else RELAUNCH
+
+    def _carry_out(self, run: JobRun, plan: Plan) -> None:
+        """An in-place resize: the configuration published, survivors' process rows carried over to
+        the new generation, newcomers started; the leavers exit at their next step boundary."""
+        row = run.row
+        row.generation = plan.generation
+        self.store.update_job(row.id, generation=row.generation)
+        try:
+            self.configurations.publish(row.id, row.generation, plan.members)
+        except Exception as e:  # noqa: BLE001 - the store is unreachable: relaunch instead
+            run.machine.not_started(plan.start, f"rendezvous store: {e}", time.monotonic())
+            self.store.log_event("inplace_failed", job=row.id, generation=row.generation, error=str(e))
+            return
+        with self.store.transaction():
+            for node in plan.carried:  # the same process, now of the new generation
+                agent = run.agents[node]
+                self.store.end_proc(agent.row, None)
+                agent.row = self.store.add_proc(row.id, row.generation, node)
+                self.store.set_proc_pid(agent.row, agent.proc.pid)
+                agent.generation = row.generation
+        self.files.log_line(row.id, f"=== generation {row.generation} in place: {len(plan.members)} nodes "
+                                    f"({', '.join(plan.members)}); joining {', '.join(plan.start) or 'none'}, "
+                                    f"leaving {', '.join(plan.leave) or 'none'} ===")
+        self.store.log_event("resize_inplace", job=row.id, generation=row.generation, nodes=plan.members,
+                             joined=plan.start, left=plan.leave)
+        self.launch_agents(run, plan.start)
+
+    def _read_arrivals(self, run: JobRun) -> None:
+        """Tells the machine which of its newcomers have come to their generation's rendezvous."""
+        m = run.machine
+        for node in m.pending:
+            try:
+                if self.configurations.arrived(run.id, m.workers[node].generation, node):
+                    m.arrived(node, m.workers[node].generation)
+            except Exception:  # noqa: BLE001 - the store is unreachable: the newcomer's deadline decides
+                return
 
     @contextlib.contextmanager
     def node_events(self) -> Iterator[None]:
@@ -135,41 +183,46 @@ class JobLifecycle:
         self.draining.add(node)
         if self.standbys is not None:
             self.standbys.end(node)  # never holds the node up: it has nothing to save
+        now = time.monotonic()
         for run in self._holders if self._holders is not None else list(self.runs.values()):
-            if node in run.target:
-                run.disturbed = True  # the decision that follows takes the node out of its target
-            agent = run.agents.get(node)
-            if agent is None or agent.stopping:
+            m = run.machine
+            m.reclaimed(node)
+            if node not in run.agents:
+                continue  # the decision that follows takes the node out of its target
+            if m.blocked(node):  # already leaving: it must be gone within the grace time
+                m.hurry(node, now + self.grace_s)
                 continue
             self.store.log_event("preempted", job=run.id, node=node)
             rest = [n for n in run.target if n not in self.draining]
-            if run.method == "inplace" and rest:
-                # Shrunk in place now, not at the next decision: the node must be free within its grace time.
+            how = method(run.method)
+            if how.in_place or how.regroups:
+                # Shrunk now, not at the next decision: the node must be free within its grace time.
                 self.apply(run, rest, run.row.configuration)
-                if agent.stopping:
-                    agent.stop_deadline = min(agent.stop_deadline or 1e18, time.monotonic() + self.grace_s)
-                    continue
-            if run.method == "membership":
-                self.stop_agent(agent)
+                m.hurry(node, now + self.grace_s)
             else:
-                self.stop_run(run, "resize")
+                m.stop(Stop.RESIZE if rest else Stop.PREEMPTED, now)
+                self._terminate_stopping(run)
 
-    def stop_agent(self, agent: Agent) -> None:
-        if agent.stopping:
-            return
-        agent.stopping = True
-        try:
-            os.killpg(agent.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        agent.stop_deadline = time.monotonic() + self.grace_s + 10.0  # then SIGKILL
+    def stop_run(self, run: JobRun, reason: Stop) -> None:
+        """Stops every worker of a job (cancel, shutdown); the user's reason overrides a resize's."""
+        run.machine.stop(reason, time.monotonic())
+        self._terminate_stopping(run)
 
-    def stop_run(self, run: JobRun, reason: str) -> None:
-        """Stops every agent of a job; the first reason given sticks (resize, cancel, shutdown)."""
-        run.stop_reason = run.stop_reason or reason
-        run.disturbed = True
-        for agent in run.agents.values():
-            self.stop_agent(agent)
+    def _terminate_stopping(self, run: JobRun) -> None:
+        """SIGTERM to the workers of a stopping generation that have not had it."""
+        if run.machine.phase is Phase.STOPPING:
+            self._terminate(run, [n for n in run.machine.workers if run.machine.workers[n].leaving])
+
+    def _terminate(self, run: JobRun, nodes: List[str]) -> None:
+        for node in nodes:
+            agent = run.agents.get(node)
+            if agent is None or agent.signalled:
+                continue
+            agent.signalled = True
+            try:
+                os.killpg(agent.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def busy_nodes(self) -> Dict[str, str]:
         """node -> job, for every node where an agent of ours still runs."""
@@ -178,13 +231,14 @@ class JobLifecycle:
     # -- starting ---------------------------------------------------------------------------------
 
     def launch_ready(self, admitted: List[JobRun], events_waiting: Callable[[], bool] = lambda: False) -> None:
-        """Starts every job that has nodes, no live agents, and whose nodes no other job still occupies.
-        After each start it returns early if `events_waiting()`: starting a 64-node generation takes
-        tens of milliseconds, and a node event must not wait behind all of them to be decided (the
-        rest start on the loop's next pass)."""
+        """Starts every job that has nodes, no live agents, may start (no back-off, no stop asked) and
+        whose nodes no other job still occupies. After each start it returns early if `events_waiting()`:
+        starting a 64-node generation takes tens of milliseconds, and a node event must not wait behind
+        all of them to be decided (the rest start on the loop's next pass)."""
         busy = self.busy_nodes()
+        now = time.monotonic()
         for run in admitted:
-            if run.agents or not run.target or run.stop_reason or run.settle_until is not None:
+            if run.agents or not run.target or run.last_report_due is not None or not run.machine.may_start(now):
                 continue
             if any(node in busy or node not in self.pool for node in run.target):
                 continue
@@ -201,7 +255,6 @@ class JobLifecycle:
         row.started_s = row.started_s or time.time()
         row.state = "running"
         self.store.update_job(row.id, generation=row.generation, state="running", started_s=row.started_s)
-        run.completed, run.failed_code, run.disturbed = False, None, False
         run.launched_at = time.monotonic()
         if run.nodeless_since is not None:
             run.nodeless_s += time.time() - run.nodeless_since
@@ -209,55 +262,50 @@ class JobLifecycle:
         run.round = 0
         run.last_seq.clear()
         run.rank_samples.clear()
-        self.log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
-                              f"({', '.join(run.target)}), resize method {run.method} ===")
+        self.files.log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
+                                    f"({', '.join(run.target)}), resize method {run.method} ===")
         self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target),
                              configuration=row.configuration)
         if run.running != row.configuration:  # the last generation ran in another configuration
             self.book.record(run, 0)
             run.running = row.configuration
         self.book.launched(run, len(run.target))  # a start, or a relaunch (a failed in-place resize's too)
-        if run.method == "inplace":
-            run.members = list(run.target)
+        run.machine.start(run.target, row.generation)
+        if method(run.method).in_place:
             try:
-                self.configurations.publish(row.id, row.generation, run.members)
-            except Exception as e:  # noqa: BLE001 - its workers could not start: judged as a launch failure
+                self.configurations.publish(row.id, row.generation, run.target)
+            except Exception as e:  # noqa: BLE001 - its workers could not start: a launch failure
                 self.store.log_event("launch_failed", job=row.id, error=f"rendezvous store: {e}")
-                run.failed_code, run.failed_at = -1, time.monotonic()
-                self._generation_ended(run)
+                for node in list(run.target):
+                    run.machine.launch_failed(node, time.monotonic(), f"rendezvous store: {e}")
                 return
         self.launch_agents(run, run.target)
-        if not run.agents:
-            self._generation_ended(run)
 
     def launch_agents(self, run: JobRun, nodes: List[str]) -> None:
-        """Starts the job's agents on `nodes`. Their process rows are recorded, in one commit, before
-        any of them exists; their pids, or their failures, in one more."""
+        """Starts the job's workers on `nodes` (the machine knows them already). Their process rows are
+        recorded, in one commit, before any of them exists; their pids, or their failures, in one more."""
         row = run.row
-        resize = run.method
-        membership = resize == "membership"
-        job_dir = self.job_dir(row.id)
+        how = method(run.method)
+        job_dir = self.files.job_dir(row.id)
         with self.store.transaction():
             rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
         started: Dict[str, Any] = {}
         from_standby = set()
         failed: Dict[str, str] = {}
         for node in nodes:
+            low, high, restarts = how.node_range(row.min_nodes, row.max_nodes, len(run.target))
             spec = LaunchSpec(
                 job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python,
                 node=node, node_address=self.source.address(node), store_address=self.store_address,
-                min_nodes=row.min_nodes if membership else len(run.target),
-                max_nodes=row.max_nodes if membership else len(run.target),
-                max_restarts=1000 if membership else 0, log_dir=job_dir / "workers")
-            exit_file = agent_exit_file(job_dir, row.generation, node, resize)
+                min_nodes=low, max_nodes=high, max_restarts=restarts, log_dir=job_dir / "workers")
+            exit_file = how.exit_file(job_dir, row.generation, node)
             exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
             env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
                                   job_dir / "checkpoint", row.work, self.grace_s, row.configuration, exit_file)
-            argv = torchrun_argv(spec)
-            if resize == "inplace":
-                argv = script_argv(spec)
-                env.update(inplace_environment(self.store_address, self.inplace_timeout_s, spec.node_address))
-                standby = self.standbys.take(node, row.python) if self.standbys is not None else None
+            env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
+            argv = how.argv(spec)
+            if how.runs_script and self.standbys is not None:
+                standby = self.standbys.take(node, row.python)
                 if standby is not None and self.standbys.assign(standby, argv, env, Path(row.cwd),
                                                                 job_dir / "output.log"):
                     started[node] = standby
@@ -277,43 +325,46 @@ class JobLifecycle:
             for node, error in failed.items():
                 self.store.end_proc(rows[node], None)
                 self.store.log_event("launch_failed", job=row.id, node=node, error=error)
-        if failed:
-            run.failed_code, run.failed_at = -1, time.monotonic()
+                run.machine.launch_failed(node, time.monotonic(), error)
+        self._terminate_stopping(run)
 
     def adopt(self, run: JobRun, procs: List[Any]) -> bool:
         """Takes over the agents a previous manager started for a running job (its keeper kept their
         store): they train on, nothing is relaunched. `procs` are the job's open process rows; True
         if every one of its current generation was found alive and adopted."""
         row = run.row
+        how = method(run.method)
+        job_dir = self.files.job_dir(row.id)
         current = [p for p in procs if p["generation"] == row.generation and p["pid"]]
         agents = {p["node"]: Agent(row.id, row.generation, p["node"],
                                    AdoptedAgent(p["pid"], self.identity, row.id, p["node"],
-                                                agent_exit_file(self.job_dir(row.id), row.generation, p["node"],
-                                                                run.method)),
-                                   p["id"])
+                                                how.exit_file(job_dir, row.generation, p["node"])), p["id"])
                   for p in current}
         for agent in agents.values():
             agent.standby = agent.proc.standby
         if not agents or any(a.proc.poll() is not None for a in agents.values()):
             return False
-        run.agents, run.target = agents, sorted(agents)
-        if run.method == "inplace":
+        members = sorted(agents)
+        if how.in_place:
             try:
-                run.members = self.configurations.members(row.id, row.generation) or run.target
+                members = self.configurations.members(row.id, row.generation) or members
             except Exception:  # noqa: BLE001 - the keeper lost its store: relaunch instead of adopting
                 return False
-            run.target = list(run.members)
+            if set(members) != set(agents):  # a newcomer of the generation never started: relaunch
+                return False
+        run.agents, run.target = agents, list(members)
+        run.machine.adopt(members, row.generation)
         run.launched_at = time.monotonic()
-        self.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on {len(agents)} "
-                              "nodes: it trained on ===")
+        self.files.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on "
+                                    f"{len(agents)} nodes: it trained on ===")
         return True
 
     # -- agents exiting ---------------------------------------------------------------------------
 
     def poll(self) -> None:
-        """Reaps agents that exited, judges failures whose settle time has come, and hands vacated
-        reclaimed nodes back to the source; what it records is one commit, and the source hears of the
-        vacated nodes after it (a Slurm source's scancel may take seconds: not inside a transaction)."""
+        """Reaps workers that exited, acts on the machines' deadlines, judges generations that ended,
+        and hands vacated reclaimed nodes back to the source; what it records is one commit, and the
+        source hears of the vacated nodes after it (a Slurm source's scancel may take seconds)."""
         with self.store.transaction():
             self._poll()
         if self._sweep:
@@ -330,45 +381,53 @@ class JobLifecycle:
     def _poll(self) -> None:
         now = time.monotonic()
         for run in list(self.runs.values()):
-            if not run.agents and run.settle_until is None:
-                continue  # queued, or between generations: nothing to reap or judge
-            had_agents = bool(run.agents)
-            for node, agent in list(run.agents.items()):
-                code = agent.proc.poll()
-                if code is None:
-                    if agent.stop_deadline is not None and now > agent.stop_deadline:
-                        terminate_tagged(self.identity, 0.0, job=run.id, node=node)
-                        if agent.standby:  # no job tag: its own process group (it leads its session)
-                            signal_processes([-agent.proc.pid], signal.SIGKILL)
-                    continue
-                del run.agents[node]
-                self.store.end_proc(agent.row, code)
-                if code == 0:
-                    run.completed = True
-                    if run.method == "inplace":  # a newcomer still on its way has nothing left to join
-                        for other in run.agents.values():
-                            self.stop_agent(other)
-                elif code == EXIT_INPLACE_FAILED and run.method == "inplace" and not agent.stopping:
-                    # A peer vanished or a resize timed out: the job is relaunched from its last checkpoint.
-                    if not run.stop_reason:
-                        self.store.log_event("inplace_failed", job=run.id, node=node, generation=run.row.generation)
-                        self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
-                    self.stop_run(run, "resize")
-                elif not agent.stopping and node in self.pool and node in run.target and not run.disturbed:
-                    run.failed_code, run.failed_at = code, time.monotonic()
-                    if run.method != "membership":  # the others cannot go on without it
-                        for other in run.agents.values():
-                            self.stop_agent(other)
-            if had_agents and not run.agents:
-                self._generation_ended(run)
-            elif run.settle_until is not None and now >= run.settle_until and not run.agents:
-                self._generation_ended(run)
-            elif run.agents and not run.silent and run.launched_at is not None:
+            m = run.machine
+            if not run.agents and not m.running and run.last_report_due is None:
+                continue  # queued, backing off or between generations: nothing to reap or judge
+            self._reap(run, now)
+            if m.phase is Phase.RESIZING:
+                self._check_newcomers(run, now)
+            if run.agents and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
-            if (run.method == "inplace" and run.agents and not run.stop_reason
-                    and inplace.overdue(self, run, now)):
-                self.log_line(run.id, "=== in-place resize failed: relaunch from the last checkpoint ===")
-                self.stop_run(run, "resize")
+            if not run.agents and (m.judgeable(now) or run.last_report_due is not None):
+                self._generation_ended(run, now)
+
+    def _reap(self, run: JobRun, now: float) -> None:
+        m, how = run.machine, method(run.method)
+        kill = set(m.to_kill(now))
+        vacated = False
+        for node, agent in list(run.agents.items()):
+            code = agent.proc.poll()
+            if code is None:
+                if node in kill:
+                    terminate_tagged(self.identity, 0.0, job=run.id, node=node)
+                    if agent.standby:  # no job tag: its own process group (it leads its session)
+                        signal_processes([-agent.proc.pid], signal.SIGKILL)
+                continue
+            del run.agents[node]
+            self.store.end_proc(agent.row, code)
+            was_leaving, judged = m.blocked(node), how.judge(code)
+            if not was_leaving and code != 0:
+                self.store.log_event("worker_exited", job=run.id, node=node, exit_code=code,
+                                     generation=agent.generation, judged=judged.value)
+            m.exited(node, judged, code, now)
+            vacated = vacated or (was_leaving and node in run.target)
+        self._terminate_stopping(run)
+        if vacated and m.phase in (Phase.STEADY, Phase.RESIZING) and how.in_place:
+            # A node of its target was still being vacated by its own leaver: it joins now.
+            self._resize(run, switch=False)
+
+    def _check_newcomers(self, run: JobRun, now: float) -> None:
+        """A newcomer past its generation's deadline has arrived (read from the store) or fails the resize."""
+        m = run.machine
+        if not m.overdue(now):
+            return
+        self._read_arrivals(run)
+        for node in m.overdue(now):
+            self.store.log_event("inplace_failed", job=run.id, node=node, generation=m.workers[node].generation,
+                                 error=f"not joined within {self.inplace_timeout_s:g} s")
+            m.not_joined(node, now)
+        self._terminate_stopping(run)
 
     def _check_silence(self, run: JobRun, now: float) -> None:
         """A job that has run `report_timeout_s` without a report since its start (or since its last
@@ -378,57 +437,49 @@ class JobLifecycle:
             return
         run.silent = True
         self.store.log_event("no_reports", job=run.id, seconds=round(now - since, 1))
-        self.log_line(run.id, f"=== no progress report for {now - since:.0f} s: the job now gets only nodes no "
-                              "other job can use (does the script call bft.train.report()?) ===")
+        self.files.log_line(run.id, f"=== no progress report for {now - since:.0f} s: the job now gets only nodes "
+                                    "no other job can use (does the script call bft.train.report()?) ===")
         self.mark_dirty(now)
 
-    def _generation_ended(self, run: JobRun) -> None:
-        row = run.row
-        if (run.failed_code is not None and not run.disturbed and not run.completed
-                and run.stop_reason not in ("cancel", "shutdown")):
-            run.settle_until = run.failed_at + FAILURE_SETTLE_S
-            if time.monotonic() < run.settle_until:
-                return  # judged by a later poll
-        if run.completed and row.work and row.samples < row.work and run.settle_until is None:
+    def _generation_ended(self, run: JobRun, now: float) -> None:
+        row, m = run.row, run.machine
+        short = bool(row.work) and row.samples < row.work
+        if m.completed and short and m.reason is not Stop.CANCEL and run.last_report_due is None:
             # Its last report is sent as it exits and may be a moment behind the exit status.
-            run.settle_until = time.monotonic() + FAILURE_SETTLE_S
+            run.last_report_due = now + 5.0
             return
-        run.settle_until = None
-        self._sweep.add(row.id)  # its agents are gone: so must any worker of theirs be (poll)
-        reason, run.stop_reason = run.stop_reason, ""
-        if reason or run.disturbed:  # a planned stop: one line in the job's log, no stack dumps
-            why = reason if reason != "resize" else f"resize to {len(run.target)} nodes" if run.target else "preempted"
-            self.log_line(row.id, f"=== generation {row.generation} stopped: {why} ===")
-        if not run.target or reason in ("cancel", "shutdown") or run.completed or run.failed_code is not None:
-            self.book.record(run, 0)
+        if run.last_report_due is not None and now < run.last_report_due and short:
+            return
+        run.last_report_due = None
+        completed = m.completed
+        outcome = m.outcome(now, work_done=bool(row.work) and row.samples >= row.work)
+        self._sweep.add(row.id)  # its workers are gone: so must any worker of theirs be (poll)
+        self.files.log_line(row.id, f"=== generation {row.generation} stopped: {m.last_reason} ===")
+        self.store.log_event("generation_ended", job=row.id, generation=row.generation, outcome=outcome.value,
+                             reason=m.last_reason, retries=m.retries)
+        self.book.record(run, 0)
         if not run.target:
             run.nodeless_since = time.time()
-        if run.completed and reason != "cancel" and row.work and row.samples < row.work:
+        if outcome is Outcome.FINISHED and completed and short:
             self.end_job(run, "incomplete", f"the script exited at {row.samples:.0f} of {row.work:.0f} samples "
                                             "(it reported no more)")
-        elif run.completed and reason != "cancel":
+        elif outcome is Outcome.FINISHED:
             self.end_job(run, "finished", "")
-        elif reason == "cancel":
+        elif outcome is Outcome.CANCELLED:
             self.end_job(run, "cancelled", "cancelled by the user")
-        elif reason == "shutdown":
-            self.store.update_job(row.id, state="queued")
-            row.state = "queued"
-        elif run.failed_code is not None and not run.disturbed:
-            row.retries += 1
+        elif outcome in (Outcome.FAILED, Outcome.BACKOFF):
+            row.retries = m.retries
             self.store.update_job(row.id, retries=row.retries)
-            tail = self.log_tail(row.id)
-            code = worker_exit_code(self.output_tail(row.id)) or run.failed_code
-            self.store.log_event("job_failed", job=row.id, exit_code=code, retry=row.retries, tail=tail)
-            if row.retries > row.max_retries:
-                self.end_job(run, "failed", f"the script exited with code {code} ({row.retries} attempts)\n{tail}")
-                return
-            self.mark_dirty(time.monotonic())
-        else:
-            # Stopped for a resize or by a preemption: it goes on at its new size (or waits for nodes).
-            if not run.target:
-                row.state = "queued"
-                self.store.update_job(row.id, state="queued")
-            self.mark_dirty(time.monotonic())
+            tail = self.files.log_tail(row.id)
+            code = worker_exit_code(self.files.output_tail(row.id)) or m.last_failure.code
+            self.store.log_event("job_failed", job=row.id, exit_code=code, retry=row.retries, reason=m.last_reason,
+                                 tail=tail)
+            if outcome is Outcome.FAILED:
+                self.end_job(run, "failed", f"{m.last_reason}\n{tail}")
+        if row.id in self.runs and (outcome is Outcome.QUEUED or not run.target):
+            row.state = "queued"  # it waits for nodes (or for the next manager)
+            self.store.update_job(row.id, state="queued")
+        self.mark_dirty(now)
 
     def end_job(self, run: JobRun, state: str, reason: str) -> None:
         row = run.row
@@ -442,31 +493,3 @@ class JobLifecycle:
         if self._configurations is not None:
             self._configurations.forget(row.id)
         self.mark_dirty(time.monotonic())
-
-    # -- a job's files ----------------------------------------------------------------------------
-
-    def job_dir(self, job: str) -> Path:
-        d = self.state_dir / "jobs" / job
-        if job not in self._job_dirs:  # made once per manager: every launch and log line asks
-            d.mkdir(parents=True, exist_ok=True)
-            (d / AGENTS_DIR).mkdir(exist_ok=True)
-            self._job_dirs.add(job)
-        return d
-
-    def log_line(self, job: str, line: str) -> None:
-        with open(self.job_dir(job) / "output.log", "a") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
-
-    def log_tail(self, job: str, lines: int = LOG_TAIL_LINES) -> str:
-        """What the job's workers printed last, else the end of the job's output log."""
-        workers = worker_log_tail(self.job_dir(job) / "workers", lines)
-        return workers or "\n".join(self.output_tail(job).splitlines()[-lines:])
-
-    def output_tail(self, job: str, size: int = 64 * 1024) -> str:
-        try:
-            with open(self.job_dir(job) / "output.log", "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - size))
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""

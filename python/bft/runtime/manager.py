@@ -35,11 +35,14 @@ from .. import alloc, sim
 from . import control
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S, CurveBook
 from .decider import Decider
+from .jobfiles import JobFiles
 from .keeper import KeeperLink
-from .launcher import AUTO, check_resize_choice, job_resize_method, terminate_tagged
+from .launcher import terminate_tagged
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
 from .reports import ReportIntake
+from .resize import AUTO, Phase, Stop, check_resize_choice, job_resize_method
+from .resize.machine import DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S
 from .runs import JobRun
 from .state import ACTIVE_STATES, StateStore
 
@@ -53,7 +56,7 @@ class ManagerOptions:
     bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
     store_port: int = 0  # 0: any free port
     report_port: int = 0
-    grace_s: float = 20.0  # a job's time to checkpoint after SIGTERM before it is killed
+    grace_s: float = DEFAULT_GRACE_S  # a job's time to checkpoint after SIGTERM before it is killed
     scale_up_s: float = 5.0  # rescale costs the allocator assumes until the advisor measured some
     scale_down_s: float = 5.0
     inplace_scale_up_s: float = INPLACE_SCALE_UP_S  # the same for in-place rescales (--resize inplace)
@@ -67,7 +70,7 @@ class ManagerOptions:
     # A running job with no progress report for this long is silent (lowest priority, flagged).
     report_timeout_s: float = 60.0
     # An in-place resize whose new process group has not formed in this long fails: relaunch instead.
-    inplace_timeout_s: float = 30.0
+    inplace_timeout_s: float = DEFAULT_JOIN_TIMEOUT_S
     # Warm standbys on idle nodes (for jobs resized in place); None: on unless --resize relaunch or
     # membership (a job may still ask for inplace: it then starts without a standby).
     standby: Optional[bool] = None
@@ -110,7 +113,8 @@ class Manager:
         self.reports = ReportIntake(store, self.book)
         self.decider = Decider(self.book, store, options.policy, options.tfwd_s, options.max_jobs,
                                options.curve_change)
-        self.jobs = JobLifecycle(state_dir, store, source, identity, self.book, self.runs, self.pool,
+        self.files = JobFiles(state_dir)
+        self.jobs = JobLifecycle(self.files, store, source, identity, self.book, self.runs, self.pool,
                                  options.grace_s, options.report_timeout_s, self._mark_dirty,
                                  options.inplace_timeout_s, options.standbys and source.runs_scripts)
         self._dirty = False
@@ -128,8 +132,8 @@ class Manager:
         bind = self.options.bind_address or self.source.listen_address()
         self.keeper = KeeperLink(self.state_dir, bind, self.options.store_port, self.options.report_port)
         host = self.source.manager_address()
-        self.jobs.store_address = f"{host}:{self.keeper.info['store_port']}"
-        self.jobs.report_address = f"{host}:{self.keeper.info['report_port']}"
+        info = self.keeper.info
+        self.jobs.keeper_started(f"{host}:{info['store_port']}", f"{host}:{info['report_port']}")
 
     def _recover(self) -> None:
         """Reconciles with what a previous manager left. If its keeper still runs, the jobs that were
@@ -145,7 +149,7 @@ class Manager:
             if not job.resize:  # stored by a manager with one method for all: fixed now, as at a submit
                 job.resize = job_resize_method(self.options.resize, job.script)
                 self.store.update_job(job.id, resize=job.resize)
-            self.runs[job.id] = JobRun(job, running=job.configuration)
+            self.runs[job.id] = self.jobs.new_run(job, running=job.configuration)
         for p in self.store.progress():
             run = self.runs.get(p["job"])
             if run is not None:
@@ -163,7 +167,12 @@ class Manager:
         if open_rows or self.runs or stopped:  # what a previous manager left: said once, even if nothing ran
             self.store.log_event("recovered", adopted=[run.id for run in adopted], processes_stopped=stopped,
                                  process_rows_closed=len(open_rows) - len(kept))
-        for run in self.runs.values():
+        for run in list(self.runs.values()):
+            if run.row.work and run.row.samples >= run.row.work and run not in adopted:
+                # Its work was done before the last manager stopped (its workers' last word came too
+                # late): finished now, never relaunched.
+                self.jobs.end_job(run, "finished", "")
+                continue
             if run.row.curve:
                 self.book.set_prior(run)
             if run.row.state == "running" and run not in adopted:  # stopped now, relaunched by a decision
@@ -328,7 +337,7 @@ class Manager:
         job.resize = job_resize_method(job.resize or self.options.resize, job.script)
         self.store.add_job(job)
         self.store.log_event("submitted", job=job.id, min_nodes=job.min_nodes, max_nodes=job.max_nodes)
-        run = JobRun(job)
+        run = self.jobs.new_run(job)
         self.runs[job.id] = run
         if job.curve:
             self.book.set_prior(run)
@@ -343,8 +352,7 @@ class Manager:
                 raise ValueError(f"no job named {job!r}")
             raise ValueError(f"job {job!r} is {row.state} already")
         if run.agents:
-            self.jobs.stop_run(run, "cancel")
-            run.stop_reason = "cancel"
+            self.jobs.stop_run(run, Stop.CANCEL)
         else:
             self.jobs.end_job(run, "cancelled", "cancelled by the user")
         self._mark_dirty(arrived)
@@ -356,8 +364,9 @@ class Manager:
             return "no progress reports: does the script call bft.train.report()?"
         if run not in admitted:
             return f"admission cap reached ({self.options.max_jobs} jobs admitted, --max-jobs)"
-        if run.settle_until is not None or (run.row.retries and run.failed_code is not None):
-            return f"backing off after a failure (retry {run.row.retries} of {run.row.max_retries})"
+        if run.machine.phase is Phase.BACKOFF:
+            return (f"backing off after a failure (retry {run.row.retries} of {run.row.max_retries}): "
+                    f"{run.machine.last_reason}")
         if run.row.min_nodes > self.largest_pool:
             return (f"needs {run.row.min_nodes} nodes; the pool has never had more than {self.largest_pool}")
         if run.target:
@@ -377,14 +386,20 @@ class Manager:
                 d["rate"] = run.recent_rate() if run.agents else 0.0
                 d["curve"] = self.book.curve_source(run)
                 d["rescale_costs"] = self.book.cost_status(run)
-                d["resizing"] = bool(run.stop_reason) or set(run.agents) != set(run.target)
+                d["phase"] = run.machine.phase.value
+                d["resizing"] = bool(run.agents) and (run.machine.phase is Phase.RESIZING
+                                                      or run.stop_reason in (Stop.RESIZE, Stop.INPLACE_FAILED))
+                if run.machine.last_reason:
+                    d["last_stop"] = run.machine.last_reason
                 if row.work and d["rate"] > 0:
                     d["eta_s"] = max(0.0, (row.work - d["samples"]) / d["rate"])
                 if run.silent:
                     d["warning"] = "no progress reports: does the script call bft.train.report()?"
                 if not run.agents:
                     d["waiting"] = self._waiting_reason(run, admitted)
-                    d["waiting_s"] = now - run.row.submitted_s  # since submit
+                    # Since it last held nodes (or since its submit, if it never ran).
+                    d["waiting_since"] = "stopped" if run.nodeless_since is not None else "submit"
+                    d["waiting_s"] = now - (run.nodeless_since or run.row.submitted_s)
             jobs.append(d)
         return {
             "manager": {"identity": self.identity, "pid": os.getpid(), "policy": self.options.policy,
@@ -406,14 +421,14 @@ class Manager:
         self._stopping = True
         self.store.log_event("manager_stopping")
         for run in self.runs.values():
-            if run.agents:
-                self.jobs.stop_run(run, "shutdown")
-                run.stop_reason = "shutdown"
+            self.jobs.stop_run(run, Stop.SHUTDOWN)
 
     def _finish_shutdown(self) -> None:
         terminate_tagged(self.identity, self.options.grace_s)
-        for run in self.runs.values():
-            if run.row.state == "running":
+        for run in list(self.runs.values()):
+            if run.row.work and run.row.samples >= run.row.work:
+                self.jobs.end_job(run, "finished", "")  # its work is done: never queued again
+            elif run.row.state == "running":
                 self.store.update_job(run.id, state="queued")
         self.source.stop(release=True)
         self.keeper.stop_keeper()  # nothing runs that needs the store any more

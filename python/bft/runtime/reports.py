@@ -101,7 +101,8 @@ class ReportIntake:
         # manager knows every count a job reported, or gets the rest from the keeper. A resize told
         # the advisor the new size when it was decided: the last reports of a generation being
         # stopped, and those that come while leavers of an in-place shrink exit, do not undo it.
-        live = sum(1 for agent in run.agents.values() if not agent.stopping)
+        run.machine.progress(r.generation)
+        live = len(run.machine.live)
         self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or r.world, now)
 
 

@@ -8,21 +8,22 @@ from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ..train import protocol
+from .resize.machine import DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S, Machine, Phase
 from .state import JobRow
 
 
 @dataclass
 class Agent:
-    """One torchrun agent: a job's process on one node."""
+    """One worker process of a job on one node (a torchrun agent, or the script itself in place).
+    Where it stands in the job's resize (a newcomer, leaving, its deadlines) is the job's resize
+    machine's business (run.machine.workers[node])."""
 
     job: str
     generation: int
     node: str
-    proc: Any  # subprocess.Popen
+    proc: Any  # subprocess.Popen, or launcher.AdoptedAgent
     row: int  # procs table row
-    stopping: bool = False
-    stop_deadline: Optional[float] = None  # SIGKILL after this (monotonic) once stopping
-    arrive_by: Optional[float] = None  # an in-place newcomer: joined its generation by then (monotonic), or failed
+    signalled: bool = False  # SIGTERM sent
     standby: bool = False  # born of a warm standby: no job tag in its environment, known by its pid
 
 
@@ -33,13 +34,10 @@ class JobRun:
     row: JobRow
     target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
     agents: Dict[str, Agent] = field(default_factory=dict)  # node -> live agent
-    members: List[str] = field(default_factory=list)  # in-place resizes: the generation's nodes, rank order
-    stop_reason: str = ""  # why the live agents are being stopped: resize, cancel, shutdown
-    completed: bool = False  # an agent exited 0: the script finished
-    failed_code: Optional[int] = None  # an agent failed on its own
-    failed_at: float = 0.0  # when (monotonic)
-    settle_until: Optional[float] = None  # a failure is judged at this time, unless a reclaim explains it
-    disturbed: bool = False  # a node of this generation was reclaimed or stopped on purpose
+    # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
+    machine: Machine = field(default_factory=lambda: Machine(DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S, 2))
+    # A script that exited 0 before its last report came: the job is judged at this time (monotonic).
+    last_report_due: Optional[float] = None
     last_report: Optional[protocol.Report] = None
     round: int = 0  # torchrun's restart count of the current generation's workers
     last_seq: Dict[int, int] = field(default_factory=dict)  # rank -> highest seq this round
@@ -71,6 +69,9 @@ class JobRun:
     reported_at: Optional[float] = None
     silent: bool = False
 
+    def __post_init__(self) -> None:
+        self.machine.max_retries, self.machine.retries = self.row.max_retries, self.row.retries
+
     @property
     def id(self) -> str:
         return self.row.id
@@ -80,6 +81,12 @@ class JobRun:
         """How the job changes size (inplace, relaunch or membership): fixed on its row by the manager
         when the job is submitted or recovered, so every part of the manager reads the same one."""
         return self.row.resize
+
+    @property
+    def stop_reason(self) -> str:
+        """Why its workers are being stopped ("" unless they are)."""
+        m = self.machine
+        return m.reason.value if m.phase is Phase.STOPPING and m.reason is not None else ""
 
     def recent_rate(self, window_s: float = 10.0) -> float:
         """Samples per second over the last `window_s` of reports (0 with fewer than two)."""

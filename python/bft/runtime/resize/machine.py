@@ -1,0 +1,424 @@
+"""A job's resize as one explicit state machine, the only owner of where a resize stands.
+
+The machine is pure: it holds no process, opens no socket and reads no clock. The lifecycle tells
+it what happened (a decision, a newcomer's arrival, a worker's exit, the time) and carries out its
+answer (start these nodes, let those go, kill that one, relaunch, end the job). Being pure, it is
+driven through random orders of events by a stateful property test (tests/python/
+test_resize_machine.py), which checks its invariants after every step.
+
+Phases (``Phase``)::
+
+    IDLE ──start──▶ STEADY ──resize in place──▶ RESIZING ──newcomers arrived, leavers gone──▶ STEADY
+      ▲               │  ▲                         │
+      │               │  └──── newest target wins ─┤ (a second resize while one is under way)
+      │             stop (a relaunch, a failure, a reclaim of everything, cancel, shutdown, done)
+      │               ▼                            ▼
+      ├────────── STOPPING ◀───────────────────────┘
+      │               │ last worker gone: the outcome (``Outcome``)
+      ├─ relaunch ────┤
+      │               ├── a counted failure ──▶ BACKOFF ──deadline──▶ IDLE
+      └───────────────┴── finished, failed, cancelled ──▶ ENDED
+
+Every phase but IDLE and ENDED has a deadline after which ``tick`` acts: a newcomer that has not
+arrived by its generation's deadline fails the in-place resize; a worker asked to leave is killed
+at its kill time; a back-off ends.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+DEFAULT_GRACE_S = 20.0  # a worker's time to checkpoint after SIGTERM (bft manager --grace)
+DEFAULT_JOIN_TIMEOUT_S = 30.0  # an in-place newcomer's time to arrive (bft manager --inplace-timeout)
+# A crash that follows a membership change by less than this is the change's failure (a peer that
+# went away mid-collective), not the script's: judged as an in-place failure, not a crash.
+RESIZE_BLAST_S = 5.0
+# A failure is judged this long after it happened: the batch scheduler's word that it took the node
+# (which explains the failure) may come a moment after the worker died.
+FAILURE_SETTLE_S = 5.0
+# Back-off before the relaunch that follows the n-th counted failure: BACKOFF_BASE_S * 2^(n-1), at most
+# BACKOFF_MAX_S. A script that always fails spends its --max-retries in seconds, not for ever.
+BACKOFF_BASE_S = 2.0
+BACKOFF_MAX_S = 60.0
+# Extra time a stopped worker has beyond the grace time before it is killed (torchrun's own shutdown).
+KILL_MARGIN_S = 10.0
+
+
+class Phase(str, enum.Enum):
+    IDLE = "idle"  # no worker runs: queued, or waiting for its nodes to be vacated
+    STEADY = "steady"  # one generation runs on its members, nothing pending
+    RESIZING = "resizing"  # in place: a generation published, newcomers on their way or leavers leaving
+    STOPPING = "stopping"  # every worker is being stopped; `reason` says why
+    BACKOFF = "backoff"  # after a counted failure: no start before `deadline`
+    ENDED = "ended"  # finished, failed or cancelled
+
+
+class Stop(str, enum.Enum):
+    """Why a generation is stopped. The user's reasons (cancel, shutdown) override the others; among
+    the others the first one given sticks."""
+
+    RESIZE = "resize"  # relaunched at a new size or in a new configuration
+    PREEMPTED = "preempted"  # its nodes were reclaimed and none are left to it
+    INPLACE_FAILED = "inplace_failed"  # an in-place resize was given up: relaunch from the checkpoint
+    FAILED = "failed"  # a worker failed on its own
+    DONE = "done"  # the script finished
+    CANCEL = "cancel"
+    SHUTDOWN = "shutdown"
+
+
+USER_STOPS = (Stop.CANCEL, Stop.SHUTDOWN)
+
+
+class Exit(str, enum.Enum):
+    """A method's reading of one worker's exit status (``Method.judge``)."""
+
+    DONE = "done"  # 0: the script finished
+    LEFT = "left"  # it was asked to stop and did (EXIT_RESIZE, or torchrun stopped on SIGTERM)
+    INPLACE_FAILED = "inplace_failed"  # EXIT_INPLACE_FAILED: a peer vanished or a phase timed out
+    CRASHED = "crashed"  # anything else: killed, crashed, or never started
+
+
+class Outcome(str, enum.Enum):
+    """What becomes of the job once its generation has ended (``Machine.outcome``)."""
+
+    RELAUNCH = "relaunch"  # started again on its target as soon as its nodes are clear
+    QUEUED = "queued"  # no nodes (preempted, or the manager stops): waits in the queue
+    BACKOFF = "backoff"  # a counted failure: started again after the back-off
+    FINISHED = "finished"
+    FAILED = "failed"  # out of retries
+    CANCELLED = "cancelled"
+
+
+@dataclass
+class Worker:
+    """The machine's view of one worker process (one per node)."""
+
+    node: str
+    generation: int  # the generation it serves
+    joins_by: Optional[float] = None  # a newcomer: arrives at `generation` by then, or the resize fails
+    leaving: bool = False  # asked to go (a leaver, or any worker of a stopping generation)
+    kill_at: Optional[float] = None  # killed if it still runs then (set once it is leaving)
+
+
+@dataclass
+class Plan:
+    """An in-place resize the lifecycle carries out: publish `members` as `generation`, carry the
+    process rows of `carried` over to it, start `start`, let `leave` go."""
+
+    generation: int
+    members: List[str]
+    start: List[str]
+    carried: List[str]
+    leave: List[str]
+
+
+@dataclass
+class Failure:
+    """The first thing that went wrong in the current generation, for the verdict at its end."""
+
+    kind: Exit  # CRASHED or INPLACE_FAILED
+    node: str
+    at: float
+    code: Optional[int] = None  # the exit status, when a worker exited
+    detail: str = ""
+
+
+@dataclass
+class Machine:
+    """One job's resize. `grace_s`: a stopped worker's time to checkpoint; `join_timeout_s`: an in-place
+    newcomer's time to arrive; `max_retries`: counted failures before the job fails."""
+
+    grace_s: float
+    join_timeout_s: float
+    max_retries: int
+    retries: int = 0  # counted failures so far (the job row's)
+    phase: Phase = Phase.IDLE
+    generation: int = 0
+    members: List[str] = field(default_factory=list)  # the generation's nodes, rank order
+    target: List[str] = field(default_factory=list)  # the nodes the allocator gave the job
+    workers: Dict[str, Worker] = field(default_factory=dict)  # node -> a worker process that runs
+    reason: Optional[Stop] = None  # why the generation is stopping (STOPPING)
+    deadline: Optional[float] = None  # BACKOFF: when it may start again
+    failure: Optional[Failure] = None
+    completed: bool = False  # a worker exited 0
+    disturbed: bool = False  # a node of this generation was reclaimed: its failures are not the script's
+    reported: bool = False  # the generation has sent a progress report: it made progress
+    resized_at: Optional[float] = None  # the last in-place membership change
+    last_outcome: Optional[Outcome] = None
+    last_failure: Optional[Failure] = None  # the failure the last verdict judged
+    last_reason: str = ""  # a person's words for the last stop or failure (never empty once stopped)
+
+    # -- what it holds ----------------------------------------------------------------------------
+
+    @property
+    def live(self) -> List[str]:
+        """Nodes whose worker is not leaving."""
+        return [n for n, w in self.workers.items() if not w.leaving]
+
+    @property
+    def pending(self) -> List[str]:
+        """Newcomers not yet arrived at their generation."""
+        return [n for n, w in self.workers.items() if w.joins_by is not None and not w.leaving]
+
+    @property
+    def running(self) -> bool:
+        return self.phase in (Phase.STEADY, Phase.RESIZING, Phase.STOPPING)
+
+    def blocked(self, node: str) -> bool:
+        """A node still vacated by a worker of this job that is leaving."""
+        w = self.workers.get(node)
+        return w is not None and w.leaving
+
+    # -- a generation starts ----------------------------------------------------------------------
+
+    def start(self, nodes: List[str], generation: int) -> None:
+        """A new generation (a first start or a relaunch) on `nodes`: every worker is new."""
+        if self.phase not in (Phase.IDLE, Phase.BACKOFF) or self.workers:
+            raise RuntimeError(f"start in phase {self.phase.value} with {len(self.workers)} workers")
+        self.phase, self.generation = Phase.STEADY, generation
+        self.members, self.target = list(nodes), list(nodes)
+        self.workers = {n: Worker(n, generation) for n in nodes}
+        self.reason, self.deadline, self.failure = None, None, None
+        self.completed = self.disturbed = self.reported = False
+        self.resized_at = None
+
+    def adopt(self, members: List[str], generation: int) -> None:
+        """A restarted manager took over a running generation (its workers trained on)."""
+        self.start(members, generation)
+
+    def launch_failed(self, node: str, at: float, detail: str) -> None:
+        """The worker for `node` could not be started at all."""
+        self.workers.pop(node, None)
+        self._fail(Failure(Exit.CRASHED, node, at, None, detail), at)
+
+    def not_started(self, nodes: List[str], detail: str, at: float) -> None:
+        """The newcomers on `nodes` of an in-place resize could not be started (the store is unreachable):
+        the resize fails, not the script."""
+        for node in nodes:
+            self.workers.pop(node, None)
+        self._fail(Failure(Exit.INPLACE_FAILED, nodes[0] if nodes else "", at, None, detail), at)
+
+    # -- decisions --------------------------------------------------------------------------------
+
+    def resize(self, target: List[str], now: float, in_place: bool) -> Optional[Plan]:
+        """The allocator moved the job to `target`; the newest target wins, whatever is under way.
+        Returns the in-place plan to carry out, or None: nothing to do now, or the generation is
+        being stopped for a relaunch (STOPPING) or was not running (the target is kept for the next
+        start). `in_place`: the method resizes in place and the configuration is unchanged."""
+        self.target = list(target)
+        if self.phase not in (Phase.STEADY, Phase.RESIZING):
+            return None
+        if not target:
+            self.stop(Stop.PREEMPTED, now)
+            return None
+        if not in_place:
+            self.stop(Stop.RESIZE, now)
+            return None
+        holders = [n for n in self.members if n in target and n in self.live and self.workers[n].joins_by is None]
+        if not holders:  # no survivor holds the state: a relaunch from the checkpoint
+            self.stop(Stop.RESIZE, now)
+            return None
+        waiting = [n for n in self.members if n in target and n in self.pending]
+        new = sorted(n for n in target if n not in self.workers)  # (a node still being vacated waits)
+        leave = [n for n in self.live if n not in target]  # leavers, and newcomers no longer wanted
+        members = holders + waiting + new
+        if members == self.members and not leave:
+            return None
+        self.generation += 1
+        self.members = members
+        for n in holders:
+            self.workers[n].generation = self.generation
+        for n in waiting + new:  # the deadline is the new generation's: it was set by this resize
+            self.workers[n] = Worker(n, self.generation, joins_by=now + self.join_timeout_s)
+        for n in leave:
+            self._let_go(n, now + self.join_timeout_s + self.grace_s)
+        self.phase = Phase.RESIZING
+        self.disturbed = False  # a reclaim that led here has been answered
+        self.resized_at = now
+        return Plan(self.generation, members, new, holders + waiting, leave)
+
+    def regroup(self, target: List[str], now: float) -> Tuple[List[str], List[str]]:
+        """A membership resize (torchrun's node range): the leavers' workers stop, newcomers start in the
+        same generation and torchrun re-forms the group. Returns (leave, start)."""
+        self.target = list(target)
+        if self.phase not in (Phase.STEADY, Phase.RESIZING):
+            return [], []
+        leave = [n for n in self.live if n not in target]
+        start = sorted(n for n in target if n not in self.workers)
+        for n in leave:
+            self._let_go(n, now + self.grace_s + KILL_MARGIN_S)
+        for n in start:
+            self.workers[n] = Worker(n, self.generation)
+        self.members = [n for n in self.members if n not in leave] + start
+        self.disturbed = False
+        return leave, start
+
+    def hurry(self, node: str, kill_at: float) -> None:
+        """The leaver on `node` must be gone by `kill_at` (its node was reclaimed)."""
+        if self.blocked(node):
+            self._let_go(node, kill_at)
+
+    def stop(self, reason: Stop, now: float) -> None:
+        """Stops every worker of the generation (they checkpoint on SIGTERM); killed after the grace time."""
+        if self.phase in (Phase.IDLE, Phase.BACKOFF, Phase.ENDED):
+            if reason in (Stop.CANCEL, Stop.SHUTDOWN):
+                self.reason = reason
+            return
+        if self.reason is None or (reason in USER_STOPS and self.reason not in USER_STOPS):
+            self.reason = reason
+        self.phase = Phase.STOPPING
+        for n in self.live:
+            self._let_go(n, now + self.grace_s + KILL_MARGIN_S)
+
+    def reclaimed(self, node: str) -> None:
+        """The batch scheduler takes `node`: a failure of this generation is no longer the script's."""
+        if node in self.workers or node in self.members or node in self.target:
+            self.disturbed = True
+        if self.failure is not None and self.failure.node == node:
+            self.disturbed = True
+
+    # -- what the workers do ----------------------------------------------------------------------
+
+    def arrived(self, node: str, generation: int) -> None:
+        """The newcomer on `node` came to `generation`'s rendezvous (the lifecycle read it in the store)."""
+        w = self.workers.get(node)
+        if w is not None and w.generation == generation and not w.leaving:
+            w.joins_by = None
+        self._settle()
+
+    def progress(self, generation: int) -> None:
+        """A progress report of `generation`: it trains (an in-place failure later is not free of charge
+        for nothing: it made progress)."""
+        if generation == self.generation:
+            self.reported = True
+            for w in self.workers.values():  # reports come once the group has formed: all arrived
+                if w.generation == generation and not w.leaving:
+                    w.joins_by = None
+            self._settle()
+
+    def exited(self, node: str, kind: Exit, code: Optional[int], now: float) -> None:
+        """The worker on `node` exited; `kind` is the method's reading of `code`."""
+        w = self.workers.pop(node, None)
+        if w is None:
+            return
+        if kind is Exit.DONE:
+            self.completed = True
+            self.stop(Stop.DONE, now)  # a newcomer still on its way has nothing left to join
+        elif w.leaving:
+            if self.reason in (Stop.FAILED, Stop.INPLACE_FAILED) and _killed_by_others(kind, code, w, now):
+                # Its peers' failures (reaped first) were its death's consequence: the crash is the cause.
+                self._fail(Failure(Exit.CRASHED, node, now, code), now)
+        elif kind is Exit.LEFT:
+            # Stopped by someone else's word before ours (the batch scheduler's SIGTERM on a reclaimed
+            # node): a departure, not a failure; the others cannot go on without it.
+            self.disturbed = True
+            self.stop(Stop.PREEMPTED if node not in self.target else Stop.RESIZE, now)
+        else:
+            if kind is Exit.CRASHED and self.resized_at is not None and now - self.resized_at < RESIZE_BLAST_S:
+                kind = Exit.INPLACE_FAILED  # a peer lost mid-collective by the membership change
+            self._fail(Failure(kind, node, now, code), now)
+        self._settle()
+
+    def overdue(self, now: float) -> List[str]:
+        """Newcomers past their generation's deadline: the lifecycle checks the store for each (an
+        arrival it has not read yet) and calls `arrived` or `not_joined`."""
+        return [n for n, w in self.workers.items() if w.joins_by is not None and not w.leaving and now >= w.joins_by]
+
+    def not_joined(self, node: str, now: float) -> None:
+        """The newcomer on `node` did not arrive by its generation's deadline: the resize fails."""
+        w = self.workers.get(node)
+        if w is None or w.joins_by is None or w.leaving:
+            return
+        self._fail(Failure(Exit.INPLACE_FAILED, node, now, None,
+                           f"{node} not joined generation {w.generation} within {self.join_timeout_s:g} s"), now)
+
+    def to_kill(self, now: float) -> List[str]:
+        """Workers asked to leave that still run past their kill time."""
+        return [n for n, w in self.workers.items() if w.leaving and w.kill_at is not None and now >= w.kill_at]
+
+    # -- the end of a generation ------------------------------------------------------------------
+
+    def judgeable(self, now: float) -> bool:
+        """True once every worker is gone and a failure (if any) has settled: `outcome` may be asked."""
+        if self.workers or self.phase not in (Phase.STOPPING, Phase.STEADY, Phase.RESIZING):
+            return False
+        f = self.failure
+        return (f is None or self.disturbed or self.completed or self.reason in USER_STOPS
+                or now >= f.at + FAILURE_SETTLE_S)
+
+    def outcome(self, now: float, work_done: bool) -> Outcome:
+        """The verdict on the generation that has ended. `work_done`: the job reported all its work (it
+        is finished, however its workers exited: it is never queued again)."""
+        if self.workers:
+            raise RuntimeError("outcome asked while workers run")
+        reason, f = self.reason, self.failure
+        self.phase, self.members = Phase.IDLE, []
+        if self.completed or work_done:
+            return self._end(Outcome.FINISHED, "the script finished" if self.completed else "its work is done")
+        if reason is Stop.CANCEL:
+            return self._end(Outcome.CANCELLED, "cancelled by the user")
+        if f is not None and not self.disturbed and reason not in USER_STOPS:
+            self.last_failure = f
+            counted = f.kind is Exit.CRASHED or not self.reported
+            what = f"exited with code {f.code}" if f.code is not None else f.detail or "failed"
+            what = (f"the script {what}" if f.kind is Exit.CRASHED
+                    else f"an in-place resize failed ({what} on {f.node})")
+            if counted:
+                self.retries += 1
+                if self.retries > self.max_retries:
+                    return self._end(Outcome.FAILED, f"{what} ({self.retries} attempts)")
+                self.phase = Phase.BACKOFF
+                self.deadline = now + min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (self.retries - 1))
+                return self._outcome(Outcome.BACKOFF, f"{what}; retry {self.retries} of {self.max_retries} "
+                                                      f"in {self.deadline - now:g} s")
+            return self._outcome(Outcome.RELAUNCH, f"{what}; relaunched from the last checkpoint (it had "
+                                                   "trained: not counted)")
+        if reason is Stop.SHUTDOWN:
+            return self._outcome(Outcome.QUEUED, "the manager stops: queued for the next one")
+        if not self.target:
+            return self._outcome(Outcome.QUEUED, "preempted: its nodes were reclaimed or given to other jobs")
+        if reason is Stop.RESIZE or reason is None:
+            return self._outcome(Outcome.RELAUNCH, f"resize to {len(self.target)} nodes")
+        detail = f" ({f.kind.value} on {f.node}, after a reclaim)" if f is not None else ""
+        return self._outcome(Outcome.RELAUNCH, f"{reason.value}{detail}: relaunched on {len(self.target)} nodes")
+
+    def may_start(self, now: float) -> bool:
+        """Whether a new generation may start (its nodes aside)."""
+        if self.phase is Phase.BACKOFF and self.deadline is not None and now >= self.deadline:
+            self.phase, self.deadline = Phase.IDLE, None
+        return self.phase is Phase.IDLE and not self.workers and self.reason not in USER_STOPS
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _let_go(self, node: str, kill_at: float) -> None:
+        w = self.workers[node]
+        w.leaving, w.joins_by = True, None
+        w.kill_at = kill_at if w.kill_at is None else min(w.kill_at, kill_at)
+
+    def _fail(self, failure: Failure, now: float) -> None:
+        if self.failure is None or (failure.kind is Exit.CRASHED and self.failure.kind is not Exit.CRASHED):
+            self.failure = failure  # a crash outweighs the in-place failures it caused in its peers
+        self.stop(Stop.FAILED if failure.kind is Exit.CRASHED else Stop.INPLACE_FAILED, now)
+
+    def _settle(self) -> None:
+        if self.phase is Phase.RESIZING and not self.pending and all(not w.leaving for w in self.workers.values()):
+            self.phase = Phase.STEADY
+
+    def _outcome(self, outcome: Outcome, words: str) -> Outcome:
+        self.last_outcome, self.last_reason = outcome, words
+        self.reason, self.failure = None, None
+        self.completed = self.disturbed = self.reported = False
+        return outcome
+
+    def _end(self, outcome: Outcome, words: str) -> Outcome:
+        self._outcome(outcome, words)
+        self.phase = Phase.ENDED
+        return outcome
+
+
+def _killed_by_others(kind: Exit, code: Optional[int], worker: Worker, now: float) -> bool:
+    """A worker ended by a signal the manager did not send (not its SIGTERM, not yet its SIGKILL)."""
+    return (kind is Exit.CRASHED and code is not None and code < 0 and code != -15
+            and (worker.kill_at is None or now < worker.kill_at))

@@ -1,0 +1,352 @@
+"""The resize state machine (bft.runtime.resize.machine) driven through random orders of events.
+
+A hypothesis rule-based machine plays a small cluster around one job: decisions (grow, shrink, a
+new configuration), reclaims, newcomers arriving or hanging, workers exiting with 0, 75, 76, a
+crash or a kill, progress reports, the clock, a manager restart, the keeper lost, cancel and
+shutdown. After every step it checks the invariants the lifecycle relies on; the examples below
+pin the sequences of the issue's repros.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
+
+from bft.runtime.resize import Exit, Machine, Outcome, Phase, Stop, method  # noqa: E402
+from bft.runtime.resize.machine import (  # noqa: E402
+    BACKOFF_MAX_S,
+    FAILURE_SETTLE_S,
+    KILL_MARGIN_S,
+    RESIZE_BLAST_S,
+)
+from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE  # noqa: E402
+
+NODES = ["n0", "n1", "n2", "n3", "n4"]
+GRACE_S, JOIN_S, MAX_RETRIES = 3.0, 4.0, 2
+INPLACE = method("inplace")
+CODES = [0, EXIT_RESIZE, EXIT_INPLACE_FAILED, 1, -9]
+
+
+def new_machine(retries: int = 0) -> Machine:
+    return Machine(GRACE_S, JOIN_S, MAX_RETRIES, retries)
+
+
+class ResizeWorld(RuleBasedStateMachine):
+    """One job on five nodes; `procs` are the worker processes that really run (node -> generation
+    they were started for), which the machine must believe in exactly."""
+
+    def __init__(self):
+        super().__init__()
+        self.m = new_machine()
+        self.now = 0.0
+        self.procs = {}
+        self.pool = set(NODES)
+        self.generation = 0  # the job row's
+        self.outcomes = []
+        self.crash_counts = False  # a crash the verdict must count (undisturbed, not after a resize)
+        self.retries_seen = 0
+
+    # -- the cluster's events ---------------------------------------------------------------------
+
+    @rule(nodes=st.sets(st.sampled_from(NODES), max_size=5), switch=st.integers(0, 3))
+    def decide(self, nodes, switch):
+        """A decision; one in four switches the configuration (a restart whatever the method)."""
+        target = sorted(n for n in nodes if n in self.pool)
+        plan = self.m.resize(target, self.now, in_place=switch != 0)
+        if plan is not None:
+            self.generation = plan.generation
+            assert plan.members[0] not in plan.start, "rank 0 of an in-place generation holds the state"
+            for n in plan.start:
+                assert n not in self.procs, f"a second worker started on {n}"
+                self.procs[n] = plan.generation
+            self.crash_counts = False
+        self.start()
+
+    # Decisions come as often as every other event put together (three rules of the same body).
+    grow_or_shrink = decide
+    another_decision = decide
+
+    @rule()
+    def start(self):
+        """launch_ready: a job that may start does, on the nodes of its target that are idle and free."""
+        nodes = [n for n in self.m.target if n in self.pool and n not in self.procs]
+        if nodes and self.m.may_start(self.now):
+            self.generation += 1
+            self.m.start(nodes, self.generation)
+            for n in nodes:
+                self.procs[n] = self.generation
+
+    @rule(node=st.sampled_from(NODES))
+    def reclaim(self, node):
+        self.pool.discard(node)
+        self.m.reclaimed(node)
+        self.crash_counts = False
+        if node in self.m.workers and not self.m.blocked(node):
+            rest = [n for n in self.m.target if n in self.pool]
+            plan = self.m.resize(rest, self.now, in_place=True)
+            if plan is not None:
+                self.generation = plan.generation
+                for n in plan.start:
+                    self.procs[n] = plan.generation
+            self.m.hurry(node, self.now + GRACE_S)
+
+    @rule(node=st.sampled_from(NODES))
+    def join(self, node):
+        self.pool.add(node)
+
+    @rule(data=st.data())
+    def newcomer_arrives(self, data):
+        pending = self.m.pending
+        if pending:
+            node = data.draw(st.sampled_from(pending))
+            self.m.arrived(node, self.m.workers[node].generation)
+
+    @rule(data=st.data(), code=st.sampled_from(CODES))
+    def worker_exits(self, data, code):
+        if not self.procs:
+            return
+        node = data.draw(st.sampled_from(sorted(self.procs)))
+        leaving = self.m.blocked(node)
+        judged = INPLACE.judge(code)
+        if judged is Exit.CRASHED and not leaving and not self.m.disturbed and self.m.failure is None \
+                and self.m.phase is Phase.STEADY and (self.m.resized_at is None
+                                                      or self.now - self.m.resized_at >= RESIZE_BLAST_S):
+            self.crash_counts = True
+        del self.procs[node]
+        self.m.exited(node, judged, code, self.now)
+
+    @rule()
+    def leavers_exit(self):
+        """Workers asked to go do so at their next step boundary (EXIT_RESIZE)."""
+        for node in [n for n in sorted(self.procs) if self.m.blocked(n)]:
+            del self.procs[node]
+            self.m.exited(node, INPLACE.judge(EXIT_RESIZE), EXIT_RESIZE, self.now)
+
+    @rule()
+    def report(self):
+        if self.m.running:
+            self.m.progress(self.m.generation)
+
+    @rule(dt=st.sampled_from([0.05, 0.5, 2.0, 5.0, 30.0]))
+    def time_passes(self, dt):
+        self.now += dt
+        self.tick()
+        self.judge()
+
+    @rule(reason=st.sampled_from([Stop.CANCEL, Stop.SHUTDOWN]), rare=st.integers(0, 9))
+    def user_stops(self, reason, rare):
+        if rare:
+            return  # (one draw in ten: the job lives long enough for the other rules to matter)
+        self.m.stop(reason, self.now)
+        if reason is Stop.CANCEL and not self.m.workers and self.m.phase is not Phase.ENDED:
+            self.m.phase = Phase.ENDED  # the lifecycle ends a job with no workers at once
+
+    @rule(rare=st.integers(0, 3))
+    def keeper_lost(self, rare):
+        if rare:
+            return
+        # In-place workers lose their store: every one of them fails its next phase with 76.
+        for node in sorted(self.procs):
+            del self.procs[node]
+            self.m.exited(node, Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, self.now)
+
+    @rule(all_alive=st.booleans())
+    def manager_restarts(self, all_alive):
+        """kill -9 and a new manager: it adopts the generation if every member's worker runs and no
+        resize was under way; else it stops them and relaunches (a fresh machine either way)."""
+        old = self.m
+        self.m = new_machine(old.retries)
+        if old.phase is Phase.ENDED:
+            self.m.phase = Phase.ENDED
+            return
+        members = [n for n in old.members if n in self.procs]
+        if all_alive and old.phase is Phase.STEADY and members and set(members) == set(self.procs):
+            self.m.adopt(members, self.generation)
+        else:
+            self.procs.clear()  # terminate_tagged: stopped, relaunched by a decision
+        self.crash_counts = False
+
+    @rule()
+    def judge(self):
+        if self.m.judgeable(self.now):
+            before = self.m.retries
+            outcome = self.m.outcome(self.now, work_done=False)
+            self.outcomes.append(outcome)
+            assert self.m.last_reason, "a generation ended without a reason"
+            if self.crash_counts:
+                assert outcome in (Outcome.BACKOFF, Outcome.FAILED, Outcome.FINISHED, Outcome.CANCELLED,
+                                   Outcome.QUEUED), outcome
+                if outcome in (Outcome.BACKOFF, Outcome.FAILED):
+                    assert self.m.retries == before + 1
+            self.crash_counts = False
+
+    # -- what the lifecycle does on every pass ----------------------------------------------------
+
+    def tick(self):
+        for node in self.m.to_kill(self.now):  # SIGKILL: gone at once
+            del self.procs[node]
+            self.m.exited(node, Exit.CRASHED, -9, self.now)
+        for node in self.m.overdue(self.now):
+            self.m.not_joined(node, self.now)
+
+    @rule()
+    def quiesce(self):
+        """Nothing but time: every phase is left within its deadline (newcomers that never come fail
+        the resize, leavers are killed, a failure settles, a back-off ends)."""
+        horizon = JOIN_S + GRACE_S + KILL_MARGIN_S + FAILURE_SETTLE_S + BACKOFF_MAX_S + 1
+        for _ in range(3):
+            self.now += horizon
+            self.tick()
+            if self.m.judgeable(self.now):
+                self.m.outcome(self.now, work_done=False)
+        assert self.m.phase in (Phase.STEADY, Phase.IDLE, Phase.BACKOFF, Phase.ENDED), self.m.phase
+        assert not any(w.leaving or w.joins_by is not None for w in self.m.workers.values())
+        self.crash_counts = False
+
+    # -- invariants -------------------------------------------------------------------------------
+
+    @invariant()
+    def the_machine_believes_in_exactly_the_workers_that_run(self):
+        assert set(self.m.workers) == set(self.procs), (self.m.workers, self.procs)
+
+    @invariant()
+    def at_most_one_live_generation(self):
+        live = {w.generation for w in self.m.workers.values() if not w.leaving}
+        assert live <= {self.m.generation}, (live, self.m.generation)
+        assert self.m.generation == self.generation or not self.m.workers
+
+    @invariant()
+    def no_worker_without_a_phase_that_runs(self):
+        if self.m.phase in (Phase.IDLE, Phase.BACKOFF, Phase.ENDED):
+            assert not self.m.workers, self.m.phase
+
+    @invariant()
+    def every_pending_state_has_a_deadline(self):
+        for w in self.m.workers.values():
+            if w.leaving:
+                assert w.kill_at is not None and w.kill_at <= self.now + GRACE_S + JOIN_S + KILL_MARGIN_S + 1e-9
+            if w.joins_by is not None:
+                assert w.joins_by <= self.now + JOIN_S + 1e-9
+        if self.m.phase is Phase.BACKOFF:
+            assert self.m.deadline is not None and self.m.deadline <= self.now + BACKOFF_MAX_S
+        if self.m.phase is Phase.STOPPING:
+            assert self.m.reason is not None
+
+    @invariant()
+    def retries_are_bounded_and_never_go_back(self):
+        assert self.retries_seen <= self.m.retries <= MAX_RETRIES + 1
+        self.retries_seen = self.m.retries
+        if Outcome.FAILED in self.outcomes:
+            assert self.m.phase is Phase.ENDED
+
+    @invariant()
+    def a_stopping_generation_asked_every_worker_to_go(self):
+        if self.m.phase is Phase.STOPPING:
+            assert all(w.leaving for w in self.m.workers.values())
+
+
+TestResizeMachineUnderRandomEvents = ResizeWorld.TestCase
+TestResizeMachineUnderRandomEvents.settings = settings(max_examples=400, stateful_step_count=80, deadline=None,
+                                                       derandomize=True)
+
+
+# -- the issue's repros, as exact sequences -------------------------------------------------------
+
+def running(nodes, generation=1):
+    m = new_machine()
+    m.start(nodes, generation)
+    m.progress(generation)
+    return m
+
+
+def test_a_shrink_just_before_a_grows_deadline_restarts_the_newcomers_clock():
+    """Grow at t=20 (n2 joins by t=24), shrink at t=23.9: n2's deadline is the new generation's."""
+    m = running(["n0", "n1"])
+    plan = m.resize(["n0", "n1", "n2"], 20.0, in_place=True)
+    assert plan.start == ["n2"]
+    plan = m.resize(["n0", "n2"], 23.9, in_place=True)
+    assert plan.members == ["n0", "n2"] and plan.leave == ["n1"] and plan.start == []
+    assert m.overdue(24.1) == []  # the old deadline (t=24) does not fire
+    assert m.overdue(23.9 + JOIN_S) == ["n2"]
+
+
+def test_a_newcomer_no_longer_wanted_is_dismissed_not_waited_for():
+    m = running(["n0"])
+    m.resize(["n0", "n1"], 0.0, in_place=True)
+    plan = m.resize(["n0"], 0.1, in_place=True)  # given and taken back at once
+    assert plan.leave == ["n1"] and m.pending == []
+    assert m.overdue(100.0) == []
+    m.exited("n1", Exit.LEFT, EXIT_RESIZE, 0.5)
+    assert m.phase is Phase.STEADY and m.failure is None
+
+
+def test_a_script_that_always_exits_76_before_reporting_fails_after_its_retries():
+    m = new_machine()
+    now, outcomes = 0.0, []
+    for generation in range(1, 10):
+        if not m.may_start(now):
+            now = m.deadline
+            assert m.may_start(now)
+        m.start(["n0", "n1"], generation)
+        m.exited("n0", INPLACE.judge(EXIT_INPLACE_FAILED), EXIT_INPLACE_FAILED, now + 1)
+        m.exited("n1", INPLACE.judge(EXIT_RESIZE), EXIT_RESIZE, now + 1.5)
+        now += 1.5
+        assert not m.judgeable(now)  # a reclaim may still explain it
+        now += FAILURE_SETTLE_S
+        assert m.judgeable(now)
+        outcomes.append(m.outcome(now, work_done=False))
+        if m.phase is Phase.ENDED:
+            break
+    assert outcomes == [Outcome.BACKOFF, Outcome.BACKOFF, Outcome.FAILED]
+    assert "in-place resize failed" in m.last_reason and "3 attempts" in m.last_reason
+
+
+def test_a_killed_worker_is_a_counted_failure_even_when_the_survivors_exit_76_first():
+    m = running(["n0", "n1", "n2"])
+    m.exited("n1", Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 10.0)  # they noticed the dead peer first
+    m.exited("n2", Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 10.0)
+    m.exited("n0", Exit.CRASHED, -9, 10.1)
+    assert not m.judgeable(10.2)  # a reclaim may still explain it
+    assert m.judgeable(10.1 + FAILURE_SETTLE_S)
+    assert m.outcome(10.1 + FAILURE_SETTLE_S, work_done=False) is Outcome.BACKOFF and m.retries == 1
+
+
+def test_an_unasked_exit_75_is_a_departure_not_a_failure():
+    m = running(["n0", "n1"])
+    m.exited("n1", INPLACE.judge(EXIT_RESIZE), EXIT_RESIZE, 5.0)  # its node's SIGTERM came first
+    assert m.phase is Phase.STOPPING and m.failure is None
+    m.exited("n0", Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 5.5)  # its peer vanished: a consequence
+    assert m.outcome(5.5, work_done=False) is Outcome.RELAUNCH and m.retries == 0
+
+
+def test_a_job_whose_work_is_done_finishes_however_its_workers_were_stopped():
+    m = running(["n0", "n1"])
+    m.stop(Stop.SHUTDOWN, 1.0)
+    m.exited("n0", Exit.LEFT, EXIT_RESIZE, 1.2)
+    m.exited("n1", Exit.LEFT, EXIT_RESIZE, 1.2)
+    assert m.outcome(1.2, work_done=True) is Outcome.FINISHED and m.phase is Phase.ENDED
+
+
+def test_a_crash_right_after_an_in_place_resize_is_the_resizes_failure():
+    m = running(["n0", "n1"])
+    m.resize(["n0", "n1", "n2"], 10.0, in_place=True)
+    m.arrived("n2", m.generation)
+    m.progress(m.generation)
+    m.exited("n1", Exit.CRASHED, 1, 11.0)  # a gloo error in backward: a peer changed mid-collective
+    assert m.failure.kind is Exit.INPLACE_FAILED
+    for n in ("n0", "n2"):
+        m.exited(n, Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 11.5)
+    assert m.outcome(20.0, work_done=False) is Outcome.RELAUNCH and m.retries == 0
+
+
+def test_a_node_still_vacated_by_its_leaver_joins_once_it_is_free():
+    m = running(["n0", "n1"])
+    m.resize(["n0"], 0.0, in_place=True)  # n1 leaves
+    assert m.resize(["n0", "n1"], 0.1, in_place=True) is None  # given back before its leaver is gone
+    m.exited("n1", Exit.LEFT, EXIT_RESIZE, 0.3)
+    plan = m.resize(["n0", "n1"], 0.3, in_place=True)
+    assert plan.start == ["n1"] and plan.members == ["n0", "n1"]
