@@ -326,7 +326,9 @@ def format_status(status: Dict[str, Any]) -> str:
                         if m["bad_reports"] else "")
                      + ("; stopping" if m["stopping"] else ""))
         used = status["nodes"]["used"]
-        lines.append(f"nodes: {len(status['nodes']['pool'])} in the pool, {len(used)} training")
+        unused = status["nodes"].get("unused")
+        lines.append(f"nodes: {len(status['nodes']['pool'])} in the pool, {len(used)} training"
+                     + (f"; {len(unused['nodes'])} unused: {unused['why']}" if unused and unused["nodes"] else ""))
     header = ("JOB", "STATE", "NODES", "RANGE", "RESIZE", "SAMPLES", "WORK", "RATE/s", "ETA", "RETRIES")
     # The configuration column only when a job declares configurations (bft submit --configuration).
     configurations = any(j.get("configurations") for j in status["jobs"])

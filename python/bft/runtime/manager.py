@@ -408,10 +408,28 @@ class Manager:
                         "decision_p50_s": self.decider.latency_p50_s(),
                         "decision_latency_s": self.decider.latency_summary_s(), "stopping": self._stopping,
                         "source": self.source.describe()},
-            "nodes": {"pool": sorted(self.pool), "used": self.jobs.busy_nodes(),
+            "nodes": {"pool": sorted(self.pool), "used": self.jobs.busy_nodes(), "unused": self._unused(admitted),
                       "standbys": self.jobs.standbys.nodes() if self.jobs.standbys is not None else []},
             "jobs": jobs,
         }
+
+    def _unused(self, admitted: List[JobRun]) -> Dict[str, Any]:
+        """The pool's nodes no job holds or was given, and why (bft status)."""
+        held = {n for run in self.runs.values() for n in run.target} | set(self.jobs.busy_nodes())
+        nodes = sorted(n for n in self.pool if n not in held)
+        below_max = [run.id for run in admitted if len(run.target) < run.row.max_nodes and not run.silent]
+        if not nodes:
+            why = ""
+        elif not admitted:
+            why = "no job is queued"
+        elif not below_max:
+            why = "every admitted job runs at its --max"
+        elif self._dirty:
+            why = "a decision is pending"
+        else:
+            why = (f"the allocator's choice: growing {', '.join(below_max)} onto them does not pay off within "
+                   f"--tfwd ({self.options.tfwd_s:g} s) against its rescale cost")
+        return {"nodes": nodes, "why": why}
 
     # -- shutdown ---------------------------------------------------------------------------------
 

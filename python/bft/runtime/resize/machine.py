@@ -378,7 +378,8 @@ class Machine:
         if reason is Stop.SHUTDOWN:
             return self._outcome(Outcome.QUEUED, "the manager stops: queued for the next one")
         if not self.target:
-            return self._outcome(Outcome.QUEUED, "preempted: its nodes were reclaimed or given to other jobs")
+            return self._outcome(Outcome.QUEUED, "preempted: its nodes were reclaimed" if self.disturbed
+                                 else "the allocator gave its nodes to other jobs")
         if reason is Stop.RESIZE or reason is None:
             return self._outcome(Outcome.RELAUNCH, f"resize to {len(self.target)} nodes")
         detail = f" ({f.kind.value} on {f.node}, after a reclaim)" if f is not None else ""
