@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
 import stat
 import sys
@@ -81,6 +82,16 @@ def add_parsers(sub) -> None:
                         "source's nodes reach the manager at; 127.0.0.1 for the local source)")
     p.add_argument("--store-port", type=int, default=0, help="rendezvous store port (default: any free)")
     p.add_argument("--report-port", type=int, default=0, help="progress report UDP port (default: any free)")
+    p.add_argument("--metrics-textfile", type=Path, metavar="FILE",
+                   help="write Prometheus metrics to FILE (ending .prom) for node_exporter's textfile collector, "
+                   "replaced atomically every --metrics-interval (docs/runtime.md, \"Metrics\")")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics over HTTP on PORT of --metrics-address (0: a free port)")
+    p.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDR",
+                   help="the one address --metrics-port listens on, never a wildcard (default 127.0.0.1; give the "
+                   "--bind address for a Prometheus on another host)")
+    p.add_argument("--metrics-interval", type=float, default=5.0, metavar="S",
+                   help="seconds between two snapshots of the metrics (default 5)")
     for name in source_names():
         source_class(name).add_arguments(p)
 
@@ -176,6 +187,8 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
         options.check()
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if not (math.isfinite(args.metrics_interval) and args.metrics_interval > 0):
+        raise UsageError(f"--metrics-interval: expected a positive number of seconds, got {args.metrics_interval}")
     cls = source_class(args.source)
     # Everything the manager and its jobs create (state, logs, checkpoints) is owner-only.
     os.umask(0o077)
@@ -201,13 +214,45 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
         identity = new_identity()
         store.set_meta("identity", identity)
     source = cls.from_args(args, identity, state_dir)
-    manager = Manager(state_dir, source, store, identity, options)
+    exporter = _metrics_exporter(args, store)
+    manager = Manager(state_dir, source, store, identity, options, metrics=exporter)
     print(f"bft manager: {identity}, state in {state_dir}, source {args.source}, policy {args.policy}, "
           f"resize {args.resize}", flush=True)
     try:
+        if exporter is not None:
+            _start_metrics(exporter)
         return manager.run()
     except OSError as e:
         raise UsageError(f"cannot start: {e}") from None
+    finally:
+        if exporter is not None:
+            exporter.stop()
+
+
+def _metrics_exporter(args: argparse.Namespace, store: StateStore):
+    """The Prometheus exporter the metrics options ask for, or None."""
+    if args.metrics_textfile is None and args.metrics_port is None:
+        return None
+    try:
+        from .metrics import MetricsError, MetricsExporter
+    except ImportError:
+        raise UsageError("--metrics-*: needs prometheus-client: pip install 'libbft[runtime]'") from None
+    try:
+        return MetricsExporter(store, args.metrics_textfile, args.metrics_port, args.metrics_address,
+                               args.metrics_interval)
+    except MetricsError as e:
+        raise UsageError(str(e)) from None
+
+
+def _start_metrics(exporter) -> None:
+    from .metrics import MetricsError
+
+    try:
+        url = exporter.start()
+    except MetricsError as e:
+        raise UsageError(str(e)) from None
+    if url is not None:
+        print(f"bft manager: metrics on {url}", flush=True)
 
 
 def _stop(state_dir: Path) -> int:

@@ -282,14 +282,22 @@ class StateStore:
     def open_procs(self) -> List[sqlite3.Row]:
         return list(self.db.execute("SELECT * FROM procs WHERE ended_s IS NULL"))
 
+    def proc_node_seconds(self, now: float) -> float:
+        """Node-seconds that jobs' processes have held nodes: each process row from its start to its
+        end (to `now` while it runs). One row per node and generation, so this is the nodes' time."""
+        row = self.db.execute("SELECT TOTAL(MAX(COALESCE(ended_s, ?) - started_s, 0)) FROM procs", (now,)).fetchone()
+        return float(row[0])
+
     # -- events ---------------------------------------------------------------------------------
 
     def log_event(self, kind: str, job: Optional[str] = None, node: Optional[str] = None, **detail: Any) -> None:
         self.db.execute("INSERT INTO events (time_s, kind, job, node, detail) VALUES (?, ?, ?, ?, ?)",
                         (time.time(), kind, job, node, json.dumps(detail)))
 
-    def events(self, kinds: Optional[tuple] = None, job: Optional[str] = None) -> List[Dict[str, Any]]:
-        query, args = "SELECT * FROM events WHERE 1", []
+    def events(self, kinds: Optional[tuple] = None, job: Optional[str] = None,
+               since_id: int = 0) -> List[Dict[str, Any]]:
+        """The event log's lines (of `kinds`, of `job`) after the line `since_id`, oldest first."""
+        query, args = "SELECT * FROM events WHERE id > ?", [since_id]
         if kinds:
             query += f" AND kind IN ({', '.join('?' * len(kinds))})"
             args += list(kinds)
