@@ -10,11 +10,12 @@ import fcntl
 import json
 import math
 import os
+import re
 import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import alloc, sim
 from . import control
@@ -92,6 +93,9 @@ def add_parsers(sub) -> None:
                    "--bind address for a Prometheus on another host)")
     p.add_argument("--metrics-interval", type=float, default=5.0, metavar="S",
                    help="seconds between two snapshots of the metrics (default 5)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="a TOML file of these options: keys are the long option names without '--' "
+                   "(max-jobs = 4, standby = false); options given on the command line override it")
     for name in source_names():
         source_class(name).add_arguments(p)
 
@@ -135,6 +139,103 @@ def add_parsers(sub) -> None:
 COMMANDS = ("manager", "submit", "status", "cancel", "logs")
 
 
+# -- the configuration file -------------------------------------------------------------------------
+
+def with_config(manager_parser: argparse.ArgumentParser, argv: List[str]) -> List[str]:
+    """`bft manager ... --config FILE ...`: the file's settings as options placed before the command
+    line's own, so that those override them (argparse keeps an option's last value). The keys are the
+    manager parser's own long options without '--': the one list of flags, nothing to keep in step."""
+    if argv[:1] != ["manager"]:
+        return argv
+    path: Optional[str] = None
+    for k, token in enumerate(argv):
+        if token == "--config" and k + 1 < len(argv):
+            path = argv[k + 1]
+        elif token.startswith("--config="):
+            path = token.split("=", 1)[1]
+    if path is None:
+        return argv
+    given = {token.split("=", 1)[0] for token in argv[1:] if token.startswith("--")}
+    options, origins = [], {}
+    for flag, token, where in config_options(manager_parser, Path(path)):
+        options.append(token)
+        if flag not in given and f"--no-{flag[2:]}" not in given:
+            origins[flag] = where
+    # Where each setting that is not overridden came from: an error about its value names the line.
+    manager_parser.set_defaults(config_origins=origins)
+    return ["manager", *options, *argv[1:]]
+
+
+def located(args: argparse.Namespace, message: str) -> str:
+    """An error about an option whose value came from the configuration file, prefixed with its file
+    and line (the checks name the option: "--max-jobs must be >= 1")."""
+    flag = re.match(r"--[a-z0-9-]+", message)
+    where = getattr(args, "config_origins", {}).get(flag.group() if flag else "")
+    return f"{where}: {message}" if where else message
+
+
+def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[str, str, str]]:
+    """The options that a TOML configuration file sets, checked: (flag, command-line token, "file:line")
+    each; a bad file, key or value raises UsageError naming the file and line."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        raise UsageError(f"--config {path}: reading TOML needs Python 3.11 or newer") from None
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UsageError(f"--config {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--config {path}: not UTF-8 text") from None
+    try:
+        settings = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"--config {path}: not TOML: {e}") from None
+    actions = {option[2:]: action for action in parser._actions for option in action.option_strings
+               if option.startswith("--")}
+    out: List[Tuple[str, str, str]] = []
+    for key, value in settings.items():
+        where = f"{path}:{_key_line(text, key)}"
+        action = actions.get(key)
+        if action is None or key in ("config", "help"):
+            raise UsageError(f"{where}: unknown key {key!r} (keys are bft manager's long options without '--'; "
+                             "bft manager --help lists them)")
+        flag = f"--{key}"
+        if action.nargs == 0:  # a switch: true or false
+            if not isinstance(value, bool):
+                raise UsageError(f"{where}: {key}: expected true or false, got {value!r}")
+            if isinstance(action, argparse.BooleanOptionalAction):
+                out.append((flag, flag if value else f"--no-{key}", where))
+            elif value:
+                out.append((flag, flag, where))
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise UsageError(f"{where}: {key}: expected a string or a number, got {value!r}")
+        text_value = str(value)
+        try:
+            converted = action.type(text_value) if callable(action.type) else text_value
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            raise UsageError(f"{where}: {key}: {value!r} is not a valid value") from None
+        if action.choices is not None and converted not in action.choices:
+            raise UsageError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, action.choices))}")
+        out.append((flag, f"{flag}={text_value}", where))  # one token: a value beginning with "-" stays a value
+    return out
+
+
+def _key_line(text: str, key: str) -> int:
+    """The line of a top-level key's assignment (tomllib keeps no positions)."""
+    pattern = re.compile(rf"""\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*[=.]""")
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("["):  # a table: the keys after it are not top-level
+            header = line.strip().strip("[]").strip()
+            if header.strip('"\'') == key:
+                return number
+            continue
+        if pattern.match(line):
+            return number
+    return 1
+
+
 def main(args: argparse.Namespace) -> int:
     state_dir = args.state_dir if args.state_dir is not None else default_state_dir()
     if state_dir.exists() and not os.access(state_dir, os.R_OK | os.X_OK):
@@ -142,7 +243,12 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"permission denied: {state_dir} belongs to another user")
     try:
         if args.command == "manager":
-            return _stop(state_dir) if args.action == "stop" else _run_manager(args, state_dir)
+            if args.action == "stop":
+                return _stop(state_dir)
+            try:
+                return _run_manager(args, state_dir)
+            except (UsageError, SourceError) as e:
+                raise UsageError(located(args, str(e))) from None
         if args.command == "submit":
             return _submit(args, state_dir)
         if args.command == "status":
