@@ -130,13 +130,26 @@ def add_parsers(sub) -> None:
     p.add_argument("job")
     _state_dir_arg(p)
 
+    p = sub.add_parser("report", help="accounting: node-hours harvested and used, samples, losses, per job or user",
+                       description="What the idle nodes produced over a period, from the state directory's "
+                       "state.db (docs/runtime.md, \"Accounting\"); works with or without a running manager.")
+    p.add_argument("--since", metavar="TIME",
+                   help="start of the period: YYYY-MM-DD[ HH:MM[:SS]] (local time) or seconds since the epoch "
+                   "(default: the first record)")
+    p.add_argument("--until", metavar="TIME", help="end of the period (default: now)")
+    p.add_argument("--by", choices=("job", "user"), default="job", help="one row per job (default) or per user")
+    p.add_argument("--csv", type=Path, metavar="FILE", help="write the rows as CSV to FILE ('-': standard output, "
+                   "instead of the table)")
+    p.add_argument("--png", type=Path, metavar="FILE", help="plot idle nodes in the pool and nodes used over time")
+    _state_dir_arg(p)
+
     p = sub.add_parser("logs", help="print a job's output")
     p.add_argument("job")
     p.add_argument("-n", "--lines", type=int, default=50, help="last N lines (default 50; 0: all)")
     _state_dir_arg(p)
 
 
-COMMANDS = ("manager", "submit", "status", "cancel", "logs")
+COMMANDS = ("manager", "submit", "status", "cancel", "logs", "report")
 
 
 # -- the configuration file -------------------------------------------------------------------------
@@ -259,6 +272,8 @@ def main(args: argparse.Namespace) -> int:
             return 0
         if args.command == "logs":
             return _logs(args, state_dir)
+        if args.command == "report":
+            return _report(args, state_dir)
     except (control.ControlError, StateError, SourceError) as e:
         raise UsageError(str(e)) from None
     return 2
@@ -501,6 +516,57 @@ def format_status(status: Dict[str, Any]) -> str:
         elif j.get("warning"):
             lines.append(f"{j['id']}: {j['warning']}")
     return "\n".join(lines)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+def _report_time(text: Optional[str], flag: str) -> Optional[float]:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    for form in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+        try:
+            return time.mktime(time.strptime(text, form))
+        except ValueError:
+            continue
+    raise UsageError(f"{flag}: not a time: {text!r} (YYYY-MM-DD[ HH:MM[:SS]] or seconds since the epoch)")
+
+
+def _report(args: argparse.Namespace, state_dir: Path) -> int:
+    from . import report
+
+    since, until = _report_time(args.since, "--since"), _report_time(args.until, "--until")
+    if not (state_dir / "state.db").exists():
+        raise UsageError(f"no manager state in {state_dir} (--state-dir)")
+    store = StateStore(state_dir / "state.db", create=False, read_only=True)
+    try:
+        result = report.account(store, report.owner_of(state_dir), since, until)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    finally:
+        store.close()
+    if args.csv is not None and str(args.csv) == "-":
+        sys.stdout.write(report.to_csv(result, args.by))
+    else:
+        print(report.format_table(result, args.by))
+        if args.csv is not None:
+            try:
+                args.csv.write_text(report.to_csv(result, args.by))
+            except OSError as e:
+                raise UsageError(f"--csv {args.csv}: {e.strerror or e}") from None
+            print(f"wrote {args.csv}")
+    if args.png is not None:
+        from ..plots import plot_harvest
+
+        try:
+            plot_harvest(result, args.png)
+        except OSError as e:
+            raise UsageError(f"--png {args.png}: {e.strerror or e}") from None
+        print(f"wrote {args.png}", file=sys.stderr if args.csv is not None and str(args.csv) == "-" else sys.stdout)
+    return 0
 
 
 # -- logs -----------------------------------------------------------------------------------------
