@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 APPLICATION_ID = 0x42465452  # "BFTR"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # incomplete: the script exited normally before its --samples were reported.
 JOB_STATES = ("queued", "running", "finished", "incomplete", "failed", "cancelled")
@@ -51,10 +51,14 @@ CREATE TABLE procs (
 CREATE TABLE events (
   id INTEGER PRIMARY KEY, time_s REAL NOT NULL, kind TEXT NOT NULL, job TEXT, node TEXT,
   detail TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE report_seqs (
+  job TEXT NOT NULL, rank INTEGER NOT NULL, generation INTEGER NOT NULL, round INTEGER NOT NULL,
+  seq INTEGER NOT NULL, PRIMARY KEY (job, rank));
 """
 # Version 1 lacked the jobs' configurations (structured partial backpropagation), version 2 the
 # progress records' rescale method (every rescale was a relaunch), version 3 the jobs' own resize
-# method ('': the manager's): their files are upgraded in place, in one transaction.
+# method ('': the manager's), version 4 the last sequence number believed of each job's ranks (so a
+# restarted manager drops a replayed report): their files are upgraded in place, in one transaction.
 _MIGRATIONS = {
     1: """
 ALTER TABLE jobs ADD COLUMN configurations TEXT;
@@ -67,6 +71,11 @@ ALTER TABLE progress ADD COLUMN method TEXT NOT NULL DEFAULT 'relaunch';
 """,
     3: """
 ALTER TABLE jobs ADD COLUMN resize TEXT NOT NULL DEFAULT '';
+""",
+    4: """
+CREATE TABLE report_seqs (
+  job TEXT NOT NULL, rank INTEGER NOT NULL, generation INTEGER NOT NULL, round INTEGER NOT NULL,
+  seq INTEGER NOT NULL, PRIMARY KEY (job, rank));
 """,
 }
 
@@ -261,6 +270,14 @@ class StateStore:
                             (job, generation, time_s, nodes, samples, advisor_samples, configuration,
                              configuration_samples, method))
             self.db.execute("UPDATE jobs SET samples = ? WHERE id = ?", (samples, job))
+
+    def set_report_seq(self, job: str, rank: int, generation: int, round_: int, seq: int) -> None:
+        """The newest report believed of a job's rank: a restarted manager drops any older one."""
+        self.db.execute("INSERT OR REPLACE INTO report_seqs VALUES (?, ?, ?, ?, ?)",
+                        (job, rank, generation, round_, seq))
+
+    def report_seqs(self, job: str) -> List[sqlite3.Row]:
+        return list(self.db.execute("SELECT * FROM report_seqs WHERE job = ?", (job,)))
 
     def progress(self) -> Iterator[sqlite3.Row]:
         return self.db.execute("SELECT * FROM progress ORDER BY rowid")
