@@ -120,6 +120,7 @@ def test_the_textfile_is_replaced_whole_and_readable_by_node_exporter(tmp_path):
         exporter = MetricsExporter(store, textfile=path)
         exporter.start()
         exporter.update(_status(["n0", "n1"], {}, []), [], 0)
+        exporter.stop()  # the writer thread writes the last snapshot before it ends
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644

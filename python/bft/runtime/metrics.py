@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -220,7 +221,11 @@ class MetricsExporter:
         self.interval_s = interval_s
         self._server = None
         self._next_update = 0.0
-        self._textfile_failing = False
+        # The text is generated and written by a thread of its own: it is most of a snapshot's cost
+        # (bench/metrics_bench.py), and the loop only has to say a new snapshot is there.
+        self._snapshot_taken = threading.Event()
+        self._stopping = False
+        self._writer: Optional[threading.Thread] = None
 
     @property
     def enabled(self) -> bool:
@@ -230,6 +235,8 @@ class MetricsExporter:
         """Starts the HTTP endpoint if asked; returns its URL (port 0: a free one was chosen)."""
         if self.textfile is not None:
             self._write_textfile()  # a directory that cannot take the file fails now, not in the loop
+            self._writer = threading.Thread(target=self._write_textfiles, name="bft-metrics-textfile", daemon=True)
+            self._writer.start()
         if self.port is None:
             return None
         try:
@@ -245,15 +252,25 @@ class MetricsExporter:
     def update(self, status: Dict[str, Any], decision_latencies_s: List[float], decisions: int) -> None:
         self._next_update = time.monotonic() + self.interval_s
         self.metrics.update(status, decision_latencies_s, decisions)
-        if self.textfile is not None:
+        self._snapshot_taken.set()
+
+    def _write_textfiles(self) -> None:
+        """The writer thread: the textfile again after each snapshot (the newest, if several came), and
+        once more when the exporter stops, so the file ends with the last snapshot."""
+        failing = False
+        while True:
+            self._snapshot_taken.wait()
+            self._snapshot_taken.clear()
             try:
                 self._write_textfile()
             except MetricsError as e:  # a full disk must not stop the jobs: said once, tried again each time
-                if not self._textfile_failing:
+                if not failing:
                     print(f"bft manager: {e}", file=sys.stderr, flush=True)
-                self._textfile_failing = True
+                failing = True
             else:
-                self._textfile_failing = False
+                failing = False
+            if self._stopping:
+                return
 
     def _write_textfile(self) -> None:
         path = self.textfile
@@ -268,6 +285,11 @@ class MetricsExporter:
             raise MetricsError(f"--metrics-textfile {path}: {e.strerror or e}") from None
 
     def stop(self) -> None:
+        if self._writer is not None:
+            self._stopping = True
+            self._snapshot_taken.set()
+            self._writer.join(10)
+            self._writer = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
