@@ -243,3 +243,13 @@ def test_a_real_prometheus_scrapes_the_managers_endpoint(harness, prometheus_ser
     assert _value(families, "bft_pool_nodes") == 2
     harness.stop(proc)
     assert "Traceback" not in harness.manager_log()
+
+
+def test_a_failing_snapshot_is_said_once_and_keeps_the_last_one(tmp_path, capsys):
+    exporter = MetricsExporter(StateStore(tmp_path / "state.db"))
+    exporter.update(_status(["n0"], {}, []), [], 0)
+    for _ in range(2):
+        exporter.update({"manager": {}}, [], 0)  # not what Manager.status() answers: the snapshot fails
+    _, families = _families(exporter)
+    assert _value(families, "bft_pool_nodes") == 1
+    assert capsys.readouterr().err.count("internal error in a metrics snapshot") == 1

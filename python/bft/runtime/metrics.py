@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -226,6 +227,7 @@ class MetricsExporter:
         self._snapshot_taken = threading.Event()
         self._stopping = False
         self._writer: Optional[threading.Thread] = None
+        self._snapshot_failed = False
 
     @property
     def enabled(self) -> bool:
@@ -251,7 +253,14 @@ class MetricsExporter:
 
     def update(self, status: Dict[str, Any], decision_latencies_s: List[float], decisions: int) -> None:
         self._next_update = time.monotonic() + self.interval_s
-        self.metrics.update(status, decision_latencies_s, decisions)
+        try:
+            self.metrics.update(status, decision_latencies_s, decisions)
+        except Exception:  # noqa: BLE001 - a metrics bug must not stop the jobs: the old snapshot stays
+            if not self._snapshot_failed:
+                print(f"bft manager: internal error in a metrics snapshot (said once):\n{traceback.format_exc()}",
+                      file=sys.stderr, flush=True)
+            self._snapshot_failed = True
+            return
         self._snapshot_taken.set()
 
     def _write_textfiles(self) -> None:
