@@ -19,8 +19,8 @@ pytestmark = pytest.mark.runtime
 
 def _connect(harness) -> socket.socket:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(harness.state_dir / control.SOCKET_NAME))  # blocking: waits for room in the backlog
     s.settimeout(30)
-    s.connect(str(harness.state_dir / control.SOCKET_NAME))
     return s
 
 
