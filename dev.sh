@@ -6,6 +6,7 @@
 #   ./dev.sh test --quick the fast loop: the same without the Python tests marked runtime, slurm or
 #                         slow (the end-to-end runtime runs and the Slurm test cluster)
 #   ./dev.sh build        set up and build everything (library, tests, Python module)
+#   ./dev.sh test-packages install the system packages that only tests need (a Prometheus server)
 #   ./dev.sh asan         the C++ suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./dev.sh fuzz         the libFuzzer targets (clang), each for BFT_FUZZ_SECONDS (default 30)
 #   ./dev.sh bench [args] the Google Benchmark programs in bench/ (args go to each program)
@@ -25,10 +26,13 @@ BUILD_DIR="${BFT_BUILD_DIR:-build/dev}"
 JOBS="${BFT_JOBS:-$(nproc)}"
 APT_PACKAGES=(g++ pkg-config libglpk-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
               coinor-libcbc-dev zlib1g-dev nlohmann-json3-dev clang-format)
+# Only some tests need these: a real Prometheus server scrapes the manager's metrics
+# (tests/python/test_runtime_metrics.py runs `./dev.sh test-packages` when it is missing).
+APT_TEST_PACKAGES=(prometheus)
 # torch is pinned: 2.13.0 is a CPU build that pip finds on this project's machines; an unpinned
 # torch pulls gigabytes of CUDA packages. scikit-learn ships the runtime examples' dataset.
 PY_PACKAGES=("cmake>=3.22" ninja "pybind11>=2.12" "scikit-build-core>=0.10" "numpy>=1.22" scipy
-             matplotlib "pytest>=7" hypothesis "torch==2.13.0" scikit-learn ruff)
+             matplotlib "pytest>=7" hypothesis "torch==2.13.0" scikit-learn ruff prometheus-client)
 
 log() { printf '\033[1m[dev.sh]\033[0m %s\n' "$*" >&2; }
 
@@ -105,11 +109,15 @@ case "$cmd" in
       shift
       quick=(-m "not runtime and not slurm and not slow")
     fi
+    ensure_apt "${APT_TEST_PACKAGES[@]}"
     setup; configure "$BUILD_DIR"; build "$BUILD_DIR"; console_script
     log "C++ tests (ctest)"
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
     log "Python tests (pytest${quick:+, without the runtime, slurm and slow markers})"
     run_pytest "${quick[@]}" "$@"
+    ;;
+  test-packages)
+    ensure_apt "${APT_TEST_PACKAGES[@]}"
     ;;
   asan)
     setup; BUILD_DIR=build/asan

@@ -462,6 +462,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:1] == ["submit"] and "--" in argv:
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
+    try:
+        argv = runtime_cli.with_config(sub.choices["manager"], argv)
+    except runtime_cli.UsageError as e:
+        print(f"bft manager: error: {e}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if script_args:
         args.script_args = [*args.script_args, *script_args]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Sequence, Union
 
 import numpy as np
@@ -41,6 +42,31 @@ def plot_nodes(result, path: PathLike) -> None:
     ax.set_ylim(bottom=0)
     ax.set_title(f"{result.label}: idle capture {float(s['idle_capture']):.1%} "
                  f"({float(s['used_node_hours']):.0f} of {float(s['idle_node_hours']):.0f} node-hours)")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_harvest(report, path: PathLike) -> None:
+    """`bft report --png`: nodes in the manager's pool (harvested) and nodes used by jobs over the
+    report's period (step plot; bft.runtime.report.Report)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 4), dpi=110)
+    hours = (report.until_s - report.since_s) / 3600.0
+
+    def xy(steps):  # held until the period's end
+        return ([(t - report.since_s) / 3600.0 for t, _ in steps] + [hours], [n for _, n in steps] + [steps[-1][1]])
+
+    x, y = xy(report.pool_steps)
+    ax.fill_between(x, y, step="post", color="#c6dbef", label="idle nodes in the pool")
+    x, y = xy(report.used_steps)
+    ax.step(x, y, where="post", color="#08519c", linewidth=1.0, label="used by jobs")
+    ax.set_xlabel(f"hours since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(report.since_s))}")
+    ax.set_ylabel("nodes")
+    ax.set_xlim(0, hours)
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"harvested {report.harvested_node_hours:.2f} node-hours, used by jobs {report.used_node_hours:.2f}")
     ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path)

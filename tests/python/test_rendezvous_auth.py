@@ -174,3 +174,20 @@ def test_another_user_cannot_use_a_jobs_gateway_or_relay(store):
     finally:
         gateway.close()
     assert master.check(["written"])
+
+
+def test_the_relay_answers_any_job_name_alike_until_the_proof(hosted):
+    """No oracle of which job names exist: a hello for a running job and one for a made-up name get a
+    reply of the same form, and both are refused only after a wrong proof (issue 31)."""
+    import re
+
+    replies = []
+    for job in (JOB, "no-such-job"):
+        s = socket.create_connection(hosted.relay.address, timeout=10)
+        s.sendall(b"BFTRDZV1 %s %s\n" % (job.encode(), os.urandom(16).hex().encode()))
+        line = s.makefile("rb").readline()
+        replies.append(re.sub(rb"[0-9a-f]", b"x", line))
+        s.sendall(b"0" * 64 + b"\n")  # a proof without the secret
+        assert _closed(s)
+        s.close()
+    assert replies[0] == replies[1] and re.fullmatch(rb"x{32} x{64}\n", replies[0]), replies

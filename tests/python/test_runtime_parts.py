@@ -211,25 +211,41 @@ def test_every_dropped_report_is_counted_by_kind(store):
 
 
 def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(tmp_path):
-    """The keeper process on its own: reports sent while no manager is attached reach the next one, in
-    order; the store stays up between managers; `stop` ends it and leaves nothing behind."""
+    """The keeper process on its own: the newest report of each sender sent while no manager is
+    attached reaches the next one (garbage does not); the store stays up between managers; `stop`
+    ends it and leaves nothing behind."""
     pytest.importorskip("torch", reason="the keeper hosts a torch TCPStore")
     import socket
 
     from bft.runtime.keeper import INFO_NAME, SOCKET_NAME, KeeperLink, keeper_alive
 
     tmp_path.chmod(0o700)
+    store = StateStore(tmp_path / "state.db")
+    run = make_run(store, "job")
+    store.update_job("job", secret="ab" * 32)
+    store.close()
     first = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
     assert not first.adopted
     pid, port = first.info["pid"], first.info["report_port"]
     first.conn.close()  # the manager dies
+
+    def report(seq: int) -> bytes:
+        return protocol.encode(protocol.Report(run.id, 0, 0, seq, 0, 1, False, 100.0 * seq, time.time()),
+                               bytes.fromhex("ab" * 32))
+
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for k in range(3):
-            s.sendto(f"report {k}".encode(), ("127.0.0.1", port))
+        for k in range(1, 4):
+            s.sendto(report(k), ("127.0.0.1", port))
+            s.sendto(b"garbage", ("127.0.0.1", port))
     second = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
     assert second.adopted and second.info["pid"] == pid  # the same keeper, the same store
-    received = second.datagrams()  # held, or relayed as they arrive: in order either way
-    assert [next(received) for _ in range(3)] == [b"report 0", b"report 1", b"report 2"]
+    received = second.datagrams()  # held (the newest) or relayed as they arrive (all): in order either way
+    seen = []
+    while not seen or seen[-1] != b"3":  # the sequence number, the datagram's fifth field
+        data = next(received)
+        if data != b"garbage":  # relayed as it arrived: the manager drops and counts it
+            seen.append(data.split(b" ")[4])
+    assert seen == sorted(seen) and seen[-1] == b"3"
     second.stop_keeper()
     assert not keeper_alive(pid, tmp_path)
     assert not (tmp_path / INFO_NAME).exists() and not (tmp_path / SOCKET_NAME).exists()

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
+import re
 import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import alloc, sim
 from . import control
@@ -82,6 +84,19 @@ def add_parsers(sub) -> None:
                         "source's nodes reach the manager at; 127.0.0.1 for the local source)")
     p.add_argument("--store-port", type=int, default=0, help="rendezvous store port (default: any free)")
     p.add_argument("--report-port", type=int, default=0, help="progress report UDP port (default: any free)")
+    p.add_argument("--metrics-textfile", type=Path, metavar="FILE",
+                   help="write Prometheus metrics to FILE (ending .prom) for node_exporter's textfile collector, "
+                   "replaced atomically every --metrics-interval (docs/runtime.md, \"Metrics\")")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics over HTTP on PORT of --metrics-address (0: a free port)")
+    p.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDR",
+                   help="the one address --metrics-port listens on, never a wildcard (default 127.0.0.1; give the "
+                   "--bind address for a Prometheus on another host)")
+    p.add_argument("--metrics-interval", type=float, default=5.0, metavar="S",
+                   help="seconds between two snapshots of the metrics (default 5)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="a TOML file of these options: keys are the long option names without '--' "
+                   "(max-jobs = 4, standby = false); options given on the command line override it")
     for name in source_names():
         source_class(name).add_arguments(p)
 
@@ -116,13 +131,123 @@ def add_parsers(sub) -> None:
     p.add_argument("job")
     _state_dir_arg(p)
 
+    p = sub.add_parser("report", help="accounting: node-hours harvested and used, samples, losses, per job or user",
+                       description="What the idle nodes produced over a period, from the state directory's "
+                       "state.db (docs/runtime.md, \"Accounting\"); works with or without a running manager.")
+    p.add_argument("--since", metavar="TIME",
+                   help="start of the period: YYYY-MM-DD[ HH:MM[:SS]] (local time) or seconds since the epoch "
+                   "(default: the first record)")
+    p.add_argument("--until", metavar="TIME", help="end of the period (default: now)")
+    p.add_argument("--by", choices=("job", "user"), default="job", help="one row per job (default) or per user")
+    p.add_argument("--csv", type=Path, metavar="FILE", help="write the rows as CSV to FILE ('-': standard output, "
+                   "instead of the table)")
+    p.add_argument("--png", type=Path, metavar="FILE", help="plot idle nodes in the pool and nodes used over time")
+    _state_dir_arg(p)
+
     p = sub.add_parser("logs", help="print a job's output")
     p.add_argument("job")
     p.add_argument("-n", "--lines", type=int, default=50, help="last N lines (default 50; 0: all)")
     _state_dir_arg(p)
 
 
-COMMANDS = ("manager", "submit", "status", "cancel", "logs")
+COMMANDS = ("manager", "submit", "status", "cancel", "logs", "report")
+
+
+# -- the configuration file -------------------------------------------------------------------------
+
+def with_config(manager_parser: argparse.ArgumentParser, argv: List[str]) -> List[str]:
+    """`bft manager ... --config FILE ...`: the file's settings as options placed before the command
+    line's own, so that those override them (argparse keeps an option's last value). The keys are the
+    manager parser's own long options without '--': the one list of flags, nothing to keep in step."""
+    if argv[:1] != ["manager"]:
+        return argv
+    path: Optional[str] = None
+    for k, token in enumerate(argv):
+        if token == "--config" and k + 1 < len(argv):
+            path = argv[k + 1]
+        elif token.startswith("--config="):
+            path = token.split("=", 1)[1]
+    if path is None:
+        return argv
+    given = {token.split("=", 1)[0] for token in argv[1:] if token.startswith("--")}
+    options, origins = [], {}
+    for flag, token, where in config_options(manager_parser, Path(path)):
+        options.append(token)
+        if flag not in given and f"--no-{flag[2:]}" not in given:
+            origins[flag] = where
+    # Where each setting that is not overridden came from: an error about its value names the line.
+    manager_parser.set_defaults(config_origins=origins)
+    return ["manager", *options, *argv[1:]]
+
+
+def located(args: argparse.Namespace, message: str) -> str:
+    """An error about an option whose value came from the configuration file, prefixed with its file
+    and line (the checks name the option: "--max-jobs must be >= 1")."""
+    flag = re.match(r"--[a-z0-9-]+", message)
+    where = getattr(args, "config_origins", {}).get(flag.group() if flag else "")
+    return f"{where}: {message}" if where else message
+
+
+def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[str, str, str]]:
+    """The options that a TOML configuration file sets, checked: (flag, command-line token, "file:line")
+    each; a bad file, key or value raises UsageError naming the file and line."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        raise UsageError(f"--config {path}: reading TOML needs Python 3.11 or newer") from None
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UsageError(f"--config {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--config {path}: not UTF-8 text") from None
+    try:
+        settings = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"--config {path}: not TOML: {e}") from None
+    actions = {option[2:]: action for action in parser._actions for option in action.option_strings
+               if option.startswith("--")}
+    out: List[Tuple[str, str, str]] = []
+    for key, value in settings.items():
+        where = f"{path}:{_key_line(text, key)}"
+        action = actions.get(key)
+        if action is None or key in ("config", "help"):
+            raise UsageError(f"{where}: unknown key {key!r} (keys are bft manager's long options without '--'; "
+                             "bft manager --help lists them)")
+        flag = f"--{key}"
+        if action.nargs == 0:  # a switch: true or false
+            if not isinstance(value, bool):
+                raise UsageError(f"{where}: {key}: expected true or false, got {value!r}")
+            if isinstance(action, argparse.BooleanOptionalAction):
+                out.append((flag, flag if value else f"--no-{key}", where))
+            elif value:
+                out.append((flag, flag, where))
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise UsageError(f"{where}: {key}: expected a string or a number, got {value!r}")
+        text_value = str(value)
+        try:
+            converted = action.type(text_value) if callable(action.type) else text_value
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            raise UsageError(f"{where}: {key}: {value!r} is not a valid value") from None
+        if action.choices is not None and converted not in action.choices:
+            raise UsageError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, action.choices))}")
+        out.append((flag, f"{flag}={text_value}", where))  # one token: a value beginning with "-" stays a value
+    return out
+
+
+def _key_line(text: str, key: str) -> int:
+    """The line of a top-level key's assignment (tomllib keeps no positions)."""
+    pattern = re.compile(rf"""\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*[=.]""")
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("["):  # a table: the keys after it are not top-level
+            header = line.strip().strip("[]").strip()
+            if header.strip('"\'') == key:
+                return number
+            continue
+        if pattern.match(line):
+            return number
+    return 1
 
 
 def main(args: argparse.Namespace) -> int:
@@ -132,7 +257,12 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"permission denied: {state_dir} belongs to another user")
     try:
         if args.command == "manager":
-            return _stop(state_dir) if args.action == "stop" else _run_manager(args, state_dir)
+            if args.action == "stop":
+                return _stop(state_dir)
+            try:
+                return _run_manager(args, state_dir)
+            except (UsageError, SourceError) as e:
+                raise UsageError(located(args, str(e))) from None
         if args.command == "submit":
             return _submit(args, state_dir)
         if args.command == "status":
@@ -143,6 +273,8 @@ def main(args: argparse.Namespace) -> int:
             return 0
         if args.command == "logs":
             return _logs(args, state_dir)
+        if args.command == "report":
+            return _report(args, state_dir)
     except (control.ControlError, StateError, SourceError) as e:
         raise UsageError(str(e)) from None
     return 2
@@ -177,6 +309,8 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
         options.check()
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if not (math.isfinite(args.metrics_interval) and args.metrics_interval > 0):
+        raise UsageError(f"--metrics-interval: expected a positive number of seconds, got {args.metrics_interval}")
     cls = source_class(args.source)
     # Everything the manager and its jobs create (state, logs, checkpoints) is owner-only.
     os.umask(0o077)
@@ -202,13 +336,45 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
         identity = new_identity()
         store.set_meta("identity", identity)
     source = cls.from_args(args, identity, state_dir)
-    manager = Manager(state_dir, source, store, identity, options)
+    exporter = _metrics_exporter(args, store)
+    manager = Manager(state_dir, source, store, identity, options, metrics=exporter)
     print(f"bft manager: {identity}, state in {state_dir}, source {args.source}, policy {args.policy}, "
           f"resize {args.resize}", flush=True)
     try:
+        if exporter is not None:
+            _start_metrics(exporter)
         return manager.run()
     except OSError as e:
         raise UsageError(f"cannot start: {e}") from None
+    finally:
+        if exporter is not None:
+            exporter.stop()
+
+
+def _metrics_exporter(args: argparse.Namespace, store: StateStore):
+    """The Prometheus exporter the metrics options ask for, or None."""
+    if args.metrics_textfile is None and args.metrics_port is None:
+        return None
+    try:
+        from .metrics import MetricsError, MetricsExporter
+    except ImportError:
+        raise UsageError("--metrics-*: needs prometheus-client: pip install 'libbft[runtime]'") from None
+    try:
+        return MetricsExporter(store, args.metrics_textfile, args.metrics_port, args.metrics_address,
+                               args.metrics_interval)
+    except MetricsError as e:
+        raise UsageError(str(e)) from None
+
+
+def _start_metrics(exporter) -> None:
+    from .metrics import MetricsError
+
+    try:
+        url = exporter.start()
+    except MetricsError as e:
+        raise UsageError(str(e)) from None
+    if url is not None:
+        print(f"bft manager: metrics on {url}", flush=True)
 
 
 def _stop(state_dir: Path) -> int:
@@ -354,6 +520,57 @@ def format_status(status: Dict[str, Any]) -> str:
         elif j.get("warning"):
             lines.append(f"{j['id']}: {j['warning']}")
     return "\n".join(lines)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+def _report_time(text: Optional[str], flag: str) -> Optional[float]:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    for form in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+        try:
+            return time.mktime(time.strptime(text, form))
+        except ValueError:
+            continue
+    raise UsageError(f"{flag}: not a time: {text!r} (YYYY-MM-DD[ HH:MM[:SS]] or seconds since the epoch)")
+
+
+def _report(args: argparse.Namespace, state_dir: Path) -> int:
+    from . import report
+
+    since, until = _report_time(args.since, "--since"), _report_time(args.until, "--until")
+    if not (state_dir / "state.db").exists():
+        raise UsageError(f"no manager state in {state_dir} (--state-dir)")
+    store = StateStore(state_dir / "state.db", create=False, read_only=True)
+    try:
+        result = report.account(store, report.owner_of(state_dir), since, until)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    finally:
+        store.close()
+    if args.csv is not None and str(args.csv) == "-":
+        sys.stdout.write(report.to_csv(result, args.by))
+    else:
+        print(report.format_table(result, args.by))
+        if args.csv is not None:
+            try:
+                args.csv.write_text(report.to_csv(result, args.by))
+            except OSError as e:
+                raise UsageError(f"--csv {args.csv}: {e.strerror or e}") from None
+            print(f"wrote {args.csv}")
+    if args.png is not None:
+        from ..plots import plot_harvest
+
+        try:
+            plot_harvest(result, args.png)
+        except OSError as e:
+            raise UsageError(f"--png {args.png}: {e.strerror or e}") from None
+        print(f"wrote {args.png}", file=sys.stderr if args.csv is not None and str(args.csv) == "-" else sys.stdout)
+    return 0
 
 
 # -- logs -----------------------------------------------------------------------------------------

@@ -29,7 +29,13 @@ STARTUP_WAIT_S = 60.0  # how long a request waits for a manager that holds the l
 # How long `bft submit` waits for a manager to appear at all: `bft manager &` followed at once by
 # `bft submit` (the README's quick start) must not depend on which process is faster to import.
 SUBMIT_WAIT_S = 10.0
+CONNECT_WAIT_S = 60.0  # how long a request without a timeout (a stop) waits for room in the backlog
 MAX_REQUEST = 1 << 20
+# A request is a flat object with a curve and a few lists inside: 32 levels is plenty, and far below
+# the depth at which Python's json parser recurses out of its stack.
+MAX_REQUEST_DEPTH = 32
+# A client has this long to send its whole request (one deadline for the connection).
+REQUEST_DEADLINE_S = 10.0
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CONFIGURATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 MAX_CONFIGURATIONS = 16
@@ -53,6 +59,11 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     # server_close() joins the request threads, so `bft manager stop` gets its answer before exit.
     daemon_threads = False
     block_on_close = True
+    # socketserver's default backlog is 5: a burst of connections (2,000 at once) made `bft status`
+    # beside it fail to connect. Not the system's largest either: a full queue of 4,096 took seconds to
+    # drain here, and the client waits for room in the queue (`_connect`) rather than behind all of it
+    # (status during an endless burst: median 3.06 s with 4,096, 0.34 s with 128).
+    request_queue_size = 128
 
     def __init__(self, path: Path, handler: Handler):
         self.handler = handler
@@ -73,20 +84,18 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             pass
 
 
-class _RequestHandler(socketserver.StreamRequestHandler):
-    timeout = 30
-
+class _RequestHandler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         if not same_user(self.request):
             self._send({"ok": False, "error": "permission denied: only the manager's user may control it"})
             return
-        line = self.rfile.readline(MAX_REQUEST + 1)
         try:
-            request = json.loads(line)
-            if not isinstance(request, dict):
-                raise ValueError("not an object")
+            line = _read_line(self.request, time.monotonic() + REQUEST_DEADLINE_S)
+            request = parse_request(line)
         except ValueError as e:
             self._send({"ok": False, "error": f"malformed request ({e})"})
+            return
+        except OSError:  # the client left, or sent no whole line within the deadline: nobody to answer
             return
         done = threading.Event()
         answer: Dict[str, Any] = {}
@@ -103,9 +112,59 @@ class _RequestHandler(socketserver.StreamRequestHandler):
 
     def _send(self, obj: Dict[str, Any]) -> None:
         try:
-            self.wfile.write((json.dumps(obj) + "\n").encode())
+            self.request.settimeout(REQUEST_DEADLINE_S)  # a client that does not read is not waited for
+            self.request.sendall((json.dumps(obj) + "\n").encode())
         except OSError:
             pass
+
+
+def _read_line(conn: socket.socket, deadline: float) -> bytes:
+    """One line of at most MAX_REQUEST bytes by `deadline` (one for the whole request, so a client
+    that trickles bytes gets no more time than a silent one); raises TimeoutError past it."""
+    data = bytearray()
+    while b"\n" not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no whole request within the deadline")
+        conn.settimeout(remaining)
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > MAX_REQUEST and b"\n" not in data:
+            raise ValueError(f"longer than {MAX_REQUEST} bytes")
+    return bytes(data.split(b"\n", 1)[0])
+
+
+def parse_request(line: bytes) -> Dict[str, Any]:
+    """A request line as a JSON object; ValueError names what is wrong. The nesting is checked before
+    parsing: Python's json recurses once per level, so a deep enough document is a RecursionError."""
+    depth = _nesting_depth(line, MAX_REQUEST_DEPTH)
+    if depth > MAX_REQUEST_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_REQUEST_DEPTH} levels")
+    request = json.loads(line)
+    if not isinstance(request, dict):
+        raise ValueError("not an object")
+    return request
+
+
+_BRACKETS_AND_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _nesting_depth(text: bytes, limit: int) -> int:
+    """The deepest nesting of arrays and objects in a JSON text (strings skipped), or limit + 1 as
+    soon as it passes `limit`. Unbalanced text is left to the parser to refuse."""
+    depth = deepest = 0
+    for m in _BRACKETS_AND_STRINGS.finditer(text):
+        token = m.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return limit + 1
+            deepest = max(deepest, depth)
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return deepest
 
 
 def manager_starting(state_dir: Path) -> bool:
@@ -136,7 +195,7 @@ def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 6
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout_s)
     try:
-        s.connect(str(path))
+        _connect(s, str(path), time.monotonic() + (timeout_s if timeout_s is not None else CONNECT_WAIT_S))
         s.sendall((json.dumps(obj) + "\n").encode())
         data = b""
         while not data.endswith(b"\n"):
@@ -153,6 +212,8 @@ def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 6
         raise ControlError(f"permission denied on {path}: the manager belongs to another user") from None
     except socket.timeout:
         raise ControlError("the manager did not answer in time") from None
+    except OSError as e:  # reset, a full backlog past the deadline, ...: one line, not a traceback
+        raise ControlError(f"the manager's socket {path}: {e.strerror or e}") from None
     finally:
         s.close()
     try:
@@ -162,6 +223,19 @@ def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 6
     if not answer.get("ok"):
         raise ControlError(answer.get("error", "the manager refused the request"))
     return answer
+
+
+def _connect(s: socket.socket, path: str, deadline: float) -> None:
+    """Connects, waiting while the manager's backlog is full: with a timeout set, a Unix socket's
+    connect fails at once (EAGAIN) instead of waiting for room in the backlog."""
+    while True:
+        try:
+            s.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:

@@ -8,7 +8,7 @@ connection proving the secret of a job that is queued or running in ``state.db``
 
 The keeper relays every report datagram to the manager over a private Unix socket (``keeper.sock``
 in the state directory, the manager's user only) and, while no manager is attached, holds the
-latest ones (reports are cumulative, so the newest of each worker says it all). A restarted manager
+newest believable one of each worker (reports are cumulative, so the newest says it all; see _hold). A restarted manager
 attaches again and re-adopts the running jobs instead of relaunching them.
 
 The keeper ends when the manager says so (``bft manager stop``), never by itself while jobs may
@@ -19,7 +19,6 @@ still need it. ``keeper.json`` in the state directory says where it listens and 
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import select
@@ -31,7 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Deque, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from .._atomic import write_atomically
 from ..train import protocol, rendezvous
@@ -42,7 +41,8 @@ from .state import ACTIVE_STATES, StateError, StateStore
 INFO_NAME = "keeper.json"
 SOCKET_NAME = "keeper.sock"
 ENV_KEEPER = "BFT_KEEPER_OF"  # the keeper's tag: the state directory it serves
-HELD_DATAGRAMS = 65536  # held while no manager is attached (the oldest go first)
+HELD_DATAGRAMS = 65536  # most held while no manager is attached (one per job, rank, generation and round)
+SECRET_CACHE_S = 5.0  # how long a looked-up job secret (or its absence) is reused while holding reports
 _FRAME = struct.Struct("!H")  # a datagram's length, before it on the relay stream
 
 
@@ -73,7 +73,11 @@ class Keeper:
         finally:
             os.umask(old)
         self.relay.listen(4)
-        self.held: Deque[bytes] = collections.deque(maxlen=HELD_DATAGRAMS)
+        # While no manager is attached: the newest believable report of each (job, generation, round,
+        # rank), by sequence number. A flood of garbage, forgeries or replays holds nothing and pushes
+        # out nothing (it used to fill a 65,536-datagram queue and push out the genuine reports).
+        self.held: Dict[Tuple[str, int, int, int], Tuple[int, bytes]] = {}
+        self._secrets: Dict[str, Tuple[float, Optional[bytes]]] = {}  # job -> (looked up at, secret)
         self.manager: Optional[socket.socket] = None
         self.info = {"pid": os.getpid(), "bind": bind, "store_port": self.store.port,
                      "report_port": self.report_sock.getsockname()[1]}
@@ -117,14 +121,19 @@ class Keeper:
             self.manager.close()  # a new manager replaces one that died
         self.manager = conn
         conn.sendall(json.dumps(self.info).encode() + b"\n")
-        while self.held and self.manager is not None:
-            self._send(self.held.popleft())
+        held = sorted(self.held.items())  # by job, generation, round: a job's older generations first
+        self.held.clear()
+        for _, (_, data) in held:
+            if self.manager is None:
+                self._hold(data)
+            else:
+                self._send(data)
 
     def _relay_datagram(self, data: bytes) -> None:
         if len(data) > protocol.MAX_DATAGRAM:
             data = data[: protocol.MAX_DATAGRAM + 1]  # the manager drops and counts it as malformed
         if self.manager is None:
-            self.held.append(data)
+            self._hold(data)
         else:
             self._send(data)
 
@@ -134,7 +143,39 @@ class Keeper:
         except OSError:  # the manager is gone: hold what comes until the next one attaches
             self.manager.close()
             self.manager = None
-            self.held.append(data)
+            self._hold(data)
+
+    def _hold(self, data: bytes) -> None:
+        """Keeps a report for the next manager if it is believable (signed by an active job's secret)
+        and newer than what is held for its sender. What is not is dropped here, uncounted: the
+        manager counts only what reaches it."""
+        job = protocol.peek_job(data)
+        secret = self._cached_secret(job) if job else None
+        if secret is None:
+            return
+        try:
+            r = protocol.decode(data, secret)
+        except ValueError:
+            return
+        key = (r.job, r.generation, r.round, r.rank)
+        held = self.held.get(key)
+        if held is not None and held[0] >= r.seq:
+            return
+        if held is None and len(self.held) >= HELD_DATAGRAMS:
+            return
+        self.held[key] = (r.seq, data)
+
+    def _cached_secret(self, job: str) -> Optional[bytes]:
+        """_secret_of, reused for SECRET_CACHE_S: a flood must not open state.db once per datagram."""
+        now = time.monotonic()
+        cached = self._secrets.get(job)
+        if cached is not None and now - cached[0] < SECRET_CACHE_S:
+            return cached[1]
+        if len(self._secrets) >= HELD_DATAGRAMS:  # a flood of made-up job names
+            self._secrets.clear()
+        secret = self._secret_of(job)
+        self._secrets[job] = (now, secret)
+        return secret
 
     def _manager_says(self) -> str:
         try:

@@ -29,7 +29,7 @@ import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .. import alloc, sim
 from . import control
@@ -45,6 +45,9 @@ from .resize import AUTO, Phase, Stop, check_resize_choice, job_resize_method
 from .resize.machine import DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S
 from .runs import JobRun
 from .state import ACTIVE_STATES, StateStore
+
+if TYPE_CHECKING:  # prometheus-client is imported only by a manager that exports metrics
+    from .metrics import MetricsExporter
 
 
 @dataclass
@@ -97,8 +100,9 @@ class ManagerOptions:
 
 class Manager:
     def __init__(self, state_dir: Path, source: NodeSource, store: StateStore, identity: str,
-                 options: ManagerOptions):
+                 options: ManagerOptions, metrics: Optional[MetricsExporter] = None):
         options.check()
+        self.metrics = metrics  # started and stopped by its owner (cli); the loop feeds it
         self.state_dir = state_dir
         self.source = source
         self.store = store
@@ -233,6 +237,8 @@ class Manager:
                         except Exception as e:  # noqa: BLE001 - one bad event must not take the manager down
                             self._internal_error(item[1], e)
             self.jobs.poll()
+            if self.metrics is not None and self.metrics.due(time.monotonic()):
+                self.metrics.update(self.status(), list(self.decider.latencies_s), self.decider.decisions)
             if self._stopping:
                 if not any(run.agents for run in self.runs.values()):
                     self._finish_shutdown()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Set
 
 from ..train import protocol
 from .curvebook import CurveBook
@@ -28,6 +28,7 @@ class ReportIntake:
         self.store = store
         self.book = book
         self.dropped: Dict[str, int] = collections.Counter({kind: 0 for kind in DROP_KINDS})
+        self._restored: Set[str] = set()  # jobs whose stored sequence numbers this intake has read
 
     @property
     def dropped_total(self) -> int:
@@ -43,6 +44,8 @@ class ReportIntake:
         if run is None:
             self._drop("unknown_job")
             return
+        if run.id not in self._restored:
+            self._restore(run)
         try:
             r = protocol.decode(data, bytes.fromhex(run.row.secret))
         except protocol.BadSignature:
@@ -67,10 +70,24 @@ class ReportIntake:
             return
         self._accept(run, r)
 
+    def _restore(self, run: JobRun) -> None:
+        """What a previous manager believed of the job's current generation: its round and each rank's
+        last sequence number. Without it, a report captured before a restart and replayed after it
+        (sequence numbers were kept only in memory) was believed again."""
+        self._restored.add(run.id)
+        for row in self.store.report_seqs(run.id):
+            if row["generation"] != run.row.generation or row["round"] < run.round:
+                continue  # a generation or round that has ended: its reports are stale anyway
+            if row["round"] > run.round:
+                run.round = row["round"]
+                run.last_seq.clear()
+            run.last_seq[row["rank"]] = max(run.last_seq.get(row["rank"], 0), row["seq"])
+
     def _accept(self, run: JobRun, r: protocol.Report) -> None:
         run.reported_at = time.monotonic()
         run.silent = False
         run.last_seq[r.rank] = r.seq
+        self.store.set_report_seq(run.id, r.rank, r.generation, r.round, r.seq)
         run.rank_samples[r.rank] = r.samples
         samples = sum(v for k, v in run.rank_samples.items() if k < r.world) if r.all_ranks else r.samples
         prev = run.last_report

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 _MESSAGE_MAX_BYTES = 4096
 _MESSAGE_MAX_AGE_S = 300.0  # older (or replayed) signed reports are ignored; allows for clock skew
 MAX_CONNECTIONS = 32  # reports handled at once
+MESSAGE_DEADLINE_S = 2.0  # a connection's time to send its one message
 
 
 class PilotReportServer:
@@ -80,9 +81,15 @@ class PilotReportServer:
     def _serve(self, conn: socket.socket) -> None:
         try:
             with conn:
-                conn.settimeout(2.0)
+                # One deadline for the whole message, not a timeout per read: a client trickling a byte
+                # at a time would otherwise hold one of the MAX_CONNECTIONS slots for as long as it likes.
+                deadline = time.monotonic() + MESSAGE_DEADLINE_S
                 data = b""
                 while not data.endswith(b"\n") and len(data) < _MESSAGE_MAX_BYTES:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return
+                    conn.settimeout(remaining)
                     chunk = conn.recv(_MESSAGE_MAX_BYTES)
                     if not chunk:
                         break

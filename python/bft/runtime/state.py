@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 APPLICATION_ID = 0x42465452  # "BFTR"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # incomplete: the script exited normally before its --samples were reported.
 JOB_STATES = ("queued", "running", "finished", "incomplete", "failed", "cancelled")
@@ -51,10 +51,14 @@ CREATE TABLE procs (
 CREATE TABLE events (
   id INTEGER PRIMARY KEY, time_s REAL NOT NULL, kind TEXT NOT NULL, job TEXT, node TEXT,
   detail TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE report_seqs (
+  job TEXT NOT NULL, rank INTEGER NOT NULL, generation INTEGER NOT NULL, round INTEGER NOT NULL,
+  seq INTEGER NOT NULL, PRIMARY KEY (job, rank));
 """
 # Version 1 lacked the jobs' configurations (structured partial backpropagation), version 2 the
 # progress records' rescale method (every rescale was a relaunch), version 3 the jobs' own resize
-# method ('': the manager's): their files are upgraded in place, in one transaction.
+# method ('': the manager's), version 4 the last sequence number believed of each job's ranks (so a
+# restarted manager drops a replayed report): their files are upgraded in place, in one transaction.
 _MIGRATIONS = {
     1: """
 ALTER TABLE jobs ADD COLUMN configurations TEXT;
@@ -67,6 +71,11 @@ ALTER TABLE progress ADD COLUMN method TEXT NOT NULL DEFAULT 'relaunch';
 """,
     3: """
 ALTER TABLE jobs ADD COLUMN resize TEXT NOT NULL DEFAULT '';
+""",
+    4: """
+CREATE TABLE report_seqs (
+  job TEXT NOT NULL, rank INTEGER NOT NULL, generation INTEGER NOT NULL, round INTEGER NOT NULL,
+  seq INTEGER NOT NULL, PRIMARY KEY (job, rank));
 """,
 }
 
@@ -262,6 +271,14 @@ class StateStore:
                              configuration_samples, method))
             self.db.execute("UPDATE jobs SET samples = ? WHERE id = ?", (samples, job))
 
+    def set_report_seq(self, job: str, rank: int, generation: int, round_: int, seq: int) -> None:
+        """The newest report believed of a job's rank: a restarted manager drops any older one."""
+        self.db.execute("INSERT OR REPLACE INTO report_seqs VALUES (?, ?, ?, ?, ?)",
+                        (job, rank, generation, round_, seq))
+
+    def report_seqs(self, job: str) -> List[sqlite3.Row]:
+        return list(self.db.execute("SELECT * FROM report_seqs WHERE job = ?", (job,)))
+
     def progress(self) -> Iterator[sqlite3.Row]:
         return self.db.execute("SELECT * FROM progress ORDER BY rowid")
 
@@ -282,14 +299,22 @@ class StateStore:
     def open_procs(self) -> List[sqlite3.Row]:
         return list(self.db.execute("SELECT * FROM procs WHERE ended_s IS NULL"))
 
+    def proc_node_seconds(self, now: float) -> float:
+        """Node-seconds that jobs' processes have held nodes: each process row from its start to its
+        end (to `now` while it runs). One row per node and generation, so this is the nodes' time."""
+        row = self.db.execute("SELECT TOTAL(MAX(COALESCE(ended_s, ?) - started_s, 0)) FROM procs", (now,)).fetchone()
+        return float(row[0])
+
     # -- events ---------------------------------------------------------------------------------
 
     def log_event(self, kind: str, job: Optional[str] = None, node: Optional[str] = None, **detail: Any) -> None:
         self.db.execute("INSERT INTO events (time_s, kind, job, node, detail) VALUES (?, ?, ?, ?, ?)",
                         (time.time(), kind, job, node, json.dumps(detail)))
 
-    def events(self, kinds: Optional[tuple] = None, job: Optional[str] = None) -> List[Dict[str, Any]]:
-        query, args = "SELECT * FROM events WHERE 1", []
+    def events(self, kinds: Optional[tuple] = None, job: Optional[str] = None,
+               since_id: int = 0) -> List[Dict[str, Any]]:
+        """The event log's lines (of `kinds`, of `job`) after the line `since_id`, oldest first."""
+        query, args = "SELECT * FROM events WHERE id > ?", [since_id]
         if kinds:
             query += f" AND kind IN ({', '.join('?' * len(kinds))})"
             args += list(kinds)

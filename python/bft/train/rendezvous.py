@@ -92,13 +92,16 @@ def _server_handshake(conn: socket.socket, secret_of: Callable[[str], Optional[b
         job, cnonce = job_b.decode(), bytes.fromhex(cnonce_hex.decode())
     except ValueError:
         raise HandshakeError("malformed hello") from None
-    secret = secret_of(job) if hello == _HELLO else None
-    if secret is None:
-        raise HandshakeError(f"no running job {job!r}")
+    if hello != _HELLO:
+        raise HandshakeError("malformed hello")
+    # A job that is not running is answered as one that is, with a proof under a key nobody holds, and
+    # refused only after the client's proof: the relay is no oracle of which job names exist.
+    secret = secret_of(job)
+    key = secret if secret is not None else secrets.token_bytes(32)
     rnonce = secrets.token_bytes(_NONCE)
-    conn.sendall(rnonce.hex().encode() + b" " + _proof(secret, b"relay", job, cnonce, rnonce) + b"\n")
-    if not hmac.compare_digest(_read_line(conn, deadline), _proof(secret, b"client", job, cnonce, rnonce)):
-        raise HandshakeError(f"wrong secret for job {job}")
+    conn.sendall(rnonce.hex().encode() + b" " + _proof(key, b"relay", job, cnonce, rnonce) + b"\n")
+    if not hmac.compare_digest(_read_line(conn, deadline), _proof(key, b"client", job, cnonce, rnonce)):
+        raise HandshakeError(f"no running job {job!r}, or a wrong secret")
 
 
 def _pipe(a: socket.socket, b: socket.socket) -> None:

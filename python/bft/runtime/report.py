@@ -1,0 +1,209 @@
+"""``bft report``: what the idle nodes produced over a period, per job and per user, from state.db.
+
+Every figure is read from the manager's state database (docs/runtime.md, "Accounting"):
+
+- *harvested* node-hours: the time each node spent in the manager's pool, from its ``join`` to its
+  ``reclaim`` (or to the manager's stop: a stopped manager gives its nodes back; after a crash, to the
+  next manager's start, which is when the source announces its nodes again);
+- *used* node-hours: the time jobs' processes held nodes, one process row per node and generation,
+  from its start to its exit;
+- *samples*: the growth of a job's monotone sample count (the advisor's) within the period;
+- *losses*: resizes and their gaps (``resize_gap`` events: the time between the last step at the old
+  size and the first at the new one, times the nodes then held), preemptions (a node reclaimed under a
+  running job) and failed generations;
+- the main jobs' *added wait*: the grace time granted at each reclaim, before which the main job's
+  node is vacated (an upper bound: a job that exits sooner frees it sooner).
+
+Only the manager's user can submit to it (its control socket checks peer credentials), so every job
+of a state directory is its owner's: the per-user table has that one row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import pwd
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from .state import StateStore
+
+Interval = Tuple[float, float]
+
+
+@dataclass
+class JobAccount:
+    job: str
+    user: str
+    state: str
+    node_hours: float = 0.0  # held by the job's processes within the period
+    samples: float = 0.0  # trained within the period
+    resizes: int = 0
+    resize_gap_node_hours: float = 0.0  # nodes held while no step was taken, in resizes
+    preemptions: int = 0
+    failures: int = 0
+
+
+_SUMMED = ("node_hours", "samples", "resizes", "resize_gap_node_hours", "preemptions", "failures")
+
+
+@dataclass
+class Report:
+    since_s: float
+    until_s: float
+    harvested_node_hours: float  # in the pool
+    used_node_hours: float  # held by jobs
+    reclaims: int
+    added_wait_s: float  # grace granted to vacate reclaimed nodes (upper bound of the main jobs' wait)
+    jobs: List[JobAccount]
+    # Step functions over the period, for the plot: (time_s, nodes in the pool), (time_s, nodes used).
+    pool_steps: List[Tuple[float, int]]
+    used_steps: List[Tuple[float, int]]
+
+    def by_user(self) -> List[JobAccount]:
+        """One row per user, its jobs' figures added up (`job` says how many jobs)."""
+        totals: Dict[str, JobAccount] = {}
+        counts: Dict[str, int] = {}
+        for j in self.jobs:
+            t = totals.setdefault(j.user, JobAccount(job="", user=j.user, state="-"))
+            counts[j.user] = counts.get(j.user, 0) + 1
+            for f in _SUMMED:
+                setattr(t, f, getattr(t, f) + getattr(j, f))
+        for user, t in totals.items():
+            t.job = f"{counts[user]} job{'s' if counts[user] != 1 else ''}"
+        return list(totals.values())
+
+
+def _overlap(a: Interval, b: Interval) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+def _pool_intervals(events: List[dict], now: float) -> List[Tuple[str, float, float]]:
+    """(node, joined, left) for every stay of a node in the pool."""
+    joined: Dict[str, float] = {}
+    out = []
+    for e in events:
+        kind, t = e["kind"], e["time_s"]
+        if kind == "join":
+            joined.setdefault(e["node"], t)
+        elif kind == "reclaim" and e["node"] in joined:
+            out.append((e["node"], joined.pop(e["node"]), t))
+        elif kind in ("manager_stopped", "manager_started"):  # every node is given back or announced again
+            out += [(node, since, t) for node, since in joined.items()]
+            joined.clear()
+    out += [(node, since, now) for node, since in joined.items()]
+    return out
+
+
+def _steps(intervals: List[Interval], since: float, until: float) -> List[Tuple[float, int]]:
+    changes: Dict[float, int] = {}
+    for a, b in intervals:
+        a, b = max(a, since), min(b, until)
+        if b > a:
+            changes[a] = changes.get(a, 0) + 1
+            changes[b] = changes.get(b, 0) - 1
+    out, level = [(since, 0)], 0
+    for t in sorted(changes):
+        level += changes[t]
+        out.append((t, level))
+    return out
+
+
+def account(store: StateStore, owner: str, since: Optional[float] = None, until: Optional[float] = None,
+            now: Optional[float] = None) -> Report:
+    """The report of the state database `store` over [since, until] (default: all of its history)."""
+    now = time.time() if now is None else now
+    events = store.events(("join", "reclaim", "manager_started", "manager_stopped", "resize_gap", "preempted",
+                           "job_failed"))
+    if since is None:  # the state directory's first record
+        first = store.db.execute("SELECT MIN(time_s) FROM events").fetchone()[0]
+        since = first if first is not None else now
+    until = now if until is None else until
+    if until <= since:
+        raise ValueError(f"--until must be after --since (the period is [{since:.0f}, {until:.0f}])")
+    period = (since, until)
+    pool = _pool_intervals(events, now)
+    procs = [(r["job"], r["started_s"], r["ended_s"] if r["ended_s"] is not None else now)
+             for r in store.db.execute("SELECT job, started_s, ended_s FROM procs")]
+    accounts = {j.id: JobAccount(job=j.id, user=owner, state=j.state) for j in store.jobs()}
+    for job, a, b in procs:
+        if job in accounts:
+            accounts[job].node_hours += _overlap((a, b), period) / 3600.0
+    # Samples: the monotone count at the period's end minus the one at its start (0 before a first report).
+    for job, account_ in accounts.items():
+        before = store.db.execute("SELECT MAX(advisor_samples) FROM progress WHERE job = ? AND time_s <= ?",
+                                  (job, since)).fetchone()[0] or 0.0
+        at_end = store.db.execute("SELECT MAX(advisor_samples) FROM progress WHERE job = ? AND time_s <= ?",
+                                  (job, until)).fetchone()[0] or 0.0
+        account_.samples = max(0.0, at_end - before)
+    reclaims, added_wait_s = 0, 0.0
+    for e in events:
+        if not since <= e["time_s"] <= until:
+            continue
+        a = accounts.get(e.get("job") or "")
+        if e["kind"] == "reclaim":
+            reclaims += 1
+            added_wait_s += float(e.get("grace_s") or 0.0)
+        elif a is None:
+            continue
+        elif e["kind"] == "resize_gap":
+            a.resizes += 1
+            if e.get("gap") == "resize":  # a restart's gap includes waiting for nodes, which held none
+                a.resize_gap_node_hours += float(e["gap_s"]) * int(e["to_nodes"]) / 3600.0
+        elif e["kind"] == "preempted":
+            a.preemptions += 1
+        elif e["kind"] == "job_failed":
+            a.failures += 1
+    jobs = [a for a in accounts.values() if a.node_hours > 0 or a.samples > 0 or a.resizes or a.failures]
+    return Report(since_s=since, until_s=until,
+                  harvested_node_hours=sum(_overlap((a, b), period) for _, a, b in pool) / 3600.0,
+                  used_node_hours=sum(_overlap((a, b), period) for _, a, b in procs) / 3600.0,
+                  reclaims=reclaims, added_wait_s=added_wait_s, jobs=jobs,
+                  pool_steps=_steps([(a, b) for _, a, b in pool], since, until),
+                  used_steps=_steps([(a, b) for _, a, b in procs], since, until))
+
+
+def owner_of(state_dir: Path) -> str:
+    uid = (state_dir / "state.db").stat().st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def format_table(report: Report, by: str) -> str:
+    span_h = (report.until_s - report.since_s) / 3600.0
+    used_share = report.used_node_hours / report.harvested_node_hours if report.harvested_node_hours else 0.0
+    lines = [f"period: {_when(report.since_s)} .. {_when(report.until_s)} ({span_h:.2f} h)",
+             f"harvested: {report.harvested_node_hours:.3f} node-hours in the pool; used by jobs "
+             f"{report.used_node_hours:.3f} ({used_share:.1%})",
+             f"main jobs: {report.reclaims} nodes reclaimed, added wait at most {report.added_wait_s:.0f} s "
+             "(grace granted)"]
+    rows = report.by_user() if by == "user" else report.jobs
+    header = ("USER", "JOBS") if by == "user" else ("JOB", "USER", "STATE")
+    header += ("NODE-HOURS", "SAMPLES", "RESIZES", "GAP NODE-HOURS", "PREEMPTIONS", "FAILURES")
+    table = [header]
+    for a in rows:
+        key = (a.user, a.job) if by == "user" else (a.job, a.user, a.state)
+        table.append(key + (f"{a.node_hours:.3f}", f"{a.samples:.0f}", str(a.resizes),
+                            f"{a.resize_gap_node_hours:.4f}", str(a.preemptions), str(a.failures)))
+    widths = [max(len(r[k]) for r in table) for k in range(len(header))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    return "\n".join(lines)
+
+
+def to_csv(report: Report, by: str) -> str:
+    out = io.StringIO()
+    rows = report.by_user() if by == "user" else report.jobs
+    names = [f.name for f in fields(JobAccount)]
+    writer = csv.DictWriter(out, fieldnames=["since_s", "until_s", *names], lineterminator="\n")
+    writer.writeheader()
+    for a in rows:
+        writer.writerow({"since_s": report.since_s, "until_s": report.until_s, **asdict(a)})
+    return out.getvalue()

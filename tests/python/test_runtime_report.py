@@ -1,0 +1,88 @@
+"""`bft report` (docs/runtime.md, "Accounting") on the state directory of a real run: a manager driven
+by an idle-node trace, a job (the emulated launcher's real processes and signed reports) that grows,
+loses a node to a reclaim and finishes."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from bft.runtime import report
+from runtime_util import REPO, bft, write_trace
+
+pytestmark = pytest.mark.runtime
+
+EMULATED = REPO / "python" / "bft" / "runtime" / "emulated.py"
+WORK = 4000
+
+
+@pytest.fixture
+def finished_run(harness):
+    """The state directory of a finished run: n0 and n1 idle from the start, n2 from 6 s, n1 taken
+    back at 14 s (grace 2 s); one job of 100 samples/s per node until 4,000 samples."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (6, "n2", "idle"),
+                                                     (14, "n1", "busy")])
+    proc = harness.start("--local-trace", str(trace), "--local-nodes", "3", "--local-grace-s", "2", "--grace", "5",
+                         "--local-emulate", "--resize", "relaunch")
+    harness.submit("emu", "--min", "1", "--max", "3", "--samples", str(WORK), "--",
+                   "--curve", '{"nodes": [0, 1, 2, 3], "throughput": [0, 100, 200, 300]}', script=EMULATED)
+    harness.wait(lambda s: harness.job("emu")["state"] in ("finished", "failed"), 120, "the job to finish")
+    assert harness.job("emu")["state"] == "finished"
+    harness.stop(proc)
+    return harness
+
+
+def _run_report(harness, *args):
+    r = bft("report", "--state-dir", str(harness.state_dir), *args)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    return r.stdout
+
+
+def test_the_report_of_a_real_run_adds_up(finished_run, tmp_path):
+    h = finished_run
+    store = h.store()
+    try:
+        whole = report.account(store, "someone")
+        joined = {e["node"]: e["time_s"] for e in store.events(("join",))}
+        stopped = store.events(("manager_stopped",))[-1]["time_s"]
+        reclaimed = store.events(("reclaim",))
+        final_samples = store.job("emu").samples
+        middle = (whole.since_s + whole.until_s) / 2
+        halves = [report.account(store, "someone", whole.since_s, middle),
+                  report.account(store, "someone", middle, whole.until_s)]
+    finally:
+        store.close()
+    (job,) = whole.jobs
+    # The samples are the job's own count; the node-hours are within what the pool offered.
+    assert job.samples == pytest.approx(final_samples) and final_samples >= WORK
+    assert 0 < job.node_hours == pytest.approx(whole.used_node_hours)
+    assert whole.used_node_hours < whole.harvested_node_hours
+    # The trace's offer: n0 and n2 from their joins until the manager stopped, n1 until its reclaim.
+    assert [e["node"] for e in reclaimed] == ["n1"] and whole.reclaims == 1 and whole.added_wait_s == 2.0
+    offered_s = (stopped - joined["n0"]) + (reclaimed[0]["time_s"] - joined["n1"]) + (stopped - joined["n2"])
+    assert whole.harvested_node_hours * 3600 == pytest.approx(offered_s)
+    assert job.resizes >= 1 and job.preemptions == 1
+    # Two halves of the period add up to the whole.
+    for name in ("harvested_node_hours", "used_node_hours"):
+        assert sum(getattr(r, name) for r in halves) == pytest.approx(getattr(whole, name))
+    assert sum(j.samples for r in halves for j in r.jobs) == pytest.approx(job.samples)
+
+    table = _run_report(h)
+    assert "emu" in table and f"{job.samples:.0f}" in table and f"{whole.harvested_node_hours:.3f}" in table
+    rows = list(csv.DictReader(io.StringIO(_run_report(h, "--csv", "-"))))
+    assert [r["job"] for r in rows] == ["emu"] and float(rows[0]["samples"]) == pytest.approx(job.samples)
+    users = list(csv.DictReader(io.StringIO(_run_report(h, "--csv", "-", "--by", "user"))))
+    assert len(users) == 1 and users[0]["job"] == "1 job" and float(users[0]["node_hours"]) == pytest.approx(
+        job.node_hours, rel=1e-6)
+    png = tmp_path / "harvest.png"
+    _run_report(h, "--png", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_errors_are_one_line(tmp_path):
+    r = bft("report", "--state-dir", str(tmp_path / "none"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no manager state" in r.stderr, r.stderr
+    r = bft("report", "--state-dir", str(tmp_path), "--since", "yesterday")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a time: 'yesterday'" in r.stderr, r.stderr
