@@ -408,6 +408,8 @@ class JobLifecycle:
             self.store.end_proc(agent.row, code)
             was_leaving, judged = m.blocked(node), how.judge(code)
             if not was_leaving and code != 0:
+                if not how.runs_script:  # a torchrun agent: its failed worker's own status, from its report
+                    code = worker_exit_code(self.files.output_tail(run.id)) or code
                 self.store.log_event("worker_exited", job=run.id, node=node, exit_code=code,
                                      generation=agent.generation, judged=judged.value)
             m.exited(node, judged, code, now)
@@ -471,8 +473,7 @@ class JobLifecycle:
             row.retries = m.retries
             self.store.update_job(row.id, retries=row.retries)
             tail = self.files.log_tail(row.id)
-            code = worker_exit_code(self.files.output_tail(row.id)) or m.last_failure.code
-            self.store.log_event("job_failed", job=row.id, exit_code=code, retry=row.retries, reason=m.last_reason,
+            self.store.log_event("job_failed", job=row.id, exit_code=m.last_failure.code, retry=row.retries, reason=m.last_reason,
                                  tail=tail)
             if outcome is Outcome.FAILED:
                 self.end_job(run, "failed", f"{m.last_reason}\n{tail}")
