@@ -124,11 +124,12 @@ def test_nodes_given_and_taken_back_at_once_and_a_shrink_before_a_grows_deadline
     with a 10 s in-place timeout (the grow's deadline must not fire against the new generation), then
     a node given and taken back within 0.1 s, twice. No in-place failure, no job failure, no hang, and
     every generation that ended says why."""
-    rows = [(0, "n0", "idle"), (0, "n1", "idle"), (20, "n2", "idle"), (29.9, "n1", "busy")]
-    rows += [(t, "n3", s) for t0 in (45, 55) for t, s in ((t0, "idle"), (t0 + 0.1, "busy"))]
+    # Trace seconds, played 10 times faster: the grow at 20 s, the shrink at 29.9 s, n3 held 0.1 s.
+    rows = [(0, "n0", "idle"), (0, "n1", "idle"), (200, "n2", "idle"), (299, "n1", "busy")]
+    rows += [(t, "n3", s) for t0 in (450, 550) for t, s in ((t0, "idle"), (t0 + 1, "busy"))]
     trace = write_trace(harness.root / "trace.csv", rows)
-    proc = harness.start("--local-trace", str(trace), "--local-nodes", "4", "--inplace-timeout", "10",
-                         "--grace", "3")
+    proc = harness.start("--local-trace", str(trace), "--local-nodes", "4", "--local-time-scale", "10",
+                         "--inplace-timeout", "10", "--grace", "3")
     harness.submit("el", "--min", "1", "--max", "4", "--samples", "150000", "--", "--step-s", "0.05",
                    script=ELASTIC)
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 400, "the job to finish")
