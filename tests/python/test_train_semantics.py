@@ -16,9 +16,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
-from runtime_util import REPO, python_env, write_trace
-
 import bft.train as bt
+from runtime_util import REPO, python_env, write_trace
 
 ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
 
@@ -108,7 +107,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(world: int, samples: int, checkpoints: Path, params: Path, semantics: Sequence[str]) -> List[subprocess.Popen]:
+def _launch(world: int, samples: int, checkpoints: Path, params: Path,
+            semantics: Sequence[str]) -> List[subprocess.Popen]:
     """Starts `world` workers of the example as torchrun would (RANK, WORLD_SIZE, MASTER_*), resuming
     from the checkpoint in `checkpoints` if there is one."""
     port = _free_port()
