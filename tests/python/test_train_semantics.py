@@ -20,6 +20,7 @@ import bft.train as bt
 from runtime_util import REPO, python_env, write_trace
 
 ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
+FSDP = REPO / "examples" / "runtime" / "fsdp_synthetic.py"
 
 
 class _Sampler:
@@ -47,6 +48,17 @@ def test_a_fixed_global_batch_step_takes_the_same_samples_at_every_world_size(wo
     assert all(len(batch) <= 2 for batches in ranks for batch in batches)
     assert semantics.samples_per_step(world) == 12 and semantics.loss_weight(world) == 1 / 12
     assert ranks[0][0][:2] == [24, 24 + world][:len(ranks[0][0])]  # strided, as ElasticSampler's stream
+
+
+@pytest.mark.parametrize("micro_batch", [None, 2, 5])
+def test_same_count_gives_every_rank_as_many_micro_batches_padding_with_empty_ones(micro_batch):
+    semantics = bt.FixedGlobalBatch(10, micro_batch=micro_batch)
+    for world in (1, 3, 4, 12):
+        ranks = [semantics.micro_batches(_Sampler(0), r, world, same_count=True) for r in range(world)]
+        assert len({len(batches) for batches in ranks}) == 1, (world, ranks)
+        assert sorted(i for batches in ranks for b in batches for i in b) == list(range(10))
+        assert ranks == [semantics.micro_batches(_Sampler(0), r, world) + [[]] * (len(ranks[0]) - len(
+            semantics.micro_batches(_Sampler(0), r, world))) for r in range(world)]
 
 
 def test_a_fixed_per_worker_batch_step_grows_with_the_world():
@@ -107,10 +119,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(world: int, samples: int, checkpoints: Path, params: Path,
-            semantics: Sequence[str]) -> List[subprocess.Popen]:
-    """Starts `world` workers of the example as torchrun would (RANK, WORLD_SIZE, MASTER_*), resuming
-    from the checkpoint in `checkpoints` if there is one."""
+def _launch(command: Sequence[str], world: int, samples: int, checkpoints: Path,
+            params: Path) -> List[subprocess.Popen]:
+    """Starts `world` workers of an example (`command`: its path and arguments) as torchrun would
+    (RANK, WORLD_SIZE, MASTER_*), resuming from the checkpoint in `checkpoints` if there is one."""
     port = _free_port()
     procs = []
     for rank in range(world):
@@ -118,9 +130,8 @@ def _launch(world: int, samples: int, checkpoints: Path, params: Path,
         env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), BFT_CHECKPOINT_DIR=str(checkpoints))
         procs.append(subprocess.Popen(
-            [sys.executable, str(ELASTIC), "--float64", "--hidden", "6", "--dataset", "40", "--samples", str(samples),
-             "--log-params", str(params), *semantics], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True))
+            [sys.executable, *command, "--float64", "--dataset", "40", "--samples", str(samples), "--log-params",
+             str(params)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     return procs
 
 
@@ -128,18 +139,18 @@ Phases = List[Tuple[int, int]]  # (world size, steps at it), one launch each
 
 
 def _run_all(runs: Dict[str, Tuple[Phases, Sequence[str], int]], root: Path) -> Dict[str, Dict[int, List[float]]]:
-    """Runs each named run (its phases, its semantics arguments, its samples per step at one rank, 0
-    for a fixed global batch) phase after phase, relaunched from its checkpoint between phases; the
+    """Runs each named run (its phases, its example and arguments, its samples per step at one rank,
+    0 for a fixed global batch) phase after phase, relaunched from its checkpoint between phases; the
     runs go side by side. Returns each run's parameters after each step."""
     done = {name: 0 for name in runs}
     for phase in range(max(len(phases) for phases, _, _ in runs.values())):
         started: List[Tuple[str, List[subprocess.Popen]]] = []
         try:
-            for name, (phases, semantics, per_rank) in runs.items():
+            for name, (phases, command, per_rank) in runs.items():
                 if phase < len(phases):
                     world, steps = phases[phase]
                     done[name] += steps * (per_rank * world if per_rank else GLOBAL_BATCH)
-                    started.append((name, _launch(world, done[name], root / name, root / f"{name}.txt", semantics)))
+                    started.append((name, _launch(command, world, done[name], root / name, root / f"{name}.txt")))
             for name, procs in started:
                 for proc in procs:
                     out, _ = proc.communicate(timeout=240)
@@ -178,13 +189,13 @@ def test_elastic_run_trains_the_same_model_as_a_fixed_one(tmp_path):
     1-rank run to within TOLERANCE. The same resizes with a fixed per-worker batch (3 per rank: 12 at
     4 ranks) train another model, which the same comparison catches."""
     per_worker = GLOBAL_BATCH // max(RESIZES)
-    global_batch = ["--global-batch", str(GLOBAL_BATCH), "--batch", str(MICRO_BATCH)]
+    global_batch = [str(ELASTIC), "--hidden", "6", "--global-batch", str(GLOBAL_BATCH), "--batch", str(MICRO_BATCH)]
     resized = [(world, STEPS_PER_SIZE) for world in RESIZES]
     steps = _run_all({
         "elastic": (resized, global_batch, 0),
         "fixed4": ([(4, STEPS)], global_batch, 0),
         "fixed1": ([(1, STEPS)], global_batch, 0),
-        "per_worker": (resized, ["--batch", str(per_worker)], per_worker),
+        "per_worker": (resized, [str(ELASTIC), "--hidden", "6", "--batch", str(per_worker)], per_worker),
     }, tmp_path)
     assert len(steps["elastic"]) == STEPS
     to_fixed4 = _max_difference(steps["elastic"], steps["fixed4"])
@@ -209,10 +220,9 @@ def test_elastic_run_resized_in_place_by_the_manager_trains_the_same_model_as_a_
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "4",
                          "--local-grace-s", "8", "--grace", "10")
     # Paced at 0.1 s a step at least: the job trains through every event of the trace.
-    global_batch = ["--global-batch", str(GLOBAL_BATCH), "--batch", str(MICRO_BATCH)]
+    global_batch = ["--hidden", "6", "--global-batch", str(GLOBAL_BATCH), "--batch", str(MICRO_BATCH)]
     harness.submit("el", "--min", "1", "--max", "4", "--samples", str(900 * GLOBAL_BATCH), "--", "--float64",
-                   "--hidden", "6", "--dataset", "40", "--step-s", "0.1", "--log-params", str(params), *global_batch,
-                   script=ELASTIC)
+                   "--dataset", "40", "--step-s", "0.1", "--log-params", str(params), *global_batch, script=ELASTIC)
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 400, "the job to finish")
     assert not harness.events("inplace_failed", "job_failed", job="el")
     assert len(harness.events("launch", job="el")) == 1  # every resize was in place
@@ -222,6 +232,24 @@ def test_elastic_run_resized_in_place_by_the_manager_trains_the_same_model_as_a_
     assert any(b < a for a, b in zip(sizes, sizes[1:])), f"no shrink in {sizes}"
     harness.stop(proc)
     assert harness.leftovers() == []
-    fixed = _run_all({"fixed1": ([(1, len(elastic))], global_batch, 0)}, harness.root)["fixed1"]
+    fixed = _run_all({"fixed1": ([(1, len(elastic))], [str(ELASTIC), *global_batch], 0)}, harness.root)["fixed1"]
     difference = _max_difference(elastic, fixed)
     assert max(difference) <= TOLERANCE, (sizes, max(difference))
+
+
+@pytest.mark.slow  # 9 processes that each import torch, three phases one after the other: 1-2 min here
+def test_sharded_model_resized_by_relaunch_from_a_resharded_checkpoint_trains_the_same_model_as_a_fixed_one(
+        tmp_path):
+    """examples/runtime/fsdp_synthetic.py (FSDP2 fully_shard per layer, SGD with momentum, float64, a
+    fixed global batch of 12 in micro-batches of 2) grows 2 -> 3 and shrinks 3 -> 1 ranks, relaunched
+    from its DCP checkpoint each time (resharded from 2 to 3 and from 3 to 1 shards, unevenly), and after
+    every one of its 9 steps its parameters equal a fixed 2-rank run's to within TOLERANCE."""
+    fsdp = [str(FSDP), "--hidden", "6", "--layers", "2", "--global-batch", str(GLOBAL_BATCH), "--micro-batch",
+            str(MICRO_BATCH)]
+    steps = _run_all({"resized": ([(2, 3), (3, 3), (1, 3)], fsdp, 0), "fixed2": ([(2, 9)], fsdp, 0)}, tmp_path)
+    assert len(steps["resized"]) == 9
+    difference = _max_difference(steps["resized"], steps["fixed2"])
+    assert max(difference) <= TOLERANCE, difference
+    # The comparison sees the parameters move: a step changes them by far more than the tolerance.
+    moved = max(abs(a - b) for a, b in zip(steps["fixed2"][1], steps["fixed2"][9]))
+    assert moved > 1e4 * TOLERANCE, moved

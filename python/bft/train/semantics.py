@@ -109,18 +109,25 @@ class _Semantics(abc.ABC):
             raise ValueError(f"rank: {rank!r} is outside 0..{world - 1} (world {world})")
         return list(range(position + rank, position + self.samples_per_step(world), world))
 
-    def micro_batches(self, sampler: Any, rank: Optional[int] = None, world: Optional[int] = None) -> List[List[int]]:
+    def micro_batches(self, sampler: Any, rank: Optional[int] = None, world: Optional[int] = None, *,
+                      same_count: bool = False) -> List[List[int]]:
         """This rank's sample indices of the sampler's next step, cut into micro-batches (one
-        micro-batch holding them all without ``micro_batch``; none when the rank has no sample)."""
+        micro-batch holding them all without ``micro_batch``; none when the rank has no sample).
+        ``same_count``: as many on every rank, the short ones padded with empty micro-batches, for
+        models whose forward and backward are collectives (FSDP's all-gathers and reduce-scatters)."""
         world = _world() if world is None else world
         start = sampler.samples
         mine = self.positions(start, rank, world)
-        if not mine:
-            return []
-        step = sampler.indices(start, start + self.samples_per_step(world))
+        step = sampler.indices(start, start + self.samples_per_step(world)) if mine else []
         index = [step[q - start] for q in mine]
-        size = self.micro_batch or len(index)
-        return [index[i:i + size] for i in range(0, len(index), size)]
+        size = self.micro_batch or max(1, len(index))
+        out = [index[i:i + size] for i in range(0, len(index), size)]
+        if same_count:
+            # Rank 0 has the most samples (the step's positions are dealt out from it): the most micro-batches.
+            first = len(self.positions(start, 0, world))
+            most = -(-first // (self.micro_batch or first)) if first else 0
+            out += [[] for _ in range(most - len(out))]
+        return out
 
     def reduce_gradients(self, parameters: Iterable[Any]) -> None:
         """Sums every parameter's gradient over the ranks of the current process group (nothing to do
