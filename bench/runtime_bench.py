@@ -8,6 +8,8 @@
     python bench/runtime_bench.py statesize           # a resize's state transfer (in place) and checkpoint
                                                       # write/read at 10 MB, 100 MB, 1 GB vs a raw broadcast
                                                       # and a raw file write/read of the same bytes
+    python bench/runtime_bench.py gpt                 # examples/runtime/gpt_synthetic.py's throughput at 1 and
+                                                      # 2 workers, fixed global batch vs fixed per-worker batch
 
 Run with the build on PYTHONPATH (``PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py ...``).
 """
@@ -482,6 +484,27 @@ def bench_statesize(sizes_mb: list, repeats: int) -> None:
               f"{t['file_read']:.3f} s (ratio {t['ckpt_read'] / t['file_read']:.2f})", flush=True)
 
 
+def bench_gpt(worlds: list, steps: int, batch: int, global_batch: int) -> None:
+    """Throughput of examples/runtime/gpt_synthetic.py (its median step time, the first 3 steps left
+    out) at each world size, with a fixed global batch (`global_batch` in micro-batches of `batch`)
+    and with a fixed per-worker batch (`batch`); workers started as torchrun would, one thread each."""
+    script = REPO / "examples" / "runtime" / "gpt_synthetic.py"
+    for world in worlds:
+        for name, args, per_step in (("fixed global batch", ["--global-batch", str(global_batch)], global_batch),
+                                     ("fixed per-worker batch", [], batch * world)):
+            with tempfile.TemporaryDirectory(prefix="bft-gpt-") as directory:
+                env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+                           WORLD_SIZE=str(world), CUDA_VISIBLE_DEVICES="", BFT_CHECKPOINT_DIR=directory)
+                command = [sys.executable, str(script), "--batch", str(batch), "--samples", str(steps * per_step),
+                           *args]
+                procs = [subprocess.Popen(command, env=dict(env, RANK=str(rank), LOCAL_RANK="0"),
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         for rank in range(world)]
+                outs = [proc.communicate(timeout=1800)[0] for proc in procs]
+            done = next((line for line in outs[0].splitlines() if line.startswith("done: ")), outs[0][-2000:])
+            print(f"{world} worker(s), {name}: {done}", flush=True)
+
+
 def _free_port() -> int:
     import socket
 
@@ -516,6 +539,11 @@ def main() -> None:
     g.add_argument("--mb", type=float, action="append", help="state size in MB, repeatable (default 10, 100, 1000; "
                    "1000 MB and more measured once)")
     g.add_argument("--repeats", type=int, default=5)
+    t = sub.add_parser("gpt")
+    t.add_argument("--world", type=int, action="append", help="world sizes, repeatable (default 1 and 2)")
+    t.add_argument("--steps", type=int, default=12)
+    t.add_argument("--batch", type=int, default=8, help="per-worker batch, and the micro-batch (default 8)")
+    t.add_argument("--global-batch", type=int, default=32)
     a = p.parse_args()
     if a.what == "report":
         bench_report(a.repeats, a.calls)
@@ -523,6 +551,8 @@ def main() -> None:
         bench_decision(a.jobs, a.nodes, a.events)
     elif a.what == "simreal":
         bench_simreal(a.method)
+    elif a.what == "gpt":
+        bench_gpt(a.world or [1, 2], a.steps, a.batch, a.global_batch)
     elif a.what == "statesize":
         bench_statesize(a.mb or [10, 100, 1000], a.repeats)
     else:
