@@ -120,8 +120,9 @@ def test_the_gpt_example_learns_its_markov_chain(tmp_path):
     script = EXAMPLES.parent / "runtime" / "gpt_synthetic.py"
     done = subprocess.run([sys.executable, str(script), "--vocab", "64", "--length", "16", "--width", "32",
                            "--layers", "2", "--heads", "2", "--dataset", "512", "--batch", "16", "--global-batch", "32",
-                           "--lr", "3e-3", "--samples", "9600"], env=dict(python_env(), BFT_CHECKPOINT_DIR=str(tmp_path)),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                           "--lr", "3e-3", "--samples", "9600"],
+                          env=dict(python_env(), BFT_CHECKPOINT_DIR=str(tmp_path)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     loss = float(done.stdout.split("final loss ")[1].split()[0])
     assert loss < 3.5, done.stdout
