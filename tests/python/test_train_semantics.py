@@ -253,3 +253,33 @@ def test_sharded_model_resized_by_relaunch_from_a_resharded_checkpoint_trains_th
     # The comparison sees the parameters move: a step changes them by far more than the tolerance.
     moved = max(abs(a - b) for a, b in zip(steps["fixed2"][1], steps["fixed2"][9]))
     assert moved > 1e4 * TOLERANCE, moved
+
+
+@pytest.mark.runtime  # a manager, 3 virtual nodes, two relaunches under torchrun: 2-3 min on the shared VM
+def test_sharded_model_resized_by_the_manager_trains_the_same_model_as_a_fixed_one(harness):
+    """The manager (relaunch method, torchrun) runs examples/runtime/fsdp_synthetic.py on 2 nodes,
+    grows it to 3 and shrinks it back to 2 as an idle-node trace frees and takes back a node; each
+    relaunch loads the DCP checkpoint into the new sharding. Every step's parameters equal a fixed
+    1-rank run's to within TOLERANCE."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (30, "n2", "idle"),
+                                                     (70, "n2", "busy")])
+    params = harness.root / "params.txt"
+    proc = harness.start("--resize", "relaunch", "--local-trace", str(trace), "--local-nodes", "3",
+                         "--local-grace-s", "8", "--grace", "10")
+    fsdp = ["--hidden", "6", "--layers", "2", "--global-batch", str(GLOBAL_BATCH), "--micro-batch", str(MICRO_BATCH)]
+    # Paced at 0.1 s a step at least: the job trains through every event of the trace.
+    harness.submit("fs", "--min", "1", "--max", "3", "--samples", str(900 * GLOBAL_BATCH), "--", "--float64",
+                   "--dataset", "40", "--step-s", "0.1", "--log-params", str(params), *fsdp, script=FSDP)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 500, "the job to finish")
+    assert not harness.events("job_failed", job="fs")
+    resized, worlds = _read_params(params)
+    sizes = [w for k, w in enumerate(worlds) if k == 0 or worlds[k - 1] != w]
+    assert 3 in sizes and any(b < a for a, b in zip(sizes, sizes[1:])), sizes
+    gaps = harness.events("resize_gap", job="fs")
+    harness.stop(proc)
+    assert harness.leftovers() == []
+    fixed = _run_all({"fixed1": ([(1, len(resized))], [str(FSDP), *fsdp], 0)}, harness.root)["fixed1"]
+    difference = _max_difference(resized, fixed)
+    assert max(difference) <= TOLERANCE, (sizes, max(difference))
+    print("sizes", sizes, "max difference", max(difference), "gaps",
+          [(g["from_nodes"], g["to_nodes"], round(g["gap_s"], 2)) for g in gaps])
