@@ -123,10 +123,11 @@ METHODS = {"inplace": ("--resize", "inplace", "--standby"), "inplace-cold": ("--
            "relaunch": ("--resize", "relaunch"), "membership": ("--resize", "membership")}
 
 
-def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int, gpus: int) -> None:
-    """A real manager (local source) and one elastic job (examples/runtime/elastic_synthetic.py, the
-    same script for every method); the trace takes half of the nodes away and gives them back every
-    cycle. The manager measures each gap (last step at the old size -> first at the new one). Then,
+def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int, gpus: int,
+                 script: list) -> None:
+    """A real manager (local source) and one elastic job (`script`: its path and arguments; by default
+    examples/runtime/elastic_synthetic.py --step-s 0.05, the same script for every method); the trace
+    takes half of the nodes away and gives them back every cycle. The manager measures each gap (last step at the old size -> first at the new one). Then,
     per method, `launches` short jobs one after the other on the same nodes: launch -> first step.
     With `gpus`, virtual node k trains on GPU k mod gpus (the manager's --local-gpus)."""
     options = ("--local-gpus", str(gpus)) if gpus else ()
@@ -137,9 +138,9 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
     results = {}
     for nodes in sizes:
         for method in methods:
-            r = run_resize_cycles(method, cycles, nodes, period_s, options)
+            r = run_resize_cycles(method, cycles, nodes, period_s, options, script)
             results[f"{method} {nodes // 2}<->{nodes}"] = r
-            r["launches"] = run_launches(method, launches, nodes, options)
+            r["launches"] = run_launches(method, launches, nodes, options) if launches else []
             for kind in ("grow", "shrink"):
                 g = r[kind]
                 med = f"{statistics.median(g):.2f} s" if g else "n/a"
@@ -155,6 +156,8 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
             print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
                   f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",
                   flush=True)
+            print(f"throughput by size, {method:8s}: " + "; ".join(
+                f"{n} node(s) {rate:.2f} samples/s" for n, rate in sorted(r["samples_per_s"].items())), flush=True)
             first, warm = r["launch_to_first_step"], r["launches"]
             print(f"launch to first step, {method:8s} ({nodes} nodes): the resize run's job (submitted as the "
                   f"manager started): {', '.join(f'{x:.2f} s' for x in first) or 'n/a'}; {launches} jobs one after "
@@ -213,7 +216,8 @@ def write_trace(path: Path, rows) -> Path:
     return path
 
 
-def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, options: tuple = ()) -> dict:
+def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, options: tuple = (),
+                      script: tuple = ("examples/runtime/elastic_synthetic.py", "--step-s", "0.05")) -> dict:
     from bft.runtime.curvebook import CurveBook
     from bft.runtime.runs import JobRun
     from bft.runtime.state import StateStore
@@ -227,10 +231,10 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
     state = tmp / "state"
     # A long horizon (--tfwd) so that growing back is always worth its cost: this measures resizes, not policy.
     with local_manager(state, write_trace(tmp / "trace.csv", rows), nodes, method, "--tfwd", "600", *options,
-                       script="examples/runtime/elastic_synthetic.py") as submit:
+                       script=script[0]) as submit:
         curve = tmp / "curve.json"  # linear prior: the job wants every node until the advisor knows better
         curve.write_text(json.dumps({"nodes": [1, nodes], "throughput": [1000.0, 1000.0 * nodes]}))
-        submit("bench", "--curve", str(curve), "--", "--step-s", "0.05")
+        submit("bench", "--curve", str(curve), "--", *script[1:])
         time.sleep(period_s * (cycles + 1) + 5)
     store = StateStore(state / "state.db", create=False, read_only=True)
     out = {"grow": [], "shrink": [], "decided": {"grow": 0, "shrink": 0}, "left_out": {"grow": "", "shrink": ""},
@@ -264,6 +268,16 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
     for p in store.progress():
         book.replay_record(run, p)
     out["advisor_costs"] = book.cost_status(run)
+    # The job's throughput at each size: samples over time between consecutive reports of one generation
+    # at one size, summed per size (the gaps between sizes are left out).
+    spans: dict = {}
+    previous = None
+    for p in store.progress():
+        if previous is not None and (previous["generation"], previous["nodes"]) == (p["generation"], p["nodes"]):
+            done, took = spans.get(p["nodes"], (0.0, 0.0))
+            spans[p["nodes"]] = (done + p["samples"] - previous["samples"], took + p["time_s"] - previous["time_s"])
+        previous = p
+    out["samples_per_s"] = {n: done / took for n, (done, took) in spans.items() if took > 0}
     launches = store.events(("launch",))
     progress = list(store.db.execute("SELECT time_s FROM progress WHERE job = 'bench' AND samples > 0 ORDER BY time_s"))
     for launch in launches[:1]:  # the job's first start: later launches are resizes (relaunch) or fallbacks
@@ -531,6 +545,9 @@ def main() -> None:
     z.add_argument("--method", action="append", choices=tuple(METHODS),
                    help="repeatable (default inplace, inplace-cold, relaunch)")
     z.add_argument("--launches", type=int, default=5, help="short jobs launched one after the other (default 5)")
+    z.add_argument("--script", nargs=argparse.REMAINDER, metavar="SCRIPT ARGS",
+                   help="the job: a script under the repository and its arguments, last on the line (default "
+                        "examples/runtime/elastic_synthetic.py --step-s 0.05)")
     z.add_argument("--local-gpus", type=int, default=0, metavar="N",
                    help="train on GPUs: virtual node k gets GPU k mod N (default 0: CPU)")
     m = sub.add_parser("simreal")
@@ -558,7 +575,8 @@ def main() -> None:
     else:
         sys.path.insert(0, str(Path(__file__).parent))
         bench_resize(a.cycles, a.method or ["inplace", "inplace-cold", "relaunch"], a.nodes or [2, 4], a.period,
-                     a.launches, a.local_gpus)
+                     a.launches, a.local_gpus,
+                     a.script or ["examples/runtime/elastic_synthetic.py", "--step-s", "0.05"])
 
 
 if __name__ == "__main__":
