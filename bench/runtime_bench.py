@@ -127,9 +127,10 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
                  script: list) -> None:
     """A real manager (local source) and one elastic job (`script`: its path and arguments; by default
     examples/runtime/elastic_synthetic.py --step-s 0.05, the same script for every method); the trace
-    takes half of the nodes away and gives them back every cycle. The manager measures each gap (last step at the old size -> first at the new one). Then,
-    per method, `launches` short jobs one after the other on the same nodes: launch -> first step.
-    With `gpus`, virtual node k trains on GPU k mod gpus (the manager's --local-gpus)."""
+    takes half of the nodes away and gives them back every cycle. The manager measures each gap (last
+    step at the old size -> first at the new one). Then, per method, `launches` short jobs one after
+    the other on the same nodes: launch -> first step. With `gpus`, virtual node k trains on GPU k mod
+    gpus (the manager's --local-gpus)."""
     options = ("--local-gpus", str(gpus)) if gpus else ()
     if gpus:
         import torch
