@@ -5,6 +5,11 @@
     python bench/runtime_bench.py resize [--cycles 5] # resize gaps and launch to first step: inplace (warm
                                                       # standbys), inplace-cold (--no-standby), relaunch
     python bench/runtime_bench.py simreal             # a trace through the real runtime vs bft replay of it
+    python bench/runtime_bench.py statesize           # a resize's state transfer (in place) and checkpoint
+                                                      # write/read at 10 MB, 100 MB, 1 GB vs a raw broadcast
+                                                      # and a raw file write/read of the same bytes
+    python bench/runtime_bench.py gpt                 # examples/runtime/gpt_synthetic.py's throughput at 1 and
+                                                      # 2 workers, fixed global batch vs fixed per-worker batch
 
 Run with the build on PYTHONPATH (``PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py ...``).
 """
@@ -118,12 +123,14 @@ METHODS = {"inplace": ("--resize", "inplace", "--standby"), "inplace-cold": ("--
            "relaunch": ("--resize", "relaunch"), "membership": ("--resize", "membership")}
 
 
-def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int, gpus: int) -> None:
-    """A real manager (local source) and one elastic job (examples/runtime/elastic_synthetic.py, the
-    same script for every method); the trace takes half of the nodes away and gives them back every
-    cycle. The manager measures each gap (last step at the old size -> first at the new one). Then,
-    per method, `launches` short jobs one after the other on the same nodes: launch -> first step.
-    With `gpus`, virtual node k trains on GPU k mod gpus (the manager's --local-gpus)."""
+def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int, gpus: int,
+                 script: list) -> None:
+    """A real manager (local source) and one elastic job (`script`: its path and arguments; by default
+    examples/runtime/elastic_synthetic.py --step-s 0.05, the same script for every method); the trace
+    takes half of the nodes away and gives them back every cycle. The manager measures each gap (last
+    step at the old size -> first at the new one). Then, per method, `launches` short jobs one after
+    the other on the same nodes: launch -> first step. With `gpus`, virtual node k trains on GPU k mod
+    gpus (the manager's --local-gpus)."""
     options = ("--local-gpus", str(gpus)) if gpus else ()
     if gpus:
         import torch
@@ -132,9 +139,9 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
     results = {}
     for nodes in sizes:
         for method in methods:
-            r = run_resize_cycles(method, cycles, nodes, period_s, options)
+            r = run_resize_cycles(method, cycles, nodes, period_s, options, script)
             results[f"{method} {nodes // 2}<->{nodes}"] = r
-            r["launches"] = run_launches(method, launches, nodes, options)
+            r["launches"] = run_launches(method, launches, nodes, options) if launches else []
             for kind in ("grow", "shrink"):
                 g = r[kind]
                 med = f"{statistics.median(g):.2f} s" if g else "n/a"
@@ -150,6 +157,8 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
             print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
                   f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",
                   flush=True)
+            print(f"throughput by size, {method:8s}: " + "; ".join(
+                f"{n} node(s) {rate:.2f} samples/s" for n, rate in sorted(r["samples_per_s"].items())), flush=True)
             first, warm = r["launch_to_first_step"], r["launches"]
             print(f"launch to first step, {method:8s} ({nodes} nodes): the resize run's job (submitted as the "
                   f"manager started): {', '.join(f'{x:.2f} s' for x in first) or 'n/a'}; {launches} jobs one after "
@@ -208,7 +217,8 @@ def write_trace(path: Path, rows) -> Path:
     return path
 
 
-def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, options: tuple = ()) -> dict:
+def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, options: tuple = (),
+                      script: tuple = ("examples/runtime/elastic_synthetic.py", "--step-s", "0.05")) -> dict:
     from bft.runtime.curvebook import CurveBook
     from bft.runtime.runs import JobRun
     from bft.runtime.state import StateStore
@@ -222,10 +232,10 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
     state = tmp / "state"
     # A long horizon (--tfwd) so that growing back is always worth its cost: this measures resizes, not policy.
     with local_manager(state, write_trace(tmp / "trace.csv", rows), nodes, method, "--tfwd", "600", *options,
-                       script="examples/runtime/elastic_synthetic.py") as submit:
+                       script=script[0]) as submit:
         curve = tmp / "curve.json"  # linear prior: the job wants every node until the advisor knows better
         curve.write_text(json.dumps({"nodes": [1, nodes], "throughput": [1000.0, 1000.0 * nodes]}))
-        submit("bench", "--curve", str(curve), "--", "--step-s", "0.05")
+        submit("bench", "--curve", str(curve), "--", *script[1:])
         time.sleep(period_s * (cycles + 1) + 5)
     store = StateStore(state / "state.db", create=False, read_only=True)
     out = {"grow": [], "shrink": [], "decided": {"grow": 0, "shrink": 0}, "left_out": {"grow": "", "shrink": ""},
@@ -259,6 +269,16 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
     for p in store.progress():
         book.replay_record(run, p)
     out["advisor_costs"] = book.cost_status(run)
+    # The job's throughput at each size: samples over time between consecutive reports of one generation
+    # at one size, summed per size (the gaps between sizes are left out).
+    spans: dict = {}
+    previous = None
+    for p in store.progress():
+        if previous is not None and (previous["generation"], previous["nodes"]) == (p["generation"], p["nodes"]):
+            done, took = spans.get(p["nodes"], (0.0, 0.0))
+            spans[p["nodes"]] = (done + p["samples"] - previous["samples"], took + p["time_s"] - previous["time_s"])
+        previous = p
+    out["samples_per_s"] = {n: done / took for n, (done, took) in spans.items() if took > 0}
     launches = store.events(("launch",))
     progress = list(store.db.execute("SELECT time_s FROM progress WHERE job = 'bench' AND samples > 0 ORDER BY time_s"))
     for launch in launches[:1]:  # the job's first start: later launches are resizes (relaunch) or fallbacks
@@ -383,6 +403,131 @@ def bench_simreal(method: str) -> None:
           f"relative error {(learned_replay - real) / real:+.1%}")
 
 
+STATESIZE_WORKER = r"""
+import os, statistics, sys, tempfile, time
+from pathlib import Path
+import torch, torch.distributed as dist
+import bft.train as bt
+from bft.train.elastic import broadcast_state, state_bytes
+
+size_mb, repeats, directory = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+# A model-like state: float32 tensors of at most 16 MB (a large model's layers), size_mb in all.
+total = int(size_mb * 1e6) // 4
+state = {"model": {f"layer{k}": torch.randn(min(4_000_000, total - k * 4_000_000))
+                   for k in range(-(-total // 4_000_000))}, "samples": 0} if rank == 0 else None
+nbytes = state_bytes(state) if rank == 0 else 0
+raw = torch.empty(total * 4, dtype=torch.uint8)
+if rank == 0:
+    raw.copy_(torch.cat([t.view(-1) for t in state["model"].values()]).view(torch.uint8))
+os.environ["BFT_CHECKPOINT_DIR"] = directory
+times = {k: [] for k in ("inplace", "broadcast", "ckpt_write", "file_write", "ckpt_read", "file_read")}
+
+
+def timed(key, fn):
+    dist.barrier()
+    t = time.perf_counter()
+    out = fn()
+    dist.barrier()
+    times[key].append(time.perf_counter() - t)
+    return out
+
+
+def evict(path):
+    # Out of the page cache: the read measures the disk, as a relaunch on another node would.
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+def raw_write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+for _ in range(repeats):
+    got = timed("inplace", lambda: broadcast_state(state, 0, torch.device("cpu")))
+    del got
+    buf = raw.clone() if rank == 0 else torch.empty_like(raw)
+    timed("broadcast", lambda: dist.broadcast(buf, 0))
+    del buf
+    if rank == 0:
+        path = timed("ckpt_write", lambda: bt.checkpoint(state))
+        evict(path)
+        timed("ckpt_read", lambda: bt.resume())
+        plain = Path(directory) / "raw.bin"
+        timed("file_write", lambda: raw_write(plain, raw.numpy().tobytes()))
+        evict(plain)
+        timed("file_read", lambda: plain.read_bytes())
+    else:
+        for key in ("ckpt_write", "ckpt_read", "file_write", "file_read"):
+            dist.barrier(); dist.barrier()
+if rank == 0:
+    print("RESULT", nbytes, " ".join(f"{k}={statistics.median(v)!r}" for k, v in times.items()), flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def bench_statesize(sizes_mb: list, repeats: int) -> None:
+    """A resize's cost against the state's size: the in-place transfer (bft.train.elastic.broadcast_state,
+    what newcomers receive) against a raw torch.distributed broadcast of the same bytes, and a checkpoint
+    write and read (bt.checkpoint, bt.resume: what a relaunch does) against a raw write (fsync) and read
+    of the same bytes; two gloo ranks on this host, every figure a median of `repeats`."""
+    for size_mb in sizes_mb:
+        n = repeats if size_mb < 1000 else 1
+        with tempfile.TemporaryDirectory(prefix="bft-statesize-") as directory:
+            env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+                       WORLD_SIZE="2", CUDA_VISIBLE_DEVICES="")
+            procs = [subprocess.Popen([sys.executable, "-c", STATESIZE_WORKER, str(size_mb), str(n), directory],
+                                      env=dict(env, RANK=str(rank), LOCAL_RANK="0"), stdout=subprocess.PIPE,
+                                      text=True) for rank in range(2)]
+            outs = [proc.communicate(timeout=1800)[0] for proc in procs]
+        line = next(line for line in outs[0].splitlines() if line.startswith("RESULT"))
+        _, nbytes, *fields = line.split()
+        t = {k: float(v) for k, v in (f.split("=") for f in fields)}
+        mb = int(nbytes) / 1e6
+        target = 2 * t["broadcast"] + 0.5
+        print(f"{mb:7.0f} MB ({n} runs): in place {t['inplace']:.3f} s vs broadcast {t['broadcast']:.3f} s "
+              f"({mb / 1e3 / t['broadcast']:.2f} GB/s), ratio {t['inplace'] / t['broadcast']:.2f}, "
+              f"target 2 x broadcast + 0.5 s = {target:.3f} s ({'met' if t['inplace'] <= target else 'missed'}); "
+              f"checkpoint write {t['ckpt_write']:.3f} s vs file write {t['file_write']:.3f} s "
+              f"(ratio {t['ckpt_write'] / t['file_write']:.2f}); read {t['ckpt_read']:.3f} s vs "
+              f"{t['file_read']:.3f} s (ratio {t['ckpt_read'] / t['file_read']:.2f})", flush=True)
+
+
+def bench_gpt(worlds: list, steps: int, batch: int, global_batch: int) -> None:
+    """Throughput of examples/runtime/gpt_synthetic.py (its median step time, the first 3 steps left
+    out) at each world size, with a fixed global batch (`global_batch` in micro-batches of `batch`)
+    and with a fixed per-worker batch (`batch`); workers started as torchrun would, one thread each."""
+    script = REPO / "examples" / "runtime" / "gpt_synthetic.py"
+    for world in worlds:
+        for name, args, per_step in (("fixed global batch", ["--global-batch", str(global_batch)], global_batch),
+                                     ("fixed per-worker batch", [], batch * world)):
+            with tempfile.TemporaryDirectory(prefix="bft-gpt-") as directory:
+                env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+                           WORLD_SIZE=str(world), CUDA_VISIBLE_DEVICES="", BFT_CHECKPOINT_DIR=directory)
+                command = [sys.executable, str(script), "--batch", str(batch), "--samples", str(steps * per_step),
+                           *args]
+                procs = [subprocess.Popen(command, env=dict(env, RANK=str(rank), LOCAL_RANK="0"),
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         for rank in range(world)]
+                outs = [proc.communicate(timeout=1800)[0] for proc in procs]
+            done = next((line for line in outs[0].splitlines() if line.startswith("done: ")), outs[0][-2000:])
+            print(f"{world} worker(s), {name}: {done}", flush=True)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="what", required=True)
@@ -401,10 +546,22 @@ def main() -> None:
     z.add_argument("--method", action="append", choices=tuple(METHODS),
                    help="repeatable (default inplace, inplace-cold, relaunch)")
     z.add_argument("--launches", type=int, default=5, help="short jobs launched one after the other (default 5)")
+    z.add_argument("--script", nargs=argparse.REMAINDER, metavar="SCRIPT ARGS",
+                   help="the job: a script under the repository and its arguments, last on the line (default "
+                        "examples/runtime/elastic_synthetic.py --step-s 0.05)")
     z.add_argument("--local-gpus", type=int, default=0, metavar="N",
                    help="train on GPUs: virtual node k gets GPU k mod N (default 0: CPU)")
     m = sub.add_parser("simreal")
     m.add_argument("--method", default="relaunch", choices=("relaunch", "membership"))
+    g = sub.add_parser("statesize")
+    g.add_argument("--mb", type=float, action="append", help="state size in MB, repeatable (default 10, 100, 1000; "
+                   "1000 MB and more measured once)")
+    g.add_argument("--repeats", type=int, default=5)
+    t = sub.add_parser("gpt")
+    t.add_argument("--world", type=int, action="append", help="world sizes, repeatable (default 1 and 2)")
+    t.add_argument("--steps", type=int, default=12)
+    t.add_argument("--batch", type=int, default=8, help="per-worker batch, and the micro-batch (default 8)")
+    t.add_argument("--global-batch", type=int, default=32)
     a = p.parse_args()
     if a.what == "report":
         bench_report(a.repeats, a.calls)
@@ -412,10 +569,15 @@ def main() -> None:
         bench_decision(a.jobs, a.nodes, a.events)
     elif a.what == "simreal":
         bench_simreal(a.method)
+    elif a.what == "gpt":
+        bench_gpt(a.world or [1, 2], a.steps, a.batch, a.global_batch)
+    elif a.what == "statesize":
+        bench_statesize(a.mb or [10, 100, 1000], a.repeats)
     else:
         sys.path.insert(0, str(Path(__file__).parent))
         bench_resize(a.cycles, a.method or ["inplace", "inplace-cold", "relaunch"], a.nodes or [2, 4], a.period,
-                     a.launches, a.local_gpus)
+                     a.launches, a.local_gpus,
+                     a.script or ["examples/runtime/elastic_synthetic.py", "--step-s", "0.05"])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ in place (the manager's default for a script that uses ElasticState), the worker
 their process and their model in memory; newcomers get the state from them by broadcast
 (docs/runtime.md, "In-place resizes"). Runs unchanged under ``bft submit --resize relaunch``, as
 ``python elastic_synthetic.py`` and under ``torchrun``.
+
+Training semantics (docs/runtime.md, "Training semantics"): by default each worker takes ``--batch``
+samples per step, so a resize changes the global batch and the trained model depends on when the
+job was resized (``--lr-rule linear`` scales the learning rate with the world size). With
+``--global-batch B`` every optimizer step takes the same B samples at any world size (micro-batches
+of ``--batch`` and gradient accumulation): the model is the one a fixed allocation would train.
 """
 
 import argparse
@@ -26,12 +32,30 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=bt.target_samples(100_000), help="samples to train in all")
     p.add_argument("--batch", type=int, default=64, help="samples per worker per step")
     p.add_argument("--dataset", type=int, default=8192, help="samples in the synthetic dataset (one epoch)")
+    p.add_argument("--global-batch", type=int, metavar="B",
+                   help="fixed global batch: every step takes B samples whatever the world size, each worker "
+                        "in micro-batches of --batch (default: fixed per-worker batch --batch)")
+    p.add_argument("--lr-rule", choices=("constant", "linear"), default="constant",
+                   help="with a fixed per-worker batch: keep the learning rate, or scale it with the world size "
+                        "(linear: 0.05 x workers)")
     p.add_argument("--hidden", type=int, default=256, help="width of the hidden layers")
+    p.add_argument("--float64", action="store_true", help="train in float64 (the tests compare runs step by step)")
     p.add_argument("--step-s", type=float, default=0.0,
                    help="seconds a step takes at least: emulates a heavier model at a known pace (default 0)")
     p.add_argument("--log-indices", metavar="DIR",
                    help="append each step's sample indices to DIR/<pid>.txt (the tests check the epochs)")
+    p.add_argument("--log-params", metavar="FILE",
+                   help="rank 0 appends the step number and the parameters after each step to FILE (float.hex)")
     args = p.parse_args()
+    if args.global_batch is not None and args.lr_rule != "constant":
+        p.error("--lr-rule applies to a fixed per-worker batch; a fixed global batch keeps the learning rate")
+    if args.float64:
+        torch.set_default_dtype(torch.float64)
+    if args.global_batch is not None:
+        semantics = bt.FixedGlobalBatch(args.global_batch, micro_batch=args.batch)
+    else:
+        rule = bt.linear_scaling(1) if args.lr_rule == "linear" else None
+        semantics = bt.FixedPerWorkerBatch(args.batch, lr_rule=rule)
 
     device = bt.device()
     data = torch.randn(args.dataset, 64, generator=torch.Generator().manual_seed(1))
@@ -42,31 +66,46 @@ def main() -> None:
     sampler = bt.ElasticSampler(len(data), seed=0)
     # The one call in-place resizing needs: sets up torch.distributed, restores the state (from a
     # surviving peer, else the last checkpoint); state.commit() below is the step boundary.
-    state = bt.ElasticState(model=model, optimizer=optimizer, sampler=sampler)
+    state = bt.ElasticState(model=model, optimizer=optimizer, sampler=sampler, steps=0)
+    semantics.apply_learning_rate(optimizer)
     log = open(os.path.join(args.log_indices, f"{os.getpid()}.txt"), "a") if args.log_indices else None
-    batches = iter(sampler)
-    loss = torch.tensor(0.0)
+    params = open(args.log_params, "a") if args.log_params else None  # rank 0 of each step writes
+    loss = torch.zeros(())
     while sampler.samples < args.samples:
         step_start = time.monotonic()
-        index = [next(batches) for _ in range(args.batch)]
-        x, y = data[index].to(device), labels[index].to(device)
-        loss = F.cross_entropy(state.ddp_model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
+        # The model is used bare, not in DistributedDataParallel: ranks may run different numbers of
+        # micro-batches in a step; reduce_gradients sums the gradients once per step instead.
+        micro_batches = semantics.micro_batches(sampler)
+        loss = torch.zeros((), device=device)
+        for index in micro_batches:
+            x, y = data[index].to(device), labels[index].to(device)
+            part = F.cross_entropy(model(x), y, reduction="sum") * semantics.loss_weight()
+            part.backward()
+            loss += part.detach()
+        semantics.reduce_gradients(model.parameters())
         optimizer.step()
+        optimizer.zero_grad()
+        state.steps += 1
         if args.step_s > 0:
             time.sleep(max(0.0, step_start + args.step_s - time.monotonic()))
         if log:
+            index = [i for batch in micro_batches for i in batch]
             log.write(f"{sampler.samples} {bt.rank()} {bt.world_size()} {' '.join(map(str, index))}\n")
             log.flush()
-        sampler.record(args.batch * bt.world_size())
+        if params and bt.rank() == 0:
+            flat = torch.cat([q.detach().reshape(-1) for q in model.parameters()]).tolist()
+            params.write(f"{state.steps} {bt.world_size()} {' '.join(map(float.hex, flat))}\n")
+            params.flush()
+        sampler.record(semantics.samples_per_step())
         bt.report(sampler.samples)
-        if state.commit():  # resized in place: this rank's share of the data changed
-            batches = iter(sampler)
+        if state.commit():  # resized in place: this rank's share of each step changed
+            semantics.apply_learning_rate(optimizer)
     state.save()
+    if torch.distributed.is_initialized():
+        torch.distributed.all_reduce(loss)  # the last step's loss: each rank's part of its weighted sum
     if bt.rank() == 0:
-        print(f"done: {sampler.samples} samples on {bt.world_size()} workers ({device.type}, {state.backend}), "
-              f"final loss {loss.item():.3f}", flush=True)
+        print(f"done: {sampler.samples} samples on {bt.world_size()} workers in {state.steps} steps ({device.type}, "
+              f"{state.backend}), final loss {loss.item():.3f}", flush=True)
     if torch.distributed.is_initialized():
         torch.distributed.barrier()  # every rank arrives before any tears down
         torch.distributed.destroy_process_group()

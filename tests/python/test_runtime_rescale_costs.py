@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import runtime_util
-from bft.runtime.curvebook import INPLACE, RELAUNCH, CurveBook
+from bft.runtime.curvebook import INPLACE, INPLACE_S_PER_BYTE, RELAUNCH, RELAUNCH_S_PER_BYTE, CurveBook
 from bft.runtime.resize import Exit, Stop
 from bft.runtime.runs import JobRun
 from bft.runtime.state import SCHEMA_VERSION, StateStore
+from bft.train import protocol
 from runtime_util import bft
 
 RATE = 100.0  # samples/s per node
@@ -295,3 +296,22 @@ def test_a_bad_in_place_default_cost_is_one_line_naming_the_option(tmp_path, opt
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"{option}: expected a finite number >= 0, got -1" in lines[0], lines[0]
+
+
+def test_costs_before_any_measurement_grow_with_the_state_the_job_reports(tmp_path):
+    """A job that reports 1 GB of state is charged, until its own rescales are measured, the defaults
+    plus what moving 1 GB costs: an in-place grow sends it to newcomers (a shrink moves nothing), a
+    relaunch writes and reads it either way. A job that reports no size keeps the defaults."""
+    store = StateStore(tmp_path / "state.db")
+    book = new_book(store)
+    intake, run, send = runtime_util.reporting_job(store, book, INPLACE)
+    send(1, 1, 1, 10.0, 1e9)
+    assert book.method_costs(run, INPLACE) == (0.9, 0.8) and book.method_costs(run, RELAUNCH) == (5.0, 4.0)
+    report = protocol.Report("job", 1, 0, 2, 0, 1, False, 20.0, 1e9 + 1, state_bytes=10**9)
+    intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
+    assert book.method_costs(run, INPLACE) == pytest.approx((0.9 + 1e9 * INPLACE_S_PER_BYTE, 0.8))
+    assert book.method_costs(run, RELAUNCH) == pytest.approx((5.0 + 1e9 * RELAUNCH_S_PER_BYTE,
+                                                              4.0 + 1e9 * RELAUNCH_S_PER_BYTE))
+    assert INPLACE_S_PER_BYTE > 0 and RELAUNCH_S_PER_BYTE > 0
+    book.forget(run)
+    assert book.method_costs(run, INPLACE) == (0.9, 0.8)

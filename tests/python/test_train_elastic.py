@@ -99,3 +99,74 @@ def test_local_nodes_sharing_a_gpu_are_told_to_use_gloo(tmp_path, nodes, gpus, n
     log = tmp_path / "node.log"
     assert source.launch(node, [sys.executable, "-c", show], env, log).wait(60) == 0
     assert log.read_text().strip() == expected
+
+
+def test_the_state_size_counts_weights_and_optimizer_state_and_reaches_the_reports_after_a_step(tmp_path,
+                                                                                                  monkeypatch):
+    from bft.train import _reporter
+
+    monkeypatch.setenv("BFT_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setattr(_reporter.REPORTER, "state_bytes", 0)
+    model, optimizer, sampler = _parts(0)
+    state = bt.ElasticState(model=model, optimizer=optimizer, sampler=sampler, checkpoint_every_s=-1)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert state.state_bytes == weights  # no momentum before the first step
+    model(torch.ones(3, 4)).sum().backward()
+    optimizer.step()
+    assert state.state_bytes == 2 * weights  # and a momentum buffer per parameter after it
+    state.commit()
+    assert _reporter.REPORTER.state_bytes == 2 * weights
+
+
+_BROADCAST_WORKER = r"""
+import collections, os, sys
+import torch, torch.distributed as dist
+from bft.train.elastic import broadcast_state
+
+dist.init_process_group("gloo")
+shared = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+expected = {"model": collections.OrderedDict(w=shared, tied=shared, b=torch.tensor([1.5], dtype=torch.float64)),
+            "optimizer": {"state": {0: {"step": torch.tensor(3), "momentum_buffer": torch.ones(4)[::2]}},
+                          "param_groups": [{"lr": 0.1, "params": [0]}]},
+            "user": {"epoch": 2, "pair": (torch.zeros(0), "x")}}
+got = broadcast_state(expected if dist.get_rank() == 0 else None, 0, torch.device("cpu"))
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+assert same(got, expected), got
+assert got["model"]["w"] is got["model"]["tied"]  # tied weights stay one tensor
+print("same", dist.get_rank(), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_the_state_broadcast_to_a_newcomer_equals_the_senders_in_structure_dtypes_and_values():
+    """What an in-place grow sends (bft.train.elastic.broadcast_state, two gloo ranks): nested dicts in
+    their order and type, lists, tuples, plain values, tensors of several dtypes, a non-contiguous one,
+    an empty one and a tied pair."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(python_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, "-c", _BROADCAST_WORKER], env=dict(env, RANK=str(rank)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
+    try:
+        outs = [proc.communicate(timeout=120)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in procs] == [0, 0], outs
+    assert "same 1" in outs[1], outs

@@ -16,7 +16,9 @@ Rescale costs are measured per method (``RESCALE_METHODS``): the lifecycle says 
 was done (in place, or a relaunch: also an in-place resize that failed and fell back), the advisor
 averages each method's costs apart, and the allocator is charged the costs of the method the job's
 next rescale will use (in place for a running job whose method is ``inplace``, else a relaunch);
-each method's defaults stand until the advisor has measured the job's own.
+each method's defaults stand until the advisor has measured the job's own. Those defaults grow with
+the job's state, as its workers report it (``bt.ElasticState.state_bytes``): a newcomer of an in-place
+grow receives the whole state, and a relaunch writes it to a checkpoint and reads it back.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (REL
 # a shrink as its gap (medians 0.50 s and 0.65 s), not as free as the advisor measures it (~0 s).
 INPLACE_SCALE_UP_S = 2.5
 INPLACE_SCALE_DOWN_S = 0.5
+# Seconds per byte of state a resize adds to those defaults, measured with bench/runtime_bench.py
+# statesize at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
+# in-place grow's transfer to a newcomer (bft.train.elastic.broadcast_state), 2.17 s; a relaunch's
+# checkpoint write and read, 3.62 s + 1.21 s.
+INPLACE_S_PER_BYTE = 2.2e-9
+RELAUNCH_S_PER_BYTE = 4.8e-9
 
 
 class CurveBook:
@@ -54,6 +62,7 @@ class CurveBook:
         self.probe_growth = advisor_options.fit.extrapolation_limit
         self.default_costs = {RELAUNCH: (scale_up_s, scale_down_s), INPLACE: (inplace_scale_up_s, inplace_scale_down_s)}
         self.methods: Dict[str, str] = {}  # job -> how its latest rescale was done (as the advisor heard it)
+        self.state_bytes: Dict[str, int] = {}  # job -> the bytes of state its resizes move, as it reported
 
     # -- keys and records -------------------------------------------------------------------------
 
@@ -123,6 +132,7 @@ class CurveBook:
         """Drops every curve of a job that has ended."""
         for configuration in ["full"] + [c["name"] for c in run.row.configurations]:
             self.advisor.forget(self.key(run, configuration))
+        self.state_bytes.pop(run.id, None)
         self.methods.pop(run.id, None)
 
     # -- priors -----------------------------------------------------------------------------------
@@ -196,10 +206,20 @@ class CurveBook:
         stay), else a relaunch (a stopped job starts anew)."""
         return INPLACE if run.method == INPLACE and run.machine.running and not run.stop_reason else RELAUNCH
 
-    def method_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
-        """(scale_up_s, scale_down_s) of a rescale by `method`: measured by the advisor, else the
-        manager's defaults for that method."""
+    def state_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
+        """(scale_up_s, scale_down_s) of a rescale by `method` before the advisor has measured the job's
+        own: the manager's defaults for that method plus what moving the job's state costs (in place, a
+        grow sends it to the newcomers and a shrink moves nothing; a relaunch writes and reads it)."""
         up, down = self.default_costs[method]
+        size = self.state_bytes.get(run.id, 0)
+        if method == INPLACE:
+            return up + size * INPLACE_S_PER_BYTE, down
+        return up + size * RELAUNCH_S_PER_BYTE, down + size * RELAUNCH_S_PER_BYTE
+
+    def method_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
+        """(scale_up_s, scale_down_s) of a rescale by `method`: measured by the advisor, else
+        :meth:`state_costs`."""
+        up, down = self.state_costs(run, method)
         profile = self._profile(self.key(run))
         if profile is None:
             return up, down
@@ -243,7 +263,7 @@ class CurveBook:
         if run.silent:
             n = max(1, min(max_nodes, top))
             nominal = curve.ThroughputCurve(list(range(1, n + 1)), [SILENT_RATE * k for k in range(1, n + 1)])
-            up, down = self.default_costs[self.next_method(run)]
+            up, down = self.state_costs(run, self.next_method(run))
             return alloc.Job(run.id, run.row.min_nodes, max_nodes, nominal, nominal, up, down, SILENT_WEIGHT)
         throughput, objective = self._curves(run, min(max_nodes, top))
         up, down = self.rescale_costs(run)

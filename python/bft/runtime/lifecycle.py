@@ -473,8 +473,8 @@ class JobLifecycle:
             row.retries = m.retries
             self.store.update_job(row.id, retries=row.retries)
             tail = self.files.log_tail(row.id)
-            self.store.log_event("job_failed", job=row.id, exit_code=m.last_failure.code, retry=row.retries, reason=m.last_reason,
-                                 tail=tail)
+            self.store.log_event("job_failed", job=row.id, exit_code=m.last_failure.code, retry=row.retries,
+                                 reason=m.last_reason, tail=tail)
             if outcome is Outcome.FAILED:
                 self.end_job(run, "failed", f"{m.last_reason}\n{tail}")
         if row.id in self.runs and (outcome is Outcome.QUEUED or not run.target):

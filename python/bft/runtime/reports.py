@@ -89,6 +89,8 @@ class ReportIntake:
         run.last_seq[r.rank] = r.seq
         self.store.set_report_seq(run.id, r.rank, r.generation, r.round, r.seq)
         run.rank_samples[r.rank] = r.samples
+        if r.state_bytes:
+            self.book.state_bytes[run.id] = r.state_bytes
         samples = sum(v for k, v in run.rank_samples.items() if k < r.world) if r.all_ranks else r.samples
         prev = run.last_report
         start = run.gap_start

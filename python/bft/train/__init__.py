@@ -18,7 +18,8 @@ Under ``bft manager`` the reports reach the manager (authenticated with the job'
 checkpoints go to the job's checkpoint directory. Outside it (``python train.py``, plain
 ``torchrun``) reports are no-ops and checkpoints go to ``./bft-checkpoints/<script name>``, so the
 same script runs unchanged. docs/runtime.md describes the contract and its environment variables.
-``ElasticSampler`` (bft.train.sampler) feeds a DataLoader so that resizes neither repeat nor skip data.
+``ElasticSampler`` (bft.train.sampler) feeds a DataLoader so that resizes neither repeat nor skip data;
+``FixedGlobalBatch`` and ``FixedPerWorkerBatch`` (bft.train.semantics) say what a resize does to the model.
 """
 
 from __future__ import annotations
@@ -43,12 +44,16 @@ from .protocol import (
     ENV_TARGET_SAMPLES,
 )
 from .sampler import ElasticSampler
+from .semantics import FixedGlobalBatch, FixedPerWorkerBatch, linear_scaling
 
 __all__ = [
     "EXIT_RESIZE",
     "EXIT_INPLACE_FAILED",
     "ElasticSampler",
     "ElasticState",
+    "FixedGlobalBatch",
+    "FixedPerWorkerBatch",
+    "linear_scaling",
     "device",
     "report",
     "resume",

@@ -29,6 +29,7 @@ class Reporter:
         self.samples = -1.0
         self.time_s = 0.0
         self.all_ranks = False
+        self.state_bytes = 0  # what a resize of this job moves, once the script's ElasticState says
         self._sent = (-1.0, 0.0)
         self._seq = 0
         self._thread: Optional[threading.Thread] = None
@@ -113,7 +114,7 @@ class Reporter:
                 return
             self._seq += 1
             datagram = encode(Report(self._job, self._generation, self._round, self._seq, self._rank, self._world,
-                                     self.all_ranks, float(latest[0]), latest[1]), self._secret)
+                                     self.all_ranks, float(latest[0]), latest[1], self.state_bytes), self._secret)
             try:
                 self._sock.send(datagram)
             except OSError:

@@ -2,13 +2,15 @@
 with, and the progress report, one UDP datagram. The sender (bft.train) and the receiver (the
 manager, bft.runtime) both use this module, so the two cannot disagree::
 
-    BFT1 <job> <generation> <round> <seq> <rank> <world> <all_ranks 0|1> <samples> <time_s> <hmac>
+    BFT1 <job> <generation> <round> <seq> <rank> <world> <all_ranks 0|1> <samples> <time_s> <state_bytes> <hmac>
 
 ``hmac`` is HMAC-SHA256 (hex) of everything before it, keyed with the job's secret, which the
 manager hands to the job in its environment (BFT_JOB_SECRET) and nobody else sees. ``generation``
 counts the manager's launches of the job, ``round`` torchrun's restarts of its workers within one
 launch (TORCHELASTIC_RESTART_COUNT), and ``seq`` the datagrams of one worker process: so a
-replayed or stale datagram is recognised and dropped.
+replayed or stale datagram is recognised and dropped. ``state_bytes`` is the size of the state a
+resize moves (``bt.ElasticState.state_bytes``; 0 when the script does not say): the manager's rescale
+costs before it has measured the job's own grow with it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ ENV_STANDBY = "BFT_STANDBY"
 
 MAGIC = "BFT1"
 MAX_DATAGRAM = 512
-_FIELDS = 11
+_FIELDS = 12
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Report:
     all_ranks: bool
     samples: float
     time_s: float
+    state_bytes: int = 0
 
 
 class BadSignature(ValueError):
@@ -69,7 +72,7 @@ def _mac(secret: bytes, body: bytes) -> str:
 
 def encode(report: Report, secret: bytes) -> bytes:
     body = (f"{MAGIC} {report.job} {report.generation} {report.round} {report.seq} {report.rank} {report.world} "
-            f"{1 if report.all_ranks else 0} {report.samples!r} {report.time_s!r}").encode()
+            f"{1 if report.all_ranks else 0} {report.samples!r} {report.time_s!r} {report.state_bytes}").encode()
     return body + b" " + _mac(secret, body).encode()
 
 
@@ -99,11 +102,11 @@ def decode(datagram: bytes, secret: bytes) -> Report:
         raise ValueError(f"expected {_FIELDS} fields starting with {MAGIC}")
     try:
         r = Report(parts[1], int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), int(parts[6]),
-                   parts[7] == "1", float(parts[8]), float(parts[9]))
+                   parts[7] == "1", float(parts[8]), float(parts[9]), int(parts[10]))
     except ValueError as e:
         raise ValueError(f"bad field: {e}") from None
     if not (r.samples >= 0 and r.samples < 1e18 and 0 <= r.rank < r.world <= 1_000_000 and r.time_s > 0
-            and r.time_s < 1e11):
+            and r.time_s < 1e11 and 0 <= r.state_bytes < 10**15):
         raise ValueError("a field is out of range")
     return r
 
