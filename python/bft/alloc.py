@@ -41,6 +41,7 @@ SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKi
 MILP_SOLVERS = tuple(_a.milp_solver_names())  # those of SOLVERS that solve a MILP (alloc::SolvesMilp)
 GOALS = tuple(_a.goal_names())  # from C++ (alloc::ToString(Goal))
 DEFAULT_TFWD_S = _a.DEFAULT_TFWD_S  # alloc::kDefaultTfwdS, the horizon of Problem and ReplayOptions
+MAX_HORIZON_S = _a.MAX_HORIZON_S  # alloc::kMaxHorizonS: the longest tfwd_s or rescale cost the manager accepts
 
 
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)

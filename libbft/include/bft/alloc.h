@@ -99,6 +99,11 @@ struct Assignment {
 // solvers take (milp::kMaxMagnitude).
 inline constexpr double kMaxObjectiveTerm = 1e15;
 
+// The longest horizon or rescale cost (tfwd_s, scale_up_s, scale_down_s) a front end accepts (the
+// manager's flags): a job of the format's fastest curve (jobs::kMaxSamplesPerS) at weight 1 then
+// stays within kMaxObjectiveTerm, so no job the format accepts can make the allocator refuse.
+inline constexpr double kMaxHorizonS = kMaxObjectiveTerm / jobs::kMaxSamplesPerS;
+
 // The allocator's forward-looking horizon unless told otherwise (Problem::tfwd_s; the replay's too).
 inline constexpr double kDefaultTfwdS = 10.0;
 

@@ -237,7 +237,7 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
             raise UsageError(str(e)) from None
     configurations = [_configuration_arg(text) for text in args.configuration]
     try:
-        control.check_configurations(configurations)
+        control.check_rates(curve, control.check_configurations(configurations), args.max_nodes)
     except ValueError as e:
         raise UsageError(str(e)) from None
     name = args.name or f"{script.stem}-{time.strftime('%H%M%S')}-{os.getpid() % 1000:03d}"
