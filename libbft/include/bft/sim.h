@@ -100,6 +100,11 @@ TraceStats ComputeTraceStats(const Trace& trace);
 // A node that is busy over the whole window never changes state, so the trace does not name it.
 // More nodes than any machine has (Fugaku: 158,976): a typo such as c[0-99999999], not a machine.
 inline constexpr std::size_t kMaxMachineNodes = 1'000'000;
+// The most transitions an import makes (node busy/idle changes, counted before they are merged):
+// about twelve months of Summit (4,680 nodes, 846,856 transitions in February 2021), under 1 GB.
+// Small inputs can multiply past it (20 jobs on a million nodes each); the importer refuses them
+// before it holds them all, naming the cap.
+inline constexpr std::size_t kMaxImportTransitions = 10'000'000;
 
 struct ImportedTrace {
   Trace trace;

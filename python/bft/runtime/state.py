@@ -71,6 +71,17 @@ ALTER TABLE jobs ADD COLUMN resize TEXT NOT NULL DEFAULT '';
 }
 
 
+def _schema_columns() -> Dict[str, List[str]]:
+    """table -> its columns in order, as _SCHEMA (the one definition) makes them."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(_SCHEMA)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: [r[1] for r in db.execute(f"PRAGMA table_info({t})")] for t in tables}
+    finally:
+        db.close()
+
+
 class StateError(Exception):
     """The state file is corrupt, foreign, or of another schema version: one clear line."""
 
@@ -173,6 +184,41 @@ class StateStore:
                                  f"to upgrade it to version {SCHEMA_VERSION}")
             steps = "".join(_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION))
             self.db.executescript(f"BEGIN IMMEDIATE; {steps} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+        self._check_tables()
+        self._check_jobs()
+
+    def _check_tables(self) -> None:
+        """Each table with exactly the columns _SCHEMA gives it (a file that passes quick_check may still
+        have lost a table or gained a column)."""
+        want = _schema_columns()
+        for table, columns in want.items():
+            have = [r[1] for r in self.db.execute(f"PRAGMA table_info({table})")]
+            if not have:
+                raise StateError(f"{self.path}: table {table!r} is missing: not a usable libbft state file")
+            if have != columns:
+                extra, missing = sorted(set(have) - set(columns)), sorted(set(columns) - set(have))
+                raise StateError(f"{self.path}: table {table!r} has columns it should not ({', '.join(extra) or '-'}) "
+                                 f"or lacks some ({', '.join(missing) or '-'}): not a usable libbft state file")
+
+    def _check_jobs(self) -> None:
+        """Every job row reads back (JobRow.from_row): its JSON columns hold JSON of the right kind, its
+        state is one of JOB_STATES. A wrong one is named by table and row, never a traceback later."""
+        for row in self.db.execute("SELECT id, args, curve, configurations, state FROM jobs"):
+            where = f"{self.path}: table 'jobs', row {str(row['id'])[:64]!r}"
+            for column, kind, what in (("args", list, "an array of strings"), ("curve", dict, "an object"),
+                                       ("configurations", list, "an array of objects")):
+                if row[column] is None and column != "args":
+                    continue
+                try:
+                    value = json.loads(row[column])
+                except (TypeError, ValueError, RecursionError):
+                    raise StateError(f"{where}: column {column} is not JSON") from None
+                if not isinstance(value, kind) or (column != "curve" and not all(
+                        isinstance(v, str if column == "args" else dict) for v in value)):
+                    raise StateError(f"{where}: column {column} is not {what}")
+            if row["state"] not in JOB_STATES:
+                raise StateError(f"{where}: column state {str(row['state'])[:32]!r} is not one of "
+                                 f"{', '.join(JOB_STATES)}")
 
     def close(self) -> None:
         self.db.close()

@@ -48,6 +48,11 @@ Trace BuildTrace(const std::vector<std::string>& machine_nodes, const std::vecto
   for (const Occupancy& o : held) {
     if (o.start_s > end_s || (o.end_s && *o.end_s <= start_s)) continue;
     const bool ends_in_window = o.end_s && *o.end_s <= end_s;
+    if (changes.size() + 2 * o.nodes.size() > kMaxImportTransitions) {
+      throw InvalidArgument("the log's jobs would give more than " + std::to_string(kMaxImportTransitions) +
+                            " transitions, the most an import makes (kMaxImportTransitions): import a "
+                            "shorter window or fewer machine nodes");
+    }
     for (const NodeId n : o.nodes) {
       if (o.start_s <= start_s) {
         ++holders[static_cast<std::size_t>(n)];
