@@ -340,7 +340,9 @@ ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& opt
       columns = names.size();
       for (Column* c : {&job_id, &start, &end, &node_list}) {
         for (std::size_t i = 0; i < names.size(); ++i) {
-          if (names[i] == c->name) c->index = static_cast<int>(i);
+          if (names[i] != c->name) continue;
+          if (c->index >= 0) fail("the header names the column " + std::string(c->name) + " twice");
+          c->index = static_cast<int>(i);
         }
       }
       if (start.index < 0 || end.index < 0 || node_list.index < 0) {
@@ -442,6 +444,7 @@ ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options
   std::vector<Job> jobs;
   std::optional<std::int64_t> max_nodes;
   std::optional<std::int64_t> max_procs;
+  std::unordered_set<std::string_view> keys_seen;  // each header key once: two would leave which one holds
   std::string header_error;  // a bad MaxNodes/MaxProcs: an error only if the machine's size comes from it
   ImportedTrace out;
   text::ForEachFileLine(path, [&](std::string_view line, long number) {
@@ -455,6 +458,8 @@ ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options
                                std::pair{std::string_view("MaxProcs:"), &max_procs}}) {
         const std::size_t at = comment.find(key);
         if (at == std::string_view::npos || comment.find_first_not_of(" \t") != at) continue;
+        if (!keys_seen.insert(key).second)
+          fail("the header gives " + std::string(key.substr(0, key.size() - 1)) + " twice");
         std::string_view value = comment.substr(at + key.size());
         value.remove_prefix(std::min(value.size(), value.find_first_not_of(" \t")));
         value = value.substr(0, value.find_first_of(" \t"));
