@@ -176,8 +176,10 @@ struct SolveOptions {
 // kOptimal is the one "proven optimal" there is.
 enum class AllocationStatus {
   kOptimal,    // proven optimal: the exact solver, or a MILP optimal within a relative gap <= 1e-6
+               // whose value the exact solver confirms (within the same 1e-6)
   kHeuristic,  // feasible, not proven optimal: the equal-share heuristic, or a MILP that stopped
-               // "optimal" within a larger relative gap than 1e-6
+               // "optimal" within a larger relative gap than 1e-6, or one the exact solver beats
+               // (outside the backends' numerical range, docs/alloc.md; the message says by how much)
   kTimeLimit,  // a MILP solver stopped at its time limit with an incumbent: feasible, not proven
   kFailed,     // no solution from the MILP solver (time limit without incumbent, infeasible, error,
                // a crash in an isolated solve, interrupted): every job keeps its nodes where its
@@ -210,7 +212,8 @@ struct Allocation {
   SolverKind solver = SolverKind::kExact;
   // What the allocation is (see AllocationStatus); the first thing to look at. The optimum is proven
   // exactly when it is kOptimal: the exact solver always; a MILP solver when it stopped optimal with
-  // a relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it).
+  // a relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it)
+  // and the exact solver, run on the same problem to check it, finds nothing better.
   AllocationStatus status = AllocationStatus::kOptimal;
   // Why the MILP solver stopped: set by the MILP solvers only (empty for the exact, equal-share,
   // completion_aware and lifetime_aware solvers, which run no MILP). kOptimal means "optimal within
