@@ -261,6 +261,10 @@ def replay_main(args) -> int:
         nodes = sim.select_nodes(args.nodes, trace)
     except ValueError as e:
         raise CliError(str(e)) from None
+    # Before any replay runs: with --accounting both the continuous ones would run first, for nothing.
+    if "reference" in accountings and args.start is None and sim.reference_start_s(trace) is None:
+        raise CliError(f"--accounting {args.accounting}: the reference window starts at the trace's "
+                       f"{sim.REFERENCE_START_EVENT}th distinct time and this trace has fewer: give --start")
     print(f"bft replay: {what}", flush=True)
     window = []
     if nodes is not None:

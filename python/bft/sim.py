@@ -35,6 +35,8 @@ TraceStats = _sim.TraceStats
 ImportedTrace = _sim.ImportedTrace
 IdleLifetimePredictor = _sim.IdleLifetimePredictor
 MAX_MACHINE_NODES = _sim.MAX_MACHINE_NODES
+REFERENCE_START_EVENT = _sim.REFERENCE_START_EVENT  # sim::kReferenceStartEvent
+reference_start_s = _sim.reference_start_s
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
 # The replay's defaults and mode names, from C++ (ReplayOptions and the enums' ToString).
@@ -94,6 +96,8 @@ __all__ = [
     "DIAGNOSTIC_CURVE_MODES",
     "ACCOUNTINGS",
     "CONFIGURATION_MODES",
+    "REFERENCE_START_EVENT",
+    "reference_start_s",
 ]
 
 # The allocators of bft.alloc, by the names SolverKindFromString accepts.

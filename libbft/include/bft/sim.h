@@ -243,6 +243,11 @@ enum class ConfigurationMode {
 const char* ToString(ConfigurationMode mode);                       // "choose", "full"
 ConfigurationMode ConfigurationModeFromString(const std::string&);  // throws InvalidArgument
 inline constexpr int kReferenceStartEvent = 1000;
+// Where the reference accounting's window starts when no start_s is given: the trace's
+// kReferenceStartEvent-th distinct transition time; none if the trace has fewer, their number then
+// in *distinct_times (a replay throws InvalidArgument asking for start_s; bft replay checks it
+// before any replay runs).
+std::optional<std::int64_t> ReferenceStartS(const Trace& trace, int* distinct_times = nullptr);
 
 // The MILP options a replay uses unless told otherwise: a time limit per allocation (a MILP
 // allocation that hits it keeps its incumbent or, without one, every job's nodes; the summary counts
