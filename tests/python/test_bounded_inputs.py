@@ -5,6 +5,7 @@ test; the readers' classes are searched by property tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -123,9 +124,12 @@ def _store_with_a_job(path):
 
 
 @pytest.mark.parametrize("damage, message", [
-    ("UPDATE jobs SET args = 'not json'", "table 'jobs', row 'j': column args is not JSON"),
-    ("UPDATE jobs SET configurations = '3'", "table 'jobs', row 'j': column configurations is not an array"),
-    ("UPDATE jobs SET args = '[1]'", "table 'jobs', row 'j': column args is not an array of strings"),
+    ("UPDATE jobs SET args = 'not json'", "table 'jobs', row 'j': a JSON column is not JSON"),
+    ("UPDATE jobs SET configurations = '3'", "table 'jobs', row 'j': --configuration: expected at most"),
+    ("UPDATE jobs SET args = '[1]'", "table 'jobs', row 'j': args: expected an array of strings"),
+    ("""UPDATE jobs SET curve = '{"nodes": "x", "throughput": 3}'""",
+     "table 'jobs', row 'j': curve: 'nodes' and 'throughput' must be non-empty lists"),
+    ("UPDATE jobs SET min_nodes = 'abc'", "table 'jobs', row 'j': column min_nodes holds 'abc', not INTEGER"),
     ("UPDATE jobs SET state = 'zombie'", "table 'jobs', row 'j': column state 'zombie' is not one of"),
     ("ALTER TABLE jobs ADD COLUMN extra TEXT", "table 'jobs' has columns it should not (extra)"),
     ("DROP TABLE progress", "table 'progress' is missing"),
@@ -144,6 +148,53 @@ def test_a_state_file_that_passes_quick_check_but_holds_nonsense_is_refused_nami
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert message in lines[0], lines[0]
+
+
+def test_a_curve_an_older_manager_stored_beyond_todays_limit_still_opens(tmp_path):
+    """Its decision fails the job with the reason (test_runtime_poison); the file stays usable."""
+    path = tmp_path / "state.db"
+    _store_with_a_job(path)
+    db = sqlite3.connect(path)
+    db.execute("""UPDATE jobs SET curve = '{"nodes": [1], "throughput": [9e14]}'""")
+    db.commit()
+    db.close()
+    store = StateStore(path, create=False, read_only=True)
+    assert store.jobs()[0].curve == {"nodes": [1], "throughput": [9e14]}
+    store.close()
+
+
+JSON_TEXT = st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=5),
+                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                             st.sampled_from(["nodes", "throughput", "name", "efficiency", "speedup", "x"]),
+                             inner, max_size=3), max_leaves=8).map(json.dumps)
+CELLS = st.one_of(JSON_TEXT, st.text(max_size=8), st.integers(-(2**63), 2**63 - 1), st.floats(), st.none(),
+                  st.binary(max_size=4))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["args", "curve", "configurations", "state", "min_nodes", "work",
+                                        "samples", "cwd", "configuration"]), CELLS, min_size=1, max_size=3))
+def test_any_job_row_either_opens_into_rows_status_can_show_or_is_one_state_error(tmp_path_factory, cells):
+    path = tmp_path_factory.mktemp("state") / "state.db"
+    _store_with_a_job(path)
+    db = sqlite3.connect(path)
+    try:
+        db.execute(f"UPDATE jobs SET {', '.join(f'{k} = ?' for k in cells)}", tuple(cells.values()))
+        db.commit()
+    except sqlite3.IntegrityError:
+        return  # a NOT NULL column refused the NULL itself
+    finally:
+        db.close()
+    try:
+        store = StateStore(path, create=False, read_only=True)
+    except StateError as e:
+        assert "\n" not in str(e) and "table 'jobs', row 'j'" in str(e)
+        return
+    try:
+        for job in store.jobs():
+            json.dumps(job.status())  # what bft status shows of it
+    finally:
+        store.close()
 
 
 # -- the local source: its trace and clock file ----------------------------------------------------

@@ -262,8 +262,10 @@ def check_rates(curve: Optional[Dict[str, list]], configurations: List[Dict[str,
                              f"samples/s (up to --max {max_nodes} nodes) exceeds {jobs.MAX_SAMPLES_PER_S:g}")
 
 
-def check_curve(curve: Any, where: str) -> Optional[Dict[str, list]]:
-    """A throughput curve given by the user: {"nodes": [...], "throughput": [...]} (samples/s)."""
+def check_curve(curve: Any, where: str, max_rate: float = jobs.MAX_SAMPLES_PER_S) -> Optional[Dict[str, list]]:
+    """A throughput curve given by the user: {"nodes": [...], "throughput": [...]} (samples/s) of rates
+    up to `max_rate` (the state file's check takes what an older manager stored: its decision fails
+    such a job, with the reason)."""
     if curve is None:
         return None
     if not isinstance(curve, dict) or set(curve) - {"nodes", "throughput"} or not {"nodes", "throughput"} <= set(curve):
@@ -275,9 +277,8 @@ def check_curve(curve: Any, where: str) -> Optional[Dict[str, list]]:
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_NODES:
             raise ValueError(f"{where}: nodes[{k}] = {n!r} is not a node count")
         if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-                or not 0 <= v <= jobs.MAX_SAMPLES_PER_S):  # the job format's limit, which the allocator takes
-            raise ValueError(f"{where}: throughput[{k}] = {v!r} is not a rate in samples/s "
-                             f"(0 to {jobs.MAX_SAMPLES_PER_S:g})")
+                or not 0 <= v <= max_rate):  # the job format's limit, which the allocator takes
+            raise ValueError(f"{where}: throughput[{k}] = {v!r} is not a rate in samples/s (0 to {max_rate:g})")
     if any(b <= a for a, b in zip(nodes, nodes[1:])):
         raise ValueError(f"{where}: 'nodes' must be strictly increasing")
     if not any(n > 0 and v > 0 for n, v in zip(nodes, values)):
