@@ -4,6 +4,7 @@
 // SolveFrame runs it on every result of every backend.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <sstream>
 
 #include "milp/internal.h"
@@ -29,6 +30,22 @@ double PiecewiseValue(const PiecewiseLinearData& f, double x) {
   return f.ys[hi - 1] + t * (f.ys[hi] - f.ys[hi - 1]);
 }
 
+// The largest magnitude among `values` (finite ones): a quantity that ranges that far is judged
+// relative to it, as a solver that scales its model does (a throughput variable bounded by 1e10 at
+// -2e-6 is at 0 for every purpose).
+double Magnitude(std::initializer_list<double> values) {
+  double m = 0.0;
+  for (const double v : values)
+    if (std::isfinite(v)) m = std::max(m, std::abs(v));
+  return m;
+}
+
+double Magnitude(const std::vector<double>& values) {
+  double m = 0.0;
+  for (const double v : values) m = std::max(m, std::abs(v));
+  return m;
+}
+
 }  // namespace
 
 std::string FindViolation(const Model& model, const std::vector<double>& values) {
@@ -40,7 +57,9 @@ std::string FindViolation(const Model& model, const std::vector<double>& values)
   for (int j = 0; j < model.num_vars(); ++j) {
     const VarData& v = model.var(j);
     const double x = values[j];
-    if (!std::isfinite(x) || x < v.lower - Tolerance(v.lower, 0.0) || x > v.upper + Tolerance(v.upper, 0.0)) {
+    const double range = Magnitude({v.lower, v.upper});
+    if (!std::isfinite(x) || x < v.lower - Tolerance(v.lower, range) ||
+        x > v.upper + Tolerance(v.upper, range)) {
       why << "variable '" << v.name << "' = " << x << " is outside its bounds [" << v.lower << ", " << v.upper
           << "]";
       return why.str();
@@ -76,8 +95,9 @@ std::string FindViolation(const Model& model, const std::vector<double>& values)
     const double x = model.var(f.x).type != VarType::kContinuous ? std::round(values[f.x]) : values[f.x];
     const double y = values[f.y];
     const double fx = PiecewiseValue(f, x);
-    if (x < f.xs.front() - Tolerance(f.xs.front(), 0.0) || x > f.xs.back() + Tolerance(f.xs.back(), 0.0) ||
-        std::abs(y - fx) > Tolerance(fx, std::abs(y))) {
+    const double x_range = Magnitude(f.xs), y_range = std::max(Magnitude(f.ys), std::abs(y));
+    if (x < f.xs.front() - Tolerance(f.xs.front(), x_range) ||
+        x > f.xs.back() + Tolerance(f.xs.back(), x_range) || std::abs(y - fx) > Tolerance(fx, y_range)) {
       why << "piecewise-linear '" << f.name << "': y = " << y << " but f(" << x << ") = " << fx;
       return why.str();
     }
