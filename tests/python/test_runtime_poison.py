@@ -51,6 +51,11 @@ def test_poison_curves_are_refused_at_submit(harness, tmp_path):
     _one_line_error(bft(*submit, "--configuration", "half:0.5:1000"),
                     "--configuration half: speedup 1000 x the --curve's 4e+10 samples/s (up to --max 8 nodes) "
                     "exceeds 1e+12")
+    # The curve file is read in bounded memory and depth (bft._bounded).
+    _one_line_error(bft("submit", str(script), "--state-dir", str(harness.state_dir), "--curve", "/dev/zero"),
+                    "--curve: /dev/zero is larger than 16 MiB")
+    curve.write_text("[" * 100_000)
+    _one_line_error(bft(*submit), "nested too deeply to be read")
     assert harness.status()["jobs"] == []
 
 
