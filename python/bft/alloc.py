@@ -41,6 +41,7 @@ SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKi
 MILP_SOLVERS = tuple(_a.milp_solver_names())  # those of SOLVERS that solve a MILP (alloc::SolvesMilp)
 GOALS = tuple(_a.goal_names())  # from C++ (alloc::ToString(Goal))
 DEFAULT_TFWD_S = _a.DEFAULT_TFWD_S  # alloc::kDefaultTfwdS, the horizon of Problem and ReplayOptions
+MAX_HORIZON_S = _a.MAX_HORIZON_S  # alloc::kMaxHorizonS: the longest tfwd_s or rescale cost the manager accepts
 
 
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)
@@ -135,7 +136,15 @@ def _current(current: Any, names: Optional["_a.NodeNames"]) -> tuple:
     return nodes, jobs
 
 
-class NamedJobAllocation:
+class _NamedView:
+    """A view of a C++ result with node names: copy and pickle refuse it as they refuse the result itself
+    (its __getattr__ would otherwise recurse on a copy that has no result yet)."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"cannot pickle {type(self).__name__!r} object")
+
+
+class NamedJobAllocation(_NamedView):
     """A :class:`JobAllocation` whose ``kept``, ``added`` and ``released`` are node names."""
 
     def __init__(self, job: JobAllocation, names: "_a.NodeNames"):
@@ -152,7 +161,7 @@ class NamedJobAllocation:
         return f"NamedJobAllocation({self._job.id!r}, {self._job.nodes_before} -> {self._job.nodes_after} nodes)"
 
 
-class NamedAllocation:
+class NamedAllocation(_NamedView):
     """An :class:`Allocation` of named nodes (what :func:`allocate` returns for a pool of names):
     ``map`` maps node names to job ids, ``map_nodes`` and each job's ``kept``, ``added`` and
     ``released`` hold names; everything else is the allocation's own."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 import tempfile
@@ -260,6 +261,10 @@ def replay_main(args) -> int:
         nodes = sim.select_nodes(args.nodes, trace)
     except ValueError as e:
         raise CliError(str(e)) from None
+    # Before any replay runs: with --accounting both the continuous ones would run first, for nothing.
+    if "reference" in accountings and args.start is None and sim.reference_start_s(trace) is None:
+        raise CliError(f"--accounting {args.accounting}: the reference window starts at the trace's "
+                       f"{sim.REFERENCE_START_EVENT}th distinct time and this trace has fewer: give --start")
     print(f"bft replay: {what}", flush=True)
     window = []
     if nodes is not None:
@@ -398,7 +403,8 @@ def _machine_nodes(spec: str) -> List[str]:
 def _import_trace(args) -> int:
     if args.log_format is None:
         raise CliError("name a log format: sacct or swf")
-    if args.out.exists() and args.log.exists() and args.out.resolve() == args.log.resolve():
+    # The same file by any name (a hard link, a symlink, /proc/self/fd/N): writing would destroy the input.
+    if args.out.exists() and args.log.exists() and os.path.samefile(args.out, args.log):
         raise CliError(f"--out {args.out} is the log itself: name another file")
     try:
         if args.log_format == "sacct":
@@ -428,6 +434,10 @@ def trace_main(args) -> int:
     if args.trace_command != "stats":
         raise CliError("name a trace command: stats or import")
     if args.png is not None:
+        # matplotlib picks the format from the suffix and adds ".png" to a name without one: the file
+        # written is the file named, or none.
+        if args.png.suffix.lower() != ".png" or args.png.is_dir():
+            raise CliError(f"--png {args.png}: name a file ending in .png")
         try:
             import matplotlib  # noqa: F401
         except ImportError:

@@ -22,6 +22,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 
 import numpy as np
 
+from ._bounded import read_whole
 from ._core import alloc as _alloc
 from ._core import curve as _curve
 from ._core import sim as _sim
@@ -34,6 +35,8 @@ TraceStats = _sim.TraceStats
 ImportedTrace = _sim.ImportedTrace
 IdleLifetimePredictor = _sim.IdleLifetimePredictor
 MAX_MACHINE_NODES = _sim.MAX_MACHINE_NODES
+REFERENCE_START_EVENT = _sim.REFERENCE_START_EVENT  # sim::kReferenceStartEvent
+reference_start_s = _sim.reference_start_s
 NodeState = _sim.NodeState
 CurveMode = _sim.CurveMode
 # The replay's defaults and mode names, from C++ (ReplayOptions and the enums' ToString).
@@ -93,6 +96,8 @@ __all__ = [
     "DIAGNOSTIC_CURVE_MODES",
     "ACCOUNTINGS",
     "CONFIGURATION_MODES",
+    "REFERENCE_START_EVENT",
+    "reference_start_s",
 ]
 
 # The allocators of bft.alloc, by the names SolverKindFromString accepts.
@@ -292,13 +297,11 @@ def select_nodes(spec: Optional[str], trace: Trace) -> Optional[List[str]]:
 def _read_lines_file(path: PathLike, field: str) -> List[Tuple[int, str]]:
     """FIELD @FILE (--nodes, --machine-nodes): the non-blank lines of a UTF-8 file with their numbers.
 
-    Errors are ValueErrors naming the field and file:line.
+    Errors are ValueErrors naming the field and file:line; the file is read in bounded memory
+    (_bounded.read_whole: at most MAX_FILE_BYTES, lines of at most MAX_LINE_BYTES).
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"{field}: cannot read {path}: {e.strerror or e}") from None
+    data = read_whole(path, field)
     lines = []
     data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
     for number, raw in enumerate(data.split(b"\n"), start=1):

@@ -68,6 +68,7 @@ void BindAlloc(py::module_& m) {
       },
       "The goal names, throughput (the default) first");
   m.attr("DEFAULT_TFWD_S") = alloc::kDefaultTfwdS;
+  m.attr("MAX_HORIZON_S") = alloc::kMaxHorizonS;
   m.def(
       "solver_names",
       [] {

@@ -284,6 +284,16 @@ void BindSim(py::module_& m) {
       .def_readonly("ignored_nodes", &sim::ImportedTrace::ignored_nodes)
       .def_readonly("ignored_examples", &sim::ImportedTrace::ignored_examples);
   m.attr("MAX_MACHINE_NODES") = sim::kMaxMachineNodes;
+  m.attr("REFERENCE_START_EVENT") = sim::kReferenceStartEvent;
+  m.def(
+      "reference_start_s",
+      [](const sim::Trace& trace) -> py::object {
+        const std::optional<std::int64_t> start = sim::ReferenceStartS(trace);
+        return start ? py::object(py::int_(*start)) : py::object(py::none());
+      },
+      py::arg("trace"),
+      "The reference accounting's default window start (the trace's REFERENCE_START_EVENT-th distinct time), "
+      "or None if the trace has fewer distinct times");
   m.def("expand_hostlist", &sim::ExpandHostlist, py::arg("expression"),
         "Expands a Slurm hostlist expression (c[01-03,07],gpu5) into node names.");
   m.def("parse_sacct_time", &sim::ParseSacctTime, py::arg("text"),

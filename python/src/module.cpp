@@ -17,6 +17,7 @@ namespace py = pybind11;
 PYBIND11_MODULE(_core, m) {
   m.doc() = "libbft core: MILP model, throughput curves, allocator and replay simulator";
   m.attr("__version__") = bft::Version();
+  m.attr("MAX_LINE_BYTES") = bft::kMaxLineBytes;  // the one line cap of every reader, C++ and Python
 
   // bft::Error and subclasses map onto the exceptions a Python user expects.
   static py::exception<bft::Error> error(m, "Error", PyExc_RuntimeError);

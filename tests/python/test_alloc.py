@@ -1,5 +1,6 @@
 """bft.allocate / bft.alloc: solvers agree, bad input names the field, outputs are numpy arrays."""
 
+import copy
 import json
 import random
 import re
@@ -370,3 +371,14 @@ def test_a_job_with_a_partial_backpropagation_configuration_gets_it_when_it_is_w
     job.configurations = [alloc.Configuration("full", full)]
     with pytest.raises(ValueError, match="configurations\\[0\\]: name 'full' is taken"):
         alloc.allocate([job], [0, 1])
+
+
+def test_copies_of_named_allocations_are_refused_like_the_others():
+    job = {"name": "a", "min_nodes": 1, "max_nodes": 2, "nodes": [1, 2], "throughput": [1.0, 2.0], "scale_up_s": 0,
+           "scale_down_s": 0}
+    for pool in ([1, 2], ["x", "y"]):
+        result = bft.allocate([job], pool)
+        for view in (result, result.jobs[0]):
+            with pytest.raises(TypeError, match="cannot pickle"):
+                copy.copy(view)
+    json.dumps(result.map)  # the named view itself still works

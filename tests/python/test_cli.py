@@ -249,3 +249,13 @@ def test_trace_stats_errors_are_one_line(tmp_path, capsys, monkeypatch):
     good = tmp_path / "good.csv"
     good.write_text("time,node,state\n0,a,idle\n")
     assert "--png needs matplotlib" in one_line_error(capsys, ["trace", "stats", str(good), "--png", "x.png"])
+
+
+@pytest.mark.parametrize("png", ["plot", "x.txt", "."])
+def test_png_refuses_a_name_it_would_not_write(tmp_path, capsys, png):
+    trace = tmp_path / "t.csv"
+    trace.write_text("time,node,state\n0,a,idle\n200,a,busy\n")
+    target = tmp_path / png
+    assert one_line_error(capsys, ["trace", "stats", str(trace), "--png", str(target)]).endswith(
+        f"--png {target}: name a file ending in .png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]

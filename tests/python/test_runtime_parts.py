@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from bft import curve
+from bft import alloc, curve
 from bft.runtime.curvebook import CurveBook
 from bft.runtime.decider import Decider, fair_share
+from bft.runtime.manager import ManagerOptions
 from bft.runtime.reports import ReportIntake, resize_begins
 from bft.runtime.runs import JobRun
 from bft.runtime.state import StateStore
@@ -249,3 +250,49 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
     second.stop_keeper()
     assert not keeper_alive(pid, tmp_path)
     assert not (tmp_path / INFO_NAME).exists() and not (tmp_path / SOCKET_NAME).exists()
+
+
+def test_a_job_the_allocator_refuses_is_placed_nowhere_and_the_others_are_decided(store):
+    # Issue 29: a curve at 9e14 samples/s (stored before submit capped it at the job format's limit)
+    # and a learned one at 2e14 make tfwd_s x rate exceed the allocator's 1e15; the whole decision
+    # used to fail with a ValueError that killed the manager.
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    decider = Decider(book, store, "exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+    given = make_run(store, "given")
+    given.row.curve = {"nodes": [1, 4], "throughput": [9e14, 9e14]}
+    book.set_prior(given)
+    learned = make_run(store, "learned")
+    measure(book, learned, {1: 2e14})
+    good = make_run(store, "good")
+    measure(book, good, {1: 100.0, 2: 190.0})
+    got = decide(decider, [given, learned, good])
+    assert got["given"] == [] and got["learned"] == [] and len(got["good"]) >= 1
+    assert [(run.id, "9e+14" in reason) for run, reason in decider.refused] == [("given", True), ("learned", False)]
+    assert all(reason.startswith("the allocator refuses the job as the manager sees it now: ")
+               and "exceeds 1e+15" in reason for _, reason in decider.refused), decider.refused
+    assert [e["job"] for e in store.events(["job_refused"])] == ["given", "learned"]
+    # The next decision without them is an ordinary one: nothing is refused.
+    decide(decider, [good])
+    assert decider.refused == []
+
+
+def test_a_decision_no_single_job_explains_still_raises_for_the_manager_to_log(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    decider = Decider(book, store, "exact", tfwd_s=0.0, max_jobs=10, curve_change=0.15)  # every job is fine
+    with pytest.raises(ValueError, match="tfwd_s must be a finite number > 0"):
+        decide(decider, [make_run(store, "a")])
+    assert decider.refused == []
+
+
+@pytest.mark.parametrize("field, value, flag", [
+    ("tfwd_s", 0.0, "--tfwd: expected seconds in (0, 1000], got 0"),
+    ("tfwd_s", 1e4, "--tfwd: expected seconds in (0, 1000], got 10000"),
+    ("scale_up_s", 1e13, "--scale-up-s: expected seconds in [0, 1000], got 1e+13"),
+    ("inplace_scale_down_s", 1001.0, "--inplace-scale-down-s: expected seconds in [0, 1000]"),
+    ("report_timeout_s", float("nan"), "--report-timeout: expected a finite number >= 0"),
+])
+def test_manager_options_the_allocator_would_refuse_are_refused_naming_the_flag(field, value, flag):
+    with pytest.raises(ValueError) as e:
+        ManagerOptions(**{field: value}).check()
+    assert str(e.value).startswith(flag), str(e.value)
+    ManagerOptions(tfwd_s=alloc.MAX_HORIZON_S, scale_up_s=alloc.MAX_HORIZON_S).check()  # the limit itself is fine

@@ -424,3 +424,21 @@ def test_replay_defaults_and_mode_names_are_the_cpp_options(capsys):
             cli.main(["replay", f"--{option}", "no-such-mode"])
         offered = capsys.readouterr().err
         assert all(f"'{name}'" in offered for name in (*names, "both")), offered
+
+
+@pytest.mark.parametrize("accounting", ["both", "reference"])
+def test_a_reference_window_the_trace_cannot_start_is_refused_before_any_replay_runs(tmp_path, capsys, accounting):
+    from bft import cli
+
+    trace, jobs = tmp_path / "t.csv", tmp_path / "j.jsonl"
+    trace.write_text(TINY_TRACE)
+    jobs.write_text(json.dumps(JOB) + "\n")
+    assert sim.reference_start_s(sim.parse_trace(TINY_TRACE)) is None  # fewer than 1,000 distinct times
+    assert cli.main(["replay", "--trace", str(trace), "--jobs", str(jobs), "--accounting", accounting, "-q"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        f"bft replay: error: --accounting {accounting}: the reference window starts at the trace's "
+        f"{sim.REFERENCE_START_EVENT}th distinct time and this trace has fewer: give --start")
+    assert "policy" not in captured.out  # not one replay ran
+    lines = "".join(f"{t},n,{'idle' if t % 2 else 'busy'}\n" for t in range(1, 1002))
+    assert sim.reference_start_s(sim.parse_trace("time,node,state\n" + lines)) == sim.REFERENCE_START_EVENT

@@ -247,3 +247,28 @@ def test_a_200_mb_line_is_refused_in_bounded_memory(tmp_path, kind):
     line = 2 if kind == "trace" else 1
     assert message == f"{path}:{line}: a line longer than 1048576 bytes, the formats' limit (is this the right file?)"
     assert int(max_rss_kib) < 150 * 1024, f"peak RSS {int(max_rss_kib) / 1024:.0f} MiB"
+
+
+@pytest.mark.parametrize("header", ["JobID|Start|End|NodeList|Start", "JobID|Start|End|NodeList|NodeList"])
+def test_a_sacct_header_naming_a_column_twice_is_an_error(tmp_path, header):
+    log = tmp_path / "sacct.txt"
+    log.write_text(f"{header}\n1|0|10|c1|0\n")
+    column = header.rsplit("|", 1)[1]
+    with pytest.raises(ValueError, match=rf"sacct\.txt:1: the header names the column {column} twice"):
+        sim.import_sacct(log, "c1")
+
+
+def test_an_swf_header_giving_maxnodes_twice_is_an_error(tmp_path):
+    log = tmp_path / "log.swf"
+    log.write_text("; MaxNodes: 4\n; MaxNodes: 8\n1 0 0 10 1 -1 -1 1 -1 -1 1 1 1 -1 1 -1 -1 -1\n")
+    with pytest.raises(ValueError, match=r"log\.swf:2: the header gives MaxNodes twice"):
+        sim.import_swf(log, 1)
+
+
+def test_a_hard_link_of_the_log_is_refused_as_the_output(tmp_path, capsys):
+    log = tmp_path / "sacct.txt"
+    log.write_text("JobID|Start|End|NodeList\n1|0|10|c1\n")
+    os.link(log, tmp_path / "alias.txt")
+    assert "is the log itself" in one_line_error(
+        capsys, ["trace", "import", "sacct", str(log), "--machine-nodes", "c1", "-o", str(tmp_path / "alias.txt")])
+    assert log.read_text() == "JobID|Start|End|NodeList\n1|0|10|c1\n"

@@ -99,6 +99,11 @@ struct Assignment {
 // solvers take (milp::kMaxMagnitude).
 inline constexpr double kMaxObjectiveTerm = 1e15;
 
+// The longest horizon or rescale cost (tfwd_s, scale_up_s, scale_down_s) a front end accepts (the
+// manager's flags): a job of the format's fastest curve (jobs::kMaxSamplesPerS) at weight 1 then
+// stays within kMaxObjectiveTerm, so no job the format accepts can make the allocator refuse.
+inline constexpr double kMaxHorizonS = kMaxObjectiveTerm / jobs::kMaxSamplesPerS;
+
 // The allocator's forward-looking horizon unless told otherwise (Problem::tfwd_s; the replay's too).
 inline constexpr double kDefaultTfwdS = 10.0;
 
@@ -171,8 +176,10 @@ struct SolveOptions {
 // kOptimal is the one "proven optimal" there is.
 enum class AllocationStatus {
   kOptimal,    // proven optimal: the exact solver, or a MILP optimal within a relative gap <= 1e-6
+               // whose value the exact solver confirms (within the same 1e-6)
   kHeuristic,  // feasible, not proven optimal: the equal-share heuristic, or a MILP that stopped
-               // "optimal" within a larger relative gap than 1e-6
+               // "optimal" within a larger relative gap than 1e-6, or one the exact solver beats
+               // (outside the backends' numerical range, docs/alloc.md; the message says by how much)
   kTimeLimit,  // a MILP solver stopped at its time limit with an incumbent: feasible, not proven
   kFailed,     // no solution from the MILP solver (time limit without incumbent, infeasible, error,
                // a crash in an isolated solve, interrupted): every job keeps its nodes where its
@@ -205,7 +212,8 @@ struct Allocation {
   SolverKind solver = SolverKind::kExact;
   // What the allocation is (see AllocationStatus); the first thing to look at. The optimum is proven
   // exactly when it is kOptimal: the exact solver always; a MILP solver when it stopped optimal with
-  // a relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it).
+  // a relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it)
+  // and the exact solver, run on the same problem to check it, finds nothing better.
   AllocationStatus status = AllocationStatus::kOptimal;
   // Why the MILP solver stopped: set by the MILP solvers only (empty for the exact, equal-share,
   // completion_aware and lifetime_aware solvers, which run no MILP). kOptimal means "optimal within

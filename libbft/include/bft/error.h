@@ -2,6 +2,7 @@
 // are results, not exceptions: an exception always means the call itself could not be carried out.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -25,6 +26,11 @@ class FileNotFound : public Error {
  public:
   using Error::Error;
 };
+
+// The longest line any reader of a file takes, in bytes (docs/formats.md), in C++ and in Python
+// (bft._core.MAX_LINE_BYTES): a longer one is a ParseError naming it, found while holding at most
+// this much of it, so a file with a huge line (or no newline at all) costs bounded memory and time.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
 
 // A file's content is malformed; the message starts with "path:line:". Python sees ValueError.
 class ParseError : public InvalidArgument {

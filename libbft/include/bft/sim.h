@@ -100,6 +100,11 @@ TraceStats ComputeTraceStats(const Trace& trace);
 // A node that is busy over the whole window never changes state, so the trace does not name it.
 // More nodes than any machine has (Fugaku: 158,976): a typo such as c[0-99999999], not a machine.
 inline constexpr std::size_t kMaxMachineNodes = 1'000'000;
+// The most transitions an import makes (node busy/idle changes, counted before they are merged):
+// about twelve months of Summit (4,680 nodes, 846,856 transitions in February 2021), under 1 GB.
+// Small inputs can multiply past it (20 jobs on a million nodes each); the importer refuses them
+// before it holds them all, naming the cap.
+inline constexpr std::size_t kMaxImportTransitions = 10'000'000;
 
 struct ImportedTrace {
   Trace trace;
@@ -238,6 +243,11 @@ enum class ConfigurationMode {
 const char* ToString(ConfigurationMode mode);                       // "choose", "full"
 ConfigurationMode ConfigurationModeFromString(const std::string&);  // throws InvalidArgument
 inline constexpr int kReferenceStartEvent = 1000;
+// Where the reference accounting's window starts when no start_s is given: the trace's
+// kReferenceStartEvent-th distinct transition time; none if the trace has fewer, their number then
+// in *distinct_times (a replay throws InvalidArgument asking for start_s; bft replay checks it
+// before any replay runs).
+std::optional<std::int64_t> ReferenceStartS(const Trace& trace, int* distinct_times = nullptr);
 
 // The MILP options a replay uses unless told otherwise: a time limit per allocation (a MILP
 // allocation that hits it keeps its incumbent or, without one, every job's nodes; the summary counts

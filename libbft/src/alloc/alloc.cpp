@@ -1,6 +1,8 @@
 // bft::alloc::Solve: validation, then one of the solvers, then node assignment and scoring.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <sstream>
 
 #include "alloc/internal.h"
 
@@ -19,6 +21,37 @@ std::vector<int> KeepCounts(const internal::Prepared& prepared) {
     counts[j] = n >= d.min_nodes ? n : 0;
   }
   return counts;
+}
+
+// True if `value` is below `best` by more than the proven gap (relative, as the MILP's own gap).
+bool Below(double value, double best) {
+  return value < best - internal::kProvenGap * std::max(1.0, std::abs(best));
+}
+
+// A MILP allocation keeps the label optimal only if the exact solver, on the same problem and goal,
+// proves nothing better (docs/DESIGN: claims are checked). A backend's optimum holds only within its
+// numerical range (docs/milp.md); the exact solver's, combinatorial, holds for every valid problem.
+void CheckMilpOptimum(const Problem& problem, const internal::Prepared& prepared, Goal goal,
+                      Allocation* allocation) {
+  if (allocation->status != AllocationStatus::kOptimal) return;
+  const Allocation exact = internal::FromCounts(problem, prepared, internal::ExactCounts(prepared, goal));
+  const bool fair = goal == Goal::kMaxMinFair;
+  const bool fairness_below = fair && Below(allocation->min_normalized_value, exact.min_normalized_value);
+  const bool objective_below =
+      !(fair && Below(exact.min_normalized_value, allocation->min_normalized_value)) &&
+      Below(allocation->objective, exact.objective);
+  if (!fairness_below && !objective_below) return;
+  std::ostringstream os;
+  os << "; not optimal: the exact solver proves ";
+  if (fairness_below) {
+    os << "min normalised value " << exact.min_normalized_value << " against "
+       << allocation->min_normalized_value;
+  } else {
+    os << "objective " << exact.objective << " against " << allocation->objective;
+  }
+  os << " (outside the MILP backends' numerical range: docs/alloc.md)";
+  allocation->status = AllocationStatus::kHeuristic;
+  allocation->message += os.str();
 }
 
 }  // namespace
@@ -96,6 +129,7 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
         allocation.status = AllocationStatus::kFailed;
       } else if (outcome.proven_optimal) {
         allocation.status = AllocationStatus::kOptimal;
+        CheckMilpOptimum(problem, prepared, options.goal, &allocation);
       } else if (outcome.termination == milp::Termination::kTimeLimit) {
         allocation.status = AllocationStatus::kTimeLimit;
       } else {

@@ -103,6 +103,10 @@ std::vector<int> EqualShareCounts(const Prepared& prepared, bool share_above_min
 // (0 when some job must stay at 0 nodes).
 double MaxMinThreshold(const Prepared& prepared);
 
+// A MILP result counts as a proven optimum only with a relative gap this small, and only if the
+// exact solver proves nothing better by more than this (alloc.cpp, CheckMilpOptimum).
+constexpr double kProvenGap = 1e-6;
+
 // MILP solvers (milp_solvers.cpp). They fill counts or a node map and the solver status fields.
 struct MilpOutcome {
   bool has_solution = false;

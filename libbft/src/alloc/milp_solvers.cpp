@@ -31,8 +31,6 @@ namespace bft::alloc::internal {
 namespace {
 
 constexpr double kFairSlack = 1e-7;
-// A MILP result counts as a proven optimum only with a gap this small (Allocation::proven_optimal).
-constexpr double kProvenGap = 1e-6;
 
 struct JobVars {
   bool fixed_zero = true;  // the job cannot run (its max is below its min once capped by the pool)

@@ -8,12 +8,9 @@
 #include <string>
 #include <string_view>
 
-namespace bft::text {
+#include "bft/error.h"  // kMaxLineBytes
 
-// The longest line any reader takes (docs/formats.md): a longer one is a ParseError naming it, found
-// while holding at most this much of it, so a file with a huge line (or no newline at all) costs
-// bounded memory and time.
-constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+namespace bft::text {
 
 // f(line, number): one line without its terminator (a trailing '\r' and a UTF-8 byte order mark
 // before the first line removed), numbered from 1.

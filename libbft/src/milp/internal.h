@@ -72,11 +72,16 @@ class InterruptPoller {
   double last_s_ = 0.0;
 };
 
+// Checks a result's point against its model (FindViolation, below): a point that breaks a bound,
+// an integrality, a row or a piecewise-linear term is never passed on, whatever the backend called
+// it; the result becomes Termination::kError naming the backend and the first violation.
+void RejectPointThatBreaksModel(const Model& model, Result* result);
+
 // The frame every backend's Solve shares: validates the options (InvalidArgument naming the
 // backend), runs the solve in a child process if options.isolate, stamps the result with the
 // backend and model, runs `body(options, clock, &result)` (the options the body must use: in an
 // isolated child, without `isolate` and `interrupt`), turns running out of memory into
-// Termination::kError, and times the whole call.
+// Termination::kError, rejects a point that breaks the model, and times the whole call.
 template <typename Body>
 Result SolveFrame(const std::string& backend, const Model& model, const SolveOptions& options, Body&& body) {
   std::string invalid;
@@ -100,6 +105,7 @@ Result SolveFrame(const std::string& backend, const Model& model, const SolveOpt
     result.termination = Termination::kError;
     result.message = "out of memory while building the " + backend + " problem";
   }
+  RejectPointThatBreaksModel(model, &result);
   result.wall_time_s = clock.ElapsedSeconds();
   return result;
 }
@@ -142,7 +148,8 @@ void AddIncrementalPiecewiseLinear(F& f, const PiecewiseLinearData& pwl, int x_c
 inline constexpr double kFeasibilityTolerance = 1e-6;
 
 // Empty if `values` satisfy every bound, integrality, row and piecewise-linear function of `model`
-// (within kFeasibilityTolerance, relative); otherwise a message naming the first violation.
+// (within kFeasibilityTolerance, relative, with integer variables at their rounded values);
+// otherwise a message naming the first violation.
 std::string FindViolation(const Model& model, const std::vector<double>& values);
 
 }  // namespace bft::milp::internal

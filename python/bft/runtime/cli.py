@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import alloc, sim
+from .._bounded import read_json, tail_lines
 from . import control
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
 from .launcher import default_python
@@ -393,18 +394,13 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
     curve = None
     if args.curve is not None:
         try:
-            curve = json.loads(args.curve.read_text())
-        except OSError as e:
-            raise UsageError(f"--curve {args.curve}: {e.strerror}") from None
-        except ValueError as e:
-            raise UsageError(f"--curve {args.curve}: not JSON ({e})") from None
-        try:
+            curve = read_json(args.curve, "--curve")
             control.check_curve(curve, f"--curve {args.curve}")
         except ValueError as e:
             raise UsageError(str(e)) from None
     configurations = [_configuration_arg(text) for text in args.configuration]
     try:
-        control.check_configurations(configurations)
+        control.check_rates(curve, control.check_configurations(configurations), args.max_nodes)
     except ValueError as e:
         raise UsageError(str(e)) from None
     name = args.name or f"{script.stem}-{time.strftime('%H%M%S')}-{os.getpid() % 1000:03d}"
@@ -581,7 +577,10 @@ def _logs(args: argparse.Namespace, state_dir: Path) -> int:
         raise UsageError(f"no log for a job named {args.job!r} in {state_dir}")
     if args.lines < 0:
         raise UsageError("--lines must be >= 0")
-    with open(path, "rb") as f:
-        lines = f.read().decode("utf-8", "replace").splitlines()
-    sys.stdout.write("\n".join(lines[-args.lines:] if args.lines else lines) + "\n")
+    if args.lines:  # read backwards from the end: a log of gigabytes costs what is shown
+        sys.stdout.write("\n".join(tail_lines(path, args.lines)) + "\n")
+        return 0
+    with open(path, "rb") as f:  # the whole log, a line at a time
+        for line in f:
+            sys.stdout.write(line.decode("utf-8", "replace").rstrip("\r\n") + "\n")
     return 0

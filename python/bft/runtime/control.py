@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from .. import jobs
 from .resize import check_resize_choice
 from .state import JobRow
 
@@ -273,10 +274,12 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
     resize = r.get("resize", "")  # "": the manager's --resize
     if resize:
         check_resize_choice(resize)
+    curve = check_curve(r.get("curve"), "--curve")
+    configurations = check_configurations(r.get("configurations", []))
+    check_rates(curve, configurations, hi)
     return JobRow(id=name, seq=0, script=script, args=args, cwd=cwd, python=python, min_nodes=lo, max_nodes=hi,
-                  work=float(work) if work is not None else None, curve=check_curve(r.get("curve"), "--curve"),
-                  secret="", state="queued", max_retries=retries,
-                  configurations=check_configurations(r.get("configurations", [])), resize=resize)
+                  work=float(work) if work is not None else None, curve=curve, secret="", state="queued",
+                  max_retries=retries, configurations=configurations, resize=resize)
 
 
 def _int(r: Dict[str, Any], key: str, flag: str) -> int:
@@ -315,8 +318,28 @@ def check_configurations(configurations: Any) -> List[Dict[str, Any]]:
     return out
 
 
-def check_curve(curve: Any, where: str) -> Optional[Dict[str, list]]:
-    """A throughput curve given by the user: {"nodes": [...], "throughput": [...]} (samples/s)."""
+def check_rates(curve: Optional[Dict[str, list]], configurations: List[Dict[str, Any]], max_nodes: int) -> None:
+    """Every rate the manager may hand the allocator for this job before it measures it stays within the
+    job format's limit (jobs.MAX_SAMPLES_PER_S), so the allocator takes it: the curve, the advisor's
+    prior from it (its best rate per node, linear up to `max_nodes`), and either times a configuration's
+    speedup (its first guess, curvebook.py)."""
+    if curve is None:
+        return
+    per_node = max(v / n for n, v in zip(curve["nodes"], curve["throughput"]) if n > 0)
+    top = max(max(curve["throughput"]), per_node * max_nodes)
+    if top > jobs.MAX_SAMPLES_PER_S:
+        raise ValueError(f"--curve: its best rate per node, {per_node:g} samples/s, at --max {max_nodes} nodes "
+                         f"is {top:g} samples/s, above {jobs.MAX_SAMPLES_PER_S:g}")
+    for c in configurations:
+        if top * c["speedup"] > jobs.MAX_SAMPLES_PER_S:
+            raise ValueError(f"--configuration {c['name']}: speedup {c['speedup']:g} x the --curve's {top:g} "
+                             f"samples/s (up to --max {max_nodes} nodes) exceeds {jobs.MAX_SAMPLES_PER_S:g}")
+
+
+def check_curve(curve: Any, where: str, max_rate: float = jobs.MAX_SAMPLES_PER_S) -> Optional[Dict[str, list]]:
+    """A throughput curve given by the user: {"nodes": [...], "throughput": [...]} (samples/s) of rates
+    up to `max_rate` (the state file's check takes what an older manager stored: its decision fails
+    such a job, with the reason)."""
     if curve is None:
         return None
     if not isinstance(curve, dict) or set(curve) - {"nodes", "throughput"} or not {"nodes", "throughput"} <= set(curve):
@@ -327,8 +350,9 @@ def check_curve(curve: Any, where: str) -> Optional[Dict[str, list]]:
     for k, (n, v) in enumerate(zip(nodes, values)):
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_NODES:
             raise ValueError(f"{where}: nodes[{k}] = {n!r} is not a node count")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v < 1e15:
-            raise ValueError(f"{where}: throughput[{k}] = {v!r} is not a rate in samples/s")
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                or not 0 <= v <= max_rate):  # the job format's limit, which the allocator takes
+            raise ValueError(f"{where}: throughput[{k}] = {v!r} is not a rate in samples/s (0 to {max_rate:g})")
     if any(b <= a for a, b in zip(nodes, nodes[1:])):
         raise ValueError(f"{where}: 'nodes' must be strictly increasing")
     if not any(n > 0 and v > 0 for n, v in zip(nodes, values)):

@@ -12,7 +12,7 @@ import collections
 import heapq
 import time
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import alloc, sim
 from .curvebook import CurveBook, configuration_name
@@ -43,6 +43,9 @@ class Decider:
         self.latencies_s: Deque[float] = collections.deque(maxlen=1000)  # event arrival -> map decided
         self.compute_s: Deque[float] = collections.deque(maxlen=1000)  # of which deciding (curves, allocator)
         self.decisions = 0
+        # The jobs the last decision left out, and why: the allocator refuses each on its own (a learned
+        # curve or a measured rescale cost beyond its limits). The manager fails those without agents.
+        self.refused: List[Tuple[JobRun, str]] = []
 
     def admitted(self, runs: Iterable[JobRun]) -> List[JobRun]:
         """The jobs the allocator may give nodes: the oldest `max_jobs` active ones, silent jobs last
@@ -54,6 +57,7 @@ class Decider:
         """A new placement of every admitted job in `runs` on the idle `pool`, or None if the allocator
         failed (the current map then stays). `arrived` (monotonic) is when the first event behind
         this decision came in: the latency counts from there."""
+        self.refused = []
         if not runs:
             return []
         began = time.monotonic()
@@ -65,21 +69,26 @@ class Decider:
         in_pool = set(pool)
         ids = [self.node_names.intern(n) for n in pool]
         current = {self.node_names.find(n): run.id for run in runs for n in run.target if n in in_pool}
-        # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
-        # costs one decision, never the manager.
-        milp = self.policy in alloc.MILP_SOLVERS
         # completion_aware reads what each job still has to do (0: a job submitted without --samples).
         remaining = [max(run.row.work - run.row.samples, 1.0) if run.row.work else 0.0 for run in runs]
-        result = alloc.allocate(jobs, ids, current, tfwd=self.tfwd_s, solver=self.policy, isolate=milp,
-                                time_limit_s=sim.DEFAULT_MILP_TIME_LIMIT_S if milp else None,
-                                remaining_samples=remaining)
+        try:
+            result = self._allocate(jobs, ids, current, remaining)
+        except ValueError:
+            self.refused = self._refused_alone(runs, jobs)
+            if not self.refused:
+                raise  # not one job's fault: the manager logs it and the current map stays
+            out = {run.id for run, _ in self.refused}
+            keep = [k for k, run in enumerate(runs) if run.id not in out]
+            runs, jobs, remaining = [runs[k] for k in keep], [jobs[k] for k in keep], [remaining[k] for k in keep]
+            current = {node: job for node, job in current.items() if job not in out}
+            result = self._allocate(jobs, ids, current, remaining)
         if result.status == alloc.AllocationStatus.FAILED:
             self.store.log_event("allocation_failed", policy=self.policy, message=result.message)
             return None
         targets: Dict[str, List[str]] = {run.id: [] for run in runs}
         for node_id, job in result.map.items():
             targets[job].append(self.node_names.name(node_id))
-        placements = []
+        placements = [Placement(run, [], run.row.configuration) for run, _ in self.refused]  # stopped if running
         for k, (run, job) in enumerate(zip(runs, jobs)):
             job.configuration = int(result.configuration[k])
             run.decided_curve = _decided_values(job)
@@ -88,6 +97,32 @@ class Decider:
         self.latencies_s.append(time.monotonic() - arrived)
         self.compute_s.append(time.monotonic() - began)
         return placements
+
+    def _allocate(self, jobs: List[Any], ids: List[int], current: Dict[int, str], remaining: List[float]) -> Any:
+        # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
+        # costs one decision, never the manager.
+        milp = self.policy in alloc.MILP_SOLVERS
+        return alloc.allocate(jobs, ids, current, tfwd=self.tfwd_s, solver=self.policy, isolate=milp,
+                              time_limit_s=sim.DEFAULT_MILP_TIME_LIMIT_S if milp else None,
+                              remaining_samples=remaining)
+
+    def _refused_alone(self, runs: Sequence[JobRun], jobs: List[Any]) -> List[Tuple[JobRun, str]]:
+        """The jobs the allocator refuses even alone, each with its reason (logged): what Problem::IsValid
+        checks needs no solver, so each is tried on an empty pool with the cheapest one. None if the
+        problem fails without any job (its horizon): that is no job's fault."""
+        try:
+            alloc.allocate([], [], {}, tfwd=self.tfwd_s, solver="equal_share")
+        except ValueError:
+            return []
+        refused = []
+        for run, job in zip(runs, jobs):
+            try:
+                alloc.allocate([job], [], {}, tfwd=self.tfwd_s, solver="equal_share")
+            except ValueError as e:
+                reason = f"the allocator refuses the job as the manager sees it now: {e}"
+                self.store.log_event("job_refused", job=run.id, reason=reason)
+                refused.append((run, reason))
+        return refused
 
     def curve_moved(self, runs: Sequence[JobRun], pool_size: int, now: float) -> Optional[str]:
         """The first of the admitted `runs` whose curve, as the allocator would see it now, moved by

@@ -31,6 +31,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import sim
 from .._atomic import write_atomically
+from .._bounded import read_json
 from ..train import protocol
 from .emulated import LAUNCHED_ENV
 from .launcher import signal_processes, tagged_processes
@@ -76,6 +77,11 @@ class LocalNodeSource(NodeSource):
                 if name in keep:
                     self._events.append((float(time_s), name, "join" if state == 1 else "reclaim"))
             self._trace_start = float(t.first_time_s if start_s is None else start_s)
+            # Playback waits with threading's timeouts, which end at TIMEOUT_MAX (292 years on Linux).
+            span_s = (self._events[-1][0] - self._trace_start) / time_scale if self._events else 0.0
+            if not span_s <= threading.TIMEOUT_MAX:
+                raise SourceError(f"--local-time-scale {time_scale:g}: the trace would play for {span_s:.3g} s, "
+                                  f"longer than {threading.TIMEOUT_MAX:.3g} s")
         # Playback survives a manager restart: the wall-clock origin is kept in the state directory.
         self._clock_file = state_dir / "local-source.json"
         self._t0 = self._load_t0()
@@ -118,12 +124,22 @@ class LocalNodeSource(NodeSource):
                    emulate=args.local_emulate, gpus=args.local_gpus)
 
     def _load_t0(self) -> float:
-        try:
-            return float(json.loads(self._clock_file.read_text())["t0"])
-        except (OSError, ValueError, KeyError, TypeError):
+        """The wall-clock time the trace started playing at: a previous manager's (the clock file), or now.
+        A clock file that names no past time (NaN, 1e300, the future) would make the trace play in no
+        time or never: refused in one line, not replaced, so that a restart does not replay the trace."""
+        if not self._clock_file.exists():
             t0 = time.time()
             write_atomically(self._clock_file, json.dumps({"t0": t0}).encode())
             return t0
+        try:
+            clock = read_json(self._clock_file, "--local-trace clock")
+        except ValueError as e:
+            raise SourceError(str(e)) from None
+        t0 = clock.get("t0") if isinstance(clock, dict) else None
+        if isinstance(t0, bool) or not isinstance(t0, (int, float)) or not 0 < t0 <= time.time():
+            raise SourceError(f"--local-trace clock: {self._clock_file}: t0 = {t0!r} is not a past wall-clock time "
+                              "(delete the file to play the trace from its start)")
+        return float(t0)
 
     def wall_time(self, trace_time_s: float) -> float:
         return self._t0 + (trace_time_s - self._trace_start) / self.time_scale

@@ -86,12 +86,22 @@ class ManagerOptions:
         if self.policy not in alloc.SOLVERS:
             raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
         check_resize_choice(self.resize)
+        # The command line's name of each (bft manager --help); the others are options of the API only.
+        flags = {"tfwd_s": "--tfwd", "grace_s": "--grace", "report_timeout_s": "--report-timeout",
+                 "inplace_timeout_s": "--inplace-timeout"}
         for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s",
                      "inplace_scale_down_s", "curve_change", "min_decision_interval_s", "report_timeout_s",
                      "inplace_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"--{name.replace('_', '-')}: expected a finite number >= 0, got {value}")
+                raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected a finite number >= 0, "
+                                 f"got {value}")
+        # The allocator's horizon and rescale costs: within them no job the format accepts can overflow it.
+        for name in ("tfwd_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s", "inplace_scale_down_s"):
+            value = getattr(self, name)
+            if value > alloc.MAX_HORIZON_S or (name == "tfwd_s" and value == 0):
+                raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected seconds in "
+                                 f"{'(0' if name == 'tfwd_s' else '[0'}, {alloc.MAX_HORIZON_S:g}], got {value:g}")
         if self.max_jobs < 1:
             raise ValueError("--max-jobs must be >= 1")
         if self.max_retries < 0:
@@ -306,9 +316,16 @@ class Manager:
         arrived = self._dirty_since if self._dirty_since is not None else time.monotonic()
         self._dirty, self._dirty_since = False, None
         self._last_decision = time.monotonic()
-        placements = self.decider.decide(admitted, self.pool, arrived)
+        try:
+            placements = self.decider.decide(admitted, self.pool, arrived)
+        except Exception as e:  # noqa: BLE001 - a decision that fails must not take the manager down
+            self._internal_error("decision", e)
+            return
         for p in placements or []:  # None: the allocator failed, the current map stays
             self.jobs.apply(p.run, p.nodes, p.configuration)
+        for run, reason in self.decider.refused:  # one with agents ends once they stopped (it was placed nowhere)
+            if not run.agents and run.row.state in ACTIVE_STATES:
+                self.jobs.end_job(run, "failed", reason)
 
     # -- control requests -------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ with a clear error, never silently reset.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -78,6 +79,22 @@ CREATE TABLE report_seqs (
   seq INTEGER NOT NULL, PRIMARY KEY (job, rank));
 """,
 }
+
+
+def _schema_columns() -> Dict[str, List[tuple]]:
+    """table -> its columns in order, (name, declared type, NOT NULL), as _SCHEMA (the one definition)
+    makes them."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(_SCHEMA)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: [(r[1], r[2], bool(r[3])) for r in db.execute(f"PRAGMA table_info({t})")] for t in tables}
+    finally:
+        db.close()
+
+
+# What a value of each declared type must be in Python (SQLite keeps whatever it is given).
+_COLUMN_TYPES = {"TEXT": (str,), "INTEGER": (int,), "REAL": (int, float)}
 
 
 class StateError(Exception):
@@ -182,6 +199,52 @@ class StateStore:
                                  f"to upgrade it to version {SCHEMA_VERSION}")
             steps = "".join(_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION))
             self.db.executescript(f"BEGIN IMMEDIATE; {steps} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+        self._check_tables()
+        self._check_jobs()
+
+    def _check_tables(self) -> None:
+        """Each table with exactly the columns _SCHEMA gives it (a file that passes quick_check may still
+        have lost a table or gained a column)."""
+        for table, schema in _schema_columns().items():
+            columns = [name for name, _, _ in schema]
+            have = [r[1] for r in self.db.execute(f"PRAGMA table_info({table})")]
+            if not have:
+                raise StateError(f"{self.path}: table {table!r} is missing: not a usable libbft state file")
+            if have != columns:
+                extra, missing = sorted(set(have) - set(columns)), sorted(set(columns) - set(have))
+                raise StateError(f"{self.path}: table {table!r} has columns it should not ({', '.join(extra) or '-'}) "
+                                 f"or lacks some ({', '.join(missing) or '-'}): not a usable libbft state file")
+
+    def _check_jobs(self) -> None:
+        """Every job row is one a manager can take back: each column of its declared type, its JSON
+        columns what a submit checks (control.check_curve, check_configurations), its state one of
+        JOB_STATES. A wrong one is named by table, row and column, never a traceback later."""
+        from .control import check_configurations, check_curve  # control builds on this module
+
+        schema = _schema_columns()["jobs"]
+        for row in self.db.execute("SELECT * FROM jobs"):
+            where = f"{self.path}: table 'jobs', row {str(row['id'])[:64]!r}"
+            for name, kind, not_null in schema:
+                value = row[name]
+                if not (value is None and not not_null) and not (
+                        isinstance(value, _COLUMN_TYPES[kind]) and not isinstance(value, bool)):
+                    raise StateError(f"{where}: column {name} holds {str(value)[:32]!r}, not {kind}")
+            try:
+                args = json.loads(row["args"])
+                curve = json.loads(row["curve"]) if row["curve"] else None
+                configurations = json.loads(row["configurations"]) if row["configurations"] else []
+            except (ValueError, RecursionError) as e:
+                raise StateError(f"{where}: a JSON column is not JSON ({e})") from None
+            try:
+                if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                    raise ValueError("args: expected an array of strings")
+                check_curve(curve, "curve", max_rate=math.inf)
+                check_configurations(configurations)
+            except ValueError as e:
+                raise StateError(f"{where}: {e}") from None
+            if row["state"] not in JOB_STATES:
+                raise StateError(f"{where}: column state {row['state'][:32]!r} is not one of "
+                                 f"{', '.join(JOB_STATES)}")
 
     def close(self) -> None:
         self.db.close()

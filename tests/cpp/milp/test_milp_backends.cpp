@@ -14,6 +14,7 @@
 
 #include "bft/milp.h"
 #include "bft/milp_cbc.h"
+#include "milp/internal.h"
 
 #ifdef BFT_HAVE_GLPK
 #include <glpk.h>
@@ -333,6 +334,40 @@ TEST_P(MilpBackendTest, IntegerInfeasibleWithFeasibleRelaxationIsDetected) {
     const Result r = Run(m, options);
     EXPECT_EQ(r.termination, Termination::kInfeasible) << "presolve=" << presolve << ": " << r.message;
     EXPECT_FALSE(r.has_solution);
+  }
+}
+
+// Issue 29's repros: GLPK called OPTIMAL a point that broke a badly scaled row (x = y = 10 for
+// 1e5 x - 1e5 y == 1) and one that broke a steep piecewise-linear term (y = 1e10 at x = 0 where
+// f(0) = 0). Whatever a backend finds, no result passes on a point that breaks its model.
+TEST_P(MilpBackendTest, NeverReportsAPointThatBreaksABadlyScaledRow) {
+  Model m;
+  Var x = m.AddInteger(0, 10, "x");
+  Var y = m.AddInteger(0, 10, "y");
+  m.AddConstraint(1e5 * x - 1e5 * y == 1, "scaled");
+  m.Maximize(x + y);
+  for (bool presolve : {true, false}) {
+    SolveOptions options;
+    options.presolve = presolve;
+    const Result r = Run(m, options);
+    EXPECT_NE(r.termination, Termination::kOptimal) << "presolve=" << presolve << ": " << r.message;
+    EXPECT_FALSE(r.has_solution) << "presolve=" << presolve << ": x = " << r.values[0]
+                                 << ", y = " << r.values[1];
+  }
+}
+
+TEST_P(MilpBackendTest, NeverReportsAPointOffASteepPiecewiseTerm) {
+  Model m;
+  Var x = m.AddInteger(0, 10, "x");
+  Var y = m.AddPiecewiseLinear(x, {0, 1e-10, 10}, {0, 1e10, 0}, "steep");
+  m.Maximize(1.0 * y);
+  const Result r = Run(m);
+  if (r.has_solution) {
+    EXPECT_EQ(internal::FindViolation(m, r.values), "") << r.message;
+    EXPECT_NEAR(r.Value(y), 1e10 * 9 / (10 - 1e-10), 1e-6 * 1e10) << "x = " << r.Value(x);
+  } else {
+    EXPECT_EQ(r.termination, Termination::kError) << r.message;
+    EXPECT_NE(r.message.find("breaks the model"), std::string::npos) << r.message;
   }
 }
 

@@ -1,4 +1,4 @@
-// FindViolation: the check every CBC solution passes before it is reported.
+// FindViolation: the check every backend's solution passes before it is reported (SolveFrame).
 #include <gtest/gtest.h>
 
 #include "bft/milp.h"
@@ -43,6 +43,36 @@ TEST_F(MilpSolutionCheck, CatchesAPiecewiseValueOffTheCurve) {
 
 TEST_F(MilpSolutionCheck, RejectsAWrongNumberOfValues) {
   EXPECT_NE(FindViolation(model_, {1, 2}).find("2 values for 3 variables"), std::string::npos);
+}
+
+TEST_F(MilpSolutionCheck, AnOptimalClaimOnABrokenPointBecomesAnErrorWithoutThePoint) {
+  Result r;
+  r.backend = "glpk";
+  r.termination = Termination::kOptimal;
+  r.message = "integer optimal";
+  r.has_solution = true;
+  r.values = {4, 3, 8};
+  internal::RejectPointThatBreaksModel(model_, &r);
+  EXPECT_EQ(r.termination, Termination::kError);
+  EXPECT_FALSE(r.has_solution);
+  EXPECT_TRUE(r.values.empty());
+  EXPECT_EQ(
+      r.message,
+      "glpk returned a point that breaks the model (it said optimal: integer optimal): constraint 'cap' "
+      "has activity 10 outside [-inf, 8]");
+}
+
+TEST_F(MilpSolutionCheck, AGoodPointIsPassedOnUntouched) {
+  Result r;
+  r.backend = "cbc";
+  r.termination = Termination::kOptimal;
+  r.message = "optimal";
+  r.has_solution = true;
+  r.values = {4, 2, 8};
+  internal::RejectPointThatBreaksModel(model_, &r);
+  EXPECT_EQ(r.termination, Termination::kOptimal);
+  EXPECT_EQ(r.message, "optimal");
+  EXPECT_EQ(r.values.size(), 3u);
 }
 
 }  // namespace

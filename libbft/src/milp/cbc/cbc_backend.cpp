@@ -244,7 +244,7 @@ class CbcBackend final : public Backend {
                                   }
                                   SolveInto(model, opts, clock, result, kInf);
                                   ConfirmInfeasible(model, opts, clock, result);
-                                  RejectInfeasiblePoint(model, opts, clock, result);
+                                  RetryWithoutPreprocessing(model, opts, clock, result);
                                 });
   }
 
@@ -345,34 +345,24 @@ class CbcBackend final : public Backend {
     *result = std::move(retry);
   }
 
-  // CBC has been seen to call a point optimal that breaks the model (see Load). Never pass such a
-  // point on: solve once more without preprocessing, and if that point is wrong too, report an error.
-  static void RejectInfeasiblePoint(const Model& model, const SolveOptions& options, const Stopwatch& clock,
-                                    Result* result) {
+  // CBC has been seen to call a point optimal that breaks the model (see Load): solve once more
+  // without preprocessing. If that point is wrong too, the first one stays, and SolveFrame reports
+  // it as an error (internal::RejectPointThatBreaksModel).
+  static void RetryWithoutPreprocessing(const Model& model, const SolveOptions& options,
+                                        const Stopwatch& clock, Result* result) {
     if (!result->has_solution) return;
-    std::string violation = internal::FindViolation(model, result->values);
-    if (violation.empty()) return;
-    if (options.presolve) {
-      SolveOptions plain = options;
-      plain.presolve = false;
-      Result retry;
-      retry.backend = result->backend;
-      retry.model_id = result->model_id;
-      SolveInto(model, plain, clock, &retry, kInf);
-      const std::string retry_violation =
-          retry.has_solution ? internal::FindViolation(model, retry.values) : std::string();
-      if (retry_violation.empty()) {
-        retry.message +=
-            " (solved again without preprocessing: the first point broke the model: " + violation + ")";
-        *result = std::move(retry);
-        return;
-      }
-      violation = retry_violation;
-    }
-    result->has_solution = false;
-    result->values.clear();
-    result->termination = Termination::kError;
-    result->message = "CBC returned a point that breaks the model: " + violation;
+    const std::string violation = internal::FindViolation(model, result->values);
+    if (violation.empty() || !options.presolve) return;
+    SolveOptions plain = options;
+    plain.presolve = false;
+    Result retry;
+    retry.backend = result->backend;
+    retry.model_id = result->model_id;
+    SolveInto(model, plain, clock, &retry, kInf);
+    if (retry.has_solution && !internal::FindViolation(model, retry.values).empty()) return;
+    retry.message +=
+        " (solved again without preprocessing: the first point broke the model: " + violation + ")";
+    *result = std::move(retry);
   }
 
   static double ObjectiveOf(const Model& model, const std::vector<double>& values) {

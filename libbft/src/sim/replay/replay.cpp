@@ -561,18 +561,13 @@ void Engine::SetupWindow() {
   const double last = static_cast<double>(std::max<std::int64_t>(trace_.last_time_s(), 0));
   if (reference_ && !opt_.start_s) {
     int distinct = 0;
-    for (std::size_t k = 0; k < tr.size(); ++k) {
-      if (k == 0 || tr[k].time_s != tr[k - 1].time_s) ++distinct;
-      if (distinct == kReferenceStartEvent) {
-        start_ = static_cast<double>(tr[k].time_s);
-        break;
-      }
-    }
-    if (distinct < kReferenceStartEvent) {
+    const std::optional<std::int64_t> start = ReferenceStartS(trace_, &distinct);
+    if (!start) {
       throw InvalidArgument(
           "accounting reference: the window starts at the trace's " + std::to_string(kReferenceStartEvent) +
           "th distinct time, but the trace has only " + std::to_string(distinct) + " (give start_s)");
     }
+    start_ = static_cast<double>(*start);
   } else {
     start_ = opt_.start_s.value_or(0.0);
   }
@@ -978,6 +973,17 @@ Accounting AccountingFromString(const std::string& name) {
   if (name == "reference") return Accounting::kReference;
   throw InvalidArgument("accounting: unknown mode \"" + name +
                         "\" (expected \"continuous\" or \"reference\")");
+}
+
+std::optional<std::int64_t> ReferenceStartS(const Trace& trace, int* distinct_times) {
+  const std::vector<Transition>& tr = trace.transitions;
+  int distinct = 0;
+  for (std::size_t k = 0; k < tr.size(); ++k) {
+    if (k == 0 || tr[k].time_s != tr[k - 1].time_s) ++distinct;
+    if (distinct == kReferenceStartEvent) return tr[k].time_s;
+  }
+  if (distinct_times != nullptr) *distinct_times = distinct;
+  return std::nullopt;
 }
 
 ReplayResult Replay(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayOptions& options) {

@@ -48,6 +48,11 @@ Trace BuildTrace(const std::vector<std::string>& machine_nodes, const std::vecto
   for (const Occupancy& o : held) {
     if (o.start_s > end_s || (o.end_s && *o.end_s <= start_s)) continue;
     const bool ends_in_window = o.end_s && *o.end_s <= end_s;
+    if (changes.size() + 2 * o.nodes.size() > kMaxImportTransitions) {
+      throw InvalidArgument("the log's jobs would give more than " + std::to_string(kMaxImportTransitions) +
+                            " transitions, the most an import makes (kMaxImportTransitions): import a "
+                            "shorter window or fewer machine nodes");
+    }
     for (const NodeId n : o.nodes) {
       if (o.start_s <= start_s) {
         ++holders[static_cast<std::size_t>(n)];
@@ -335,7 +340,9 @@ ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& opt
       columns = names.size();
       for (Column* c : {&job_id, &start, &end, &node_list}) {
         for (std::size_t i = 0; i < names.size(); ++i) {
-          if (names[i] == c->name) c->index = static_cast<int>(i);
+          if (names[i] != c->name) continue;
+          if (c->index >= 0) fail("the header names the column " + std::string(c->name) + " twice");
+          c->index = static_cast<int>(i);
         }
       }
       if (start.index < 0 || end.index < 0 || node_list.index < 0) {
@@ -437,6 +444,7 @@ ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options
   std::vector<Job> jobs;
   std::optional<std::int64_t> max_nodes;
   std::optional<std::int64_t> max_procs;
+  std::unordered_set<std::string_view> keys_seen;  // each header key once: two would leave which one holds
   std::string header_error;  // a bad MaxNodes/MaxProcs: an error only if the machine's size comes from it
   ImportedTrace out;
   text::ForEachFileLine(path, [&](std::string_view line, long number) {
@@ -450,6 +458,8 @@ ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options
                                std::pair{std::string_view("MaxProcs:"), &max_procs}}) {
         const std::size_t at = comment.find(key);
         if (at == std::string_view::npos || comment.find_first_not_of(" \t") != at) continue;
+        if (!keys_seen.insert(key).second)
+          fail("the header gives " + std::string(key.substr(0, key.size() - 1)) + " twice");
         std::string_view value = comment.substr(at + key.size());
         value.remove_prefix(std::min(value.size(), value.find_first_not_of(" \t")));
         value = value.substr(0, value.find_first_of(" \t"));
