@@ -1,6 +1,6 @@
 """Chaos replay: in-place resizes under the busiest hour of the Summit trace, with the manager killed.
 
-    PYTHONPATH=build/dev/python .venv/bin/python bench/chaos_bench.py [--nodes 12] [--time-scale 20]
+    PYTHONPATH=build/dev/python .venv/bin/python bench/chaos_bench.py [--nodes 8] [--time-scale 12]
         [--jobs 3] [--kills 3] [--seed 1]
 
 A real ``bft manager`` (local source, real in-place workers: examples/runtime/elastic_synthetic.py
@@ -102,17 +102,21 @@ def child_env() -> Dict[str, str]:
     return env
 
 
-def learned_curve(progress: List[Dict[str, Any]], job: str, scale: float, max_nodes: int) -> Tuple[list, list]:
-    """The job's throughput per node count as this run measured it (median of the rates between its
-    consecutive reports at one size, in samples per trace second), linear between, flat beyond."""
+def measured_curve(progress: List[Dict[str, Any]], scale: float, max_nodes: int) -> Tuple[list, list]:
+    """The jobs' throughput per node count as this run measured it (they run one script: the median,
+    over every job, of the rates between consecutive reports of one generation at one size, in samples
+    per trace second), linear between the sizes measured, flat beyond the largest."""
     rates: Dict[int, List[float]] = collections.defaultdict(list)
-    rows = [p for p in progress if p["job"] == job]
-    for a, b in zip(rows, rows[1:]):
-        if a["generation"] == b["generation"] and a["nodes"] == b["nodes"] > 0 and 0 < b["time_s"] - a["time_s"] < 5:
-            rates[a["nodes"]].append((b["samples"] - a["samples"]) / (b["time_s"] - a["time_s"]) / scale)
-    sizes = sorted(n for n in rates if statistics.median(rates[n]) > 0)
+    by_job: Dict[str, list] = collections.defaultdict(list)
+    for p in progress:
+        by_job[p["job"]].append(p)
+    for rows in by_job.values():
+        for a, b in zip(rows, rows[1:]):
+            dt = b["time_s"] - a["time_s"]
+            if a["generation"] == b["generation"] and a["nodes"] == b["nodes"] > 0 and 0 < dt < 5:
+                rates[a["nodes"]].append((b["samples"] - a["samples"]) / dt / scale)
     nodes, throughput = [0], [0.0]
-    for n in sizes:
+    for n in sorted(rates):
         nodes.append(n)
         throughput.append(max(throughput[-1], statistics.median(rates[n])))
     if nodes[-1] < max_nodes:
@@ -158,8 +162,8 @@ def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
 
     store = StateStore(state / "state.db", create=False, read_only=True)
     try:
-        events = store.events(None, None)
-        progress = store.progress()
+        events = list(store.events(None, None))
+        progress = [dict(p) for p in store.progress()]
     finally:
         store.close()
     by_kind = collections.Counter(e["kind"] for e in events)
@@ -173,13 +177,13 @@ def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
 
     def median_gap(grow: bool):
         v = [g["gap_s"] for g in gaps if (g["to_nodes"] > g["from_nodes"]) == grow]
-        return statistics.median(v) * args.time_scale if v else 0.0
+        return statistics.median(v) * args.time_scale if v else None
 
     jobs = []
+    nodes, throughput = measured_curve(progress, args.time_scale, args.nodes)
     for k in range(args.jobs):
-        nodes, throughput = learned_curve(progress, f"job{k}", args.time_scale, args.nodes)
         jobs.append({"name": f"job{k}", "submit": start_s, "min_nodes": 1, "max_nodes": args.nodes,
-                     "work": 1e12, "scale_up_s": median_gap(True), "scale_down_s": median_gap(False),
+                     "work": 1e12, "scale_up_s": median_gap(True) or 0.0, "scale_down_s": median_gap(False) or 0.0,
                      "nodes": nodes, "throughput": throughput, "objective": throughput})
     (root / "replay-jobs.jsonl").write_text("".join(json.dumps(j) + "\n" for j in jobs))
     replay = sim.replay(trace, root / "replay-jobs.jsonl", policy="exact", nodes=chosen, start_s=start_s,
@@ -193,15 +197,16 @@ def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
         "launches": dict(launches), "relaunches": sum(max(0, n - 1) for n in launches.values()),
         "recovered": by_kind["recovered"], "samples": samples, "samples_total": sum(samples.values()),
         "samples_redone": redone, "left_running": left,
-        "replay_samples": float(replay.summary["samples"]),
+        "replay_samples": float(replay.summary["samples_done"]), "replay_idle_capture": replay.summary["idle_capture"],
+        "curve_nodes": nodes, "curve_samples_per_trace_s": throughput,
         "measured_costs_trace_s": {"scale_up_s": median_gap(True), "scale_down_s": median_gap(False)},
     }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nodes", type=int, default=12)
-    p.add_argument("--time-scale", type=float, default=20.0, help="trace seconds per wall second (20: 3 minutes)")
+    p.add_argument("--nodes", type=int, default=8)
+    p.add_argument("--time-scale", type=float, default=12.0, help="trace seconds per wall second (12: 5 minutes)")
     p.add_argument("--jobs", type=int, default=3)
     p.add_argument("--kills", type=int, default=3, help="kill -9 of the manager at random moments")
     p.add_argument("--seed", type=int, default=1)

@@ -49,6 +49,15 @@ def bft(*args: str, cwd: Optional[Path] = None, timeout: float = 60) -> subproce
                           text=True, timeout=timeout)
 
 
+def one_line_error(r: subprocess.CompletedProcess, *needles: str) -> None:
+    """A command line refused as the house promises: exit status 2, one line on stderr naming each of `needles`."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
 class ManagerHarness:
     def __init__(self, root: Path):
         self.root = root

@@ -11,17 +11,9 @@ import pytest
 
 from bft.runtime.state import StateStore
 from bft.train import protocol
-from runtime_util import bft
+from runtime_util import bft, one_line_error
 
 pytestmark = pytest.mark.runtime
-
-
-def _one_line_error(r, *needles):
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def test_submit_errors_are_one_line(harness, tmp_path):
@@ -29,38 +21,38 @@ def test_submit_errors_are_one_line(harness, tmp_path):
     state = str(harness.state_dir)
     script = tmp_path / "ok.py"
     script.write_text("print('hi')\n")
-    _one_line_error(bft("submit", str(tmp_path / "missing.py"), "--state-dir", state), "no such training script")
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "0"), "--min")
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "4", "--max", "2"), "--max")
+    one_line_error(bft("submit", str(tmp_path / "missing.py"), "--state-dir", state), "no such training script")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "0"), "--min")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "4", "--max", "2"), "--max")
     # More nodes than the source can ever offer: refused at submit, not queued forever.
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "2", "--max", "2"),
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "2", "--max", "2"),
                     "--min 2: the local source offers at most 1 node")
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "bad name!"), "--name")
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "-5"), "--samples")
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "nan"), "--samples")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "bad name!"), "--name")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "-5"), "--samples")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "nan"), "--samples")
     curve = tmp_path / "curve.json"
     curve.write_text('{"nodes": [1, 2], "throughput": [10]}')
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--curve", str(curve)), "--curve")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--curve", str(curve)), "--curve")
     curve.write_text("not json")
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--curve", str(curve)), "not JSON")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--curve", str(curve)), "not JSON")
     r = bft("submit", str(script), "--state-dir", state, "--name", "dup")
     assert r.returncode == 0, r.stderr
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "dup"), "exists already")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "dup"), "exists already")
     # The script's own arguments follow "--", also after options.
     r = bft("submit", str(script), "first", "--state-dir", state, "--name", "args", "--", "--lr", "0.1", "--")
     assert r.returncode == 0, r.stderr
     store = harness.store()
     assert [j.args for j in store.jobs() if j.id == "args"] == [["first", "--lr", "0.1", "--"]]
     store.close()
-    _one_line_error(bft("cancel", "nosuchjob", "--state-dir", state), "no job named")
-    _one_line_error(bft("logs", "nosuchjob", "--state-dir", state), "no log")
-    _one_line_error(bft("status", "--state-dir", str(tmp_path / "nowhere")), "no manager is running")
-    _one_line_error(bft("manager", "--state-dir", state, "--local-nodes", "1"), "already running")
-    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--policy", "magic"), "--policy")
-    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--resize", "sideways"), "--resize")
-    _one_line_error(bft("submit", str(script), "--state-dir", state, "--resize", "sideways"), "--resize")
-    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--source", "pbs"), "unknown node source")
-    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--local-trace", str(tmp_path / "no.csv")),
+    one_line_error(bft("cancel", "nosuchjob", "--state-dir", state), "no job named")
+    one_line_error(bft("logs", "nosuchjob", "--state-dir", state), "no log")
+    one_line_error(bft("status", "--state-dir", str(tmp_path / "nowhere")), "no manager is running")
+    one_line_error(bft("manager", "--state-dir", state, "--local-nodes", "1"), "already running")
+    one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--policy", "magic"), "--policy")
+    one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--resize", "sideways"), "--resize")
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--resize", "sideways"), "--resize")
+    one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--source", "pbs"), "unknown node source")
+    one_line_error(bft("manager", "--state-dir", str(tmp_path / "m2"), "--local-trace", str(tmp_path / "no.csv")),
                     "--local-trace")
 
 
@@ -125,7 +117,7 @@ def test_corrupt_and_foreign_state_files_are_refused(tmp_path):
     corrupt.mkdir(mode=0o700)
     (corrupt / "state.db").write_bytes(b"this is not a database at all" * 100)
     r = bft("manager", "--state-dir", str(corrupt))
-    _one_line_error(r, "not a libbft state database")
+    one_line_error(r, "not a libbft state database")
     assert (corrupt / "state.db").read_bytes().startswith(b"this is not")  # untouched
 
     foreign = tmp_path / "foreign"
@@ -134,7 +126,7 @@ def test_corrupt_and_foreign_state_files_are_refused(tmp_path):
     db.execute("CREATE TABLE t (x)")
     db.commit()
     db.close()
-    _one_line_error(bft("manager", "--state-dir", str(foreign)), "another program")
+    one_line_error(bft("manager", "--state-dir", str(foreign)), "another program")
 
     damaged = tmp_path / "damaged"
     damaged.mkdir(mode=0o700)
@@ -147,7 +139,7 @@ def test_corrupt_and_foreign_state_files_are_refused(tmp_path):
     for page in range(1, len(data) // 4096):  # garbage over every b-tree page header but the first
         data[page * 4096:page * 4096 + 8] = b"\xa5" * 8
     (damaged / "state.db").write_bytes(bytes(data))
-    _one_line_error(bft("manager", "--state-dir", str(damaged)), "malformed")
+    one_line_error(bft("manager", "--state-dir", str(damaged)), "malformed")
 
 
 def test_a_negative_local_gpu_count_is_one_line(tmp_path):

@@ -11,17 +11,9 @@ import pytest
 
 from bft import alloc, jobs
 from bft.runtime.state import JobRow, StateStore
-from runtime_util import bft
+from runtime_util import bft, one_line_error
 
 pytestmark = pytest.mark.runtime
-
-
-def _one_line_error(r, *needles):
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("flags, needle", [
@@ -30,7 +22,7 @@ def _one_line_error(r, *needles):
     (("--inplace-scale-down-s", "inf"), "--inplace-scale-down-s: expected a finite number >= 0"),
 ])
 def test_manager_flags_the_allocator_refuses_are_one_line_before_anything_starts(tmp_path, flags, needle):
-    _one_line_error(bft("manager", "--state-dir", str(tmp_path / "state"), *flags), needle)
+    one_line_error(bft("manager", "--state-dir", str(tmp_path / "state"), *flags), needle)
     assert not (tmp_path / "state").exists()  # refused before the state directory is made
 
 
@@ -41,21 +33,21 @@ def test_poison_curves_are_refused_at_submit(harness, tmp_path):
     curve = tmp_path / "curve.json"
     curve.write_text(json.dumps({"nodes": [1, 2], "throughput": [1.0, 9e14]}))
     submit = ("submit", str(script), "--state-dir", str(harness.state_dir), "--curve", str(curve))
-    _one_line_error(bft(*submit), f"throughput[1] = 900000000000000.0 is not a rate in samples/s (0 to "
+    one_line_error(bft(*submit), f"throughput[1] = 900000000000000.0 is not a rate in samples/s (0 to "
                                   f"{jobs.MAX_SAMPLES_PER_S:g})")
     curve.write_text(json.dumps({"nodes": [1, 2], "throughput": [1.0, 1e10]}))
     # The advisor's prior extends the best rate per node (5e9 at 2 nodes) to --max nodes.
-    _one_line_error(bft(*submit, "--max", "1000"),
+    one_line_error(bft(*submit, "--max", "1000"),
                     "--curve: its best rate per node, 5e+09 samples/s, at --max 1000 nodes is 5e+12 samples/s, "
                     "above 1e+12")
-    _one_line_error(bft(*submit, "--configuration", "half:0.5:1000"),
+    one_line_error(bft(*submit, "--configuration", "half:0.5:1000"),
                     "--configuration half: speedup 1000 x the --curve's 4e+10 samples/s (up to --max 8 nodes) "
                     "exceeds 1e+12")
     # The curve file is read in bounded memory and depth (bft._bounded).
-    _one_line_error(bft("submit", str(script), "--state-dir", str(harness.state_dir), "--curve", "/dev/zero"),
+    one_line_error(bft("submit", str(script), "--state-dir", str(harness.state_dir), "--curve", "/dev/zero"),
                     "--curve: /dev/zero is larger than 16 MiB")
     curve.write_text("[" * 100_000)
-    _one_line_error(bft(*submit), "nested too deeply to be read")
+    one_line_error(bft(*submit), "nested too deeply to be read")
     assert harness.status()["jobs"] == []
 
 

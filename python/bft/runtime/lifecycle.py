@@ -58,6 +58,7 @@ class JobLifecycle:
         self.report_address = ""
         self._configurations: Optional[Configurations] = None
         self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
+        self._shrinks: Dict[str, Any] = {}  # within node_events(): job -> (run, its reclaimed nodes)
         self._sweep: set = set()  # jobs whose generation ended: their strays are killed once per poll
         # Warm standbys on the pool's nodes that run nothing of a job (for methods whose workers run the
         # script itself, as a standby does).
@@ -170,13 +171,21 @@ class JobLifecycle:
     @contextlib.contextmanager
     def node_events(self) -> Iterator[None]:
         """Scope of a batch of node events: a reclaim concerns only the jobs that hold nodes or run
-        processes, found once per batch, not among every queued job for each of thousands of reclaims.
+        processes, found once per batch, not among every queued job for each of thousands of reclaims;
+        a job resized in place is shrunk once, at the batch's end, off all its nodes the batch reclaimed.
         (Within a batch no job gains nodes: a reclaim only shrinks.)"""
         self._holders = [run for run in self.runs.values() if run.target or run.agents]
+        self._shrinks = {}
         try:
             yield
         finally:
             self._holders = None
+            shrinks, self._shrinks = self._shrinks, {}
+            for run, nodes in shrinks.values():  # one in-place shrink per job for the whole batch
+                try:
+                    self._shrink_now(run, nodes)
+                except Exception as e:  # noqa: BLE001 - one job's shrink must not take the manager down
+                    self.store.log_event("internal_error", event="reclaim", job=run.id, error=repr(e))
 
     def node_reclaimed(self, node: str) -> None:
         """The batch scheduler takes `node` back: whatever of ours runs there vacates within the grace time."""
@@ -195,13 +204,23 @@ class JobLifecycle:
             self.store.log_event("preempted", job=run.id, node=node)
             rest = [n for n in run.target if n not in self.draining]
             how = method(run.method)
-            if how.in_place or how.regroups:
-                # Shrunk now, not at the next decision: the node must be free within its grace time.
-                self.apply(run, rest, run.row.configuration)
-                m.hurry(node, now + self.grace_s)
+            if (how.in_place or how.regroups) and self._holders is not None:
+                # Summit takes many nodes in the same second: one generation for all of the batch's.
+                self._shrinks.setdefault(run.id, (run, []))[1].append(node)
+            elif how.in_place or how.regroups:
+                self._shrink_now(run, [node])
             else:
                 m.stop(Stop.RESIZE if rest else Stop.PREEMPTED, now)
                 self._terminate_stopping(run)
+
+    def _shrink_now(self, run: JobRun, reclaimed: List[str]) -> None:
+        """Shrinks a job off its reclaimed nodes at once, not at the next decision: they must be free
+        within their grace time."""
+        if run.id not in self.runs:
+            return
+        self.apply(run, [n for n in run.target if n not in self.draining], run.row.configuration)
+        for node in reclaimed:
+            run.machine.hurry(node, time.monotonic() + self.grace_s)
 
     def stop_run(self, run: JobRun, reason: Stop) -> None:
         """Stops every worker of a job (cancel, shutdown); the user's reason overrides a resize's."""
