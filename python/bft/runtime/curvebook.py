@@ -27,6 +27,7 @@ import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .. import Error, alloc, curve
+from .resize.methods import METHODS
 from .runs import JobRun
 from .state import StateStore
 
@@ -204,7 +205,8 @@ class CurveBook:
     def next_method(self, run: JobRun) -> str:
         """How the job's next rescale will be done: in place if its method is inplace (its processes
         stay), else a relaunch (a stopped job starts anew)."""
-        return INPLACE if run.method == INPLACE and run.machine.running and not run.stop_reason else RELAUNCH
+        in_place = run.method in METHODS and METHODS[run.method].in_place  # ('' in a row not yet recovered)
+        return INPLACE if in_place and run.machine.running and not run.stop_reason else RELAUNCH
 
     def state_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
         """(scale_up_s, scale_down_s) of a rescale by `method` before the advisor has measured the job's
