@@ -141,6 +141,16 @@ class ManagerHarness:
         except (OSError, RuntimeError, EOFError, KeyError):
             return 0
 
+    def open_pid(self, job: str, node: str) -> int:
+        """The pid of the job's live process row on `node` (0 if none yet)."""
+        store = self.store()
+        try:
+            row = store.db.execute("SELECT pid FROM procs WHERE job = ? AND node = ? AND ended_s IS NULL "
+                                   "ORDER BY id DESC LIMIT 1", (job, node)).fetchone()
+        finally:
+            store.close()
+        return int(row[0]) if row and row[0] else 0
+
     def keeper_pid(self) -> Optional[int]:
         """The pid of this state directory's keeper if it runs (it outlives the manager on purpose)."""
         try:

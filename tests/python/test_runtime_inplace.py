@@ -113,17 +113,6 @@ def _grow_and_shrink(harness, *manager_args: str) -> str:
     return log
 
 
-def _open_pid(harness, job: str, node: str) -> int:
-    """The pid of the job's live process row on `node` (0 if none yet)."""
-    store = harness.store()
-    try:
-        row = store.db.execute("SELECT pid FROM procs WHERE job = ? AND node = ? AND ended_s IS NULL "
-                               "ORDER BY id DESC LIMIT 1", (job, node)).fetchone()
-    finally:
-        store.close()
-    return int(row[0]) if row and row[0] else 0
-
-
 def _grow_to_a_newcomer(harness, grace_s: float, inplace_timeout_s: float):
     """A manager whose job grows in place from n0 to n0+n1: (the manager's process, the newcomer's pid
     on n1) once the newcomer has been started."""
@@ -135,7 +124,7 @@ def _grow_to_a_newcomer(harness, grace_s: float, inplace_timeout_s: float):
     _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
     harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
     deadline = time.monotonic() + 30
-    while not (pid := _open_pid(harness, "el", "n1")) and time.monotonic() < deadline:
+    while not (pid := harness.open_pid("el", "n1")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pid, "the newcomer on n1 was not started"
     return proc, pid
@@ -239,7 +228,7 @@ def test_a_reclaimed_nodes_own_sigterm_stops_only_its_worker(harness):
     t0 = json.loads((harness.state_dir / "local-source.json").read_text())["t0"]
     assert time.time() < t0 + reclaim_s - 3, "too slow to signal the node before its reclaim"
     time.sleep(t0 + reclaim_s - 1.5 - time.time())
-    pid = _open_pid(harness, "el", "n1")
+    pid = harness.open_pid("el", "n1")
     assert pid > 0, _pids_by_node(harness, "el")
     os.kill(pid, signal.SIGTERM)  # 1.5 s before the manager hears of it
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")

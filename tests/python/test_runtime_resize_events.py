@@ -141,17 +141,6 @@ def test_nodes_given_and_taken_back_at_once_and_a_shrink_before_a_grows_deadline
     assert harness.leftovers() == []
 
 
-def _open_pid(harness, job: str, node: str) -> int:
-    """The pid of the job's live process row on `node` (0 if none)."""
-    store = harness.store()
-    try:
-        row = store.db.execute("SELECT pid FROM procs WHERE job = ? AND node = ? AND ended_s IS NULL "
-                               "ORDER BY id DESC LIMIT 1", (job, node)).fetchone()
-    finally:
-        store.close()
-    return int(row[0]) if row and row[0] else 0
-
-
 def test_a_worker_killed_while_the_job_trains_is_a_counted_failure(harness):
     """SIGKILL of one in-place worker of a steady two-node job (no resize under way, no reclaim): its
     peer ends with 76 when its collective fails, whichever exit the manager reads first; the job is
@@ -159,9 +148,9 @@ def test_a_worker_killed_while_the_job_trains_is_a_counted_failure(harness):
     proc = harness.start("--local-nodes", "2", "--grace", "3", "--max-retries", "2")
     harness.submit("el", "--min", "2", "--max", "2", "--samples", "150000", "--", "--step-s", "0.05",
                    script=ELASTIC)
-    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and _open_pid(harness, "el", "local-1"), 90,
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and harness.open_pid("el", "local-1"), 90,
                  "the job's first report")
-    pid = _open_pid(harness, "el", "local-1")
+    pid = harness.open_pid("el", "local-1")
     assert pid > 0  # (os.kill(0, ...) would signal this test's own process group)
     os.kill(pid, signal.SIGKILL)
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish after its retry")

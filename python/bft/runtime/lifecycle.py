@@ -33,6 +33,7 @@ from .launcher import (
 from .nodes import NodeSource, SourceError
 from .reports import resize_begins
 from .resize import Configurations, Machine, Outcome, Phase, Plan, Stop, method
+from .resize.machine import FAILURE_SETTLE_S
 from .runs import Agent, JobRun
 from .standby import Standbys
 from .state import JobRow, StateStore
@@ -311,8 +312,8 @@ class JobLifecycle:
         started: Dict[str, Any] = {}
         from_standby = set()
         failed: Dict[str, str] = {}
+        low, high, restarts = how.node_range(row.min_nodes, row.max_nodes, len(run.target))
         for node in nodes:
-            low, high, restarts = how.node_range(row.min_nodes, row.max_nodes, len(run.target))
             spec = LaunchSpec(
                 job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python,
                 node=node, node_address=self.source.address(node), store_address=self.store_address,
@@ -467,7 +468,7 @@ class JobLifecycle:
         short = bool(row.work) and row.samples < row.work
         if m.completed and short and m.reason is not Stop.CANCEL and run.last_report_due is None:
             # Its last report is sent as it exits and may be a moment behind the exit status.
-            run.last_report_due = now + 5.0
+            run.last_report_due = now + FAILURE_SETTLE_S
             return
         if run.last_report_due is not None and now < run.last_report_due and short:
             return

@@ -35,7 +35,8 @@ class JobRun:
     target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
     agents: Dict[str, Agent] = field(default_factory=dict)  # node -> live agent
     # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
-    machine: Machine = field(default_factory=lambda: Machine(DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S, 2))
+    # (Its retries and their limit are the row's: set in __post_init__.)
+    machine: Machine = field(default_factory=lambda: Machine(DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S, 0))
     # A script that exited 0 before its last report came: the job is judged at this time (monotonic).
     last_report_due: Optional[float] = None
     last_report: Optional[protocol.Report] = None

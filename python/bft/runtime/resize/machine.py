@@ -263,7 +263,7 @@ class Machine:
     def stop(self, reason: Stop, now: float) -> None:
         """Stops every worker of the generation (they checkpoint on SIGTERM); killed after the grace time."""
         if self.phase in (Phase.IDLE, Phase.BACKOFF, Phase.ENDED):
-            if reason in (Stop.CANCEL, Stop.SHUTDOWN):
+            if reason in USER_STOPS:
                 self.reason = reason
             return
         if self.reason is None or (reason in USER_STOPS and self.reason not in USER_STOPS):
@@ -289,8 +289,8 @@ class Machine:
         self._settle()
 
     def progress(self, generation: int) -> None:
-        """A progress report of `generation`: it trains (an in-place failure later is not free of charge
-        for nothing: it made progress)."""
+        """A progress report of `generation`: the job trains, so an in-place failure after it is not
+        counted as a retry (the outcome's rule)."""
         if generation == self.generation:
             self.reported = True
             for w in self.workers.values():  # reports come once the group has formed: all arrived
