@@ -179,12 +179,15 @@ def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
         v = [g["gap_s"] for g in gaps if (g["to_nodes"] > g["from_nodes"]) == grow]
         return statistics.median(v) * args.time_scale if v else None
 
+    # A start from nothing (the job had held no nodes): its gap without the nodeless wait, in trace seconds.
+    restarts = [e["gap_s"] for e in events if e["kind"] == "resize_gap" and e.get("gap") == "restart"]
+    restart_s = statistics.median(restarts) * args.time_scale if restarts else 0.0
     jobs = []
     nodes, throughput = measured_curve(progress, args.time_scale, args.nodes)
     for k in range(args.jobs):
         jobs.append({"name": f"job{k}", "submit": start_s, "min_nodes": 1, "max_nodes": args.nodes,
                      "work": 1e12, "scale_up_s": median_gap(True) or 0.0, "scale_down_s": median_gap(False) or 0.0,
-                     "nodes": nodes, "throughput": throughput, "objective": throughput})
+                     "restart_s": restart_s, "nodes": nodes, "throughput": throughput, "objective": throughput})
     (root / "replay-jobs.jsonl").write_text("".join(json.dumps(j) + "\n" for j in jobs))
     replay = sim.replay(trace, root / "replay-jobs.jsonl", policy="exact", nodes=chosen, start_s=start_s,
                         end_s=start_s + HOUR_S, max_jobs=args.jobs, tfwd_s=600.0)
@@ -199,7 +202,8 @@ def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
         "samples_redone": redone, "left_running": left,
         "replay_samples": float(replay.summary["samples_done"]), "replay_idle_capture": replay.summary["idle_capture"],
         "curve_nodes": nodes, "curve_samples_per_trace_s": throughput,
-        "measured_costs_trace_s": {"scale_up_s": median_gap(True), "scale_down_s": median_gap(False)},
+        "measured_costs_trace_s": {"scale_up_s": median_gap(True), "scale_down_s": median_gap(False),
+                                   "restart_s": restart_s, "restarts_measured": len(restarts)},
     }
 
 

@@ -56,7 +56,7 @@ def _in_range(what: str, value: int, limits: tuple) -> int:
 def _copy_job(job: Job, weight: float) -> Job:
     """A copy, so that what allocate() sets on it (remaining_samples) never reaches the caller's Job."""
     copy = Job(job.id, job.min_nodes, job.max_nodes, job.objective, job.throughput, job.scale_up_s,
-               job.scale_down_s, weight)
+               job.scale_down_s, weight, restart_s=job.restart_s)
     copy.remaining_samples = job.remaining_samples
     copy.configurations, copy.configuration = job.configurations, job.configuration
     return copy

@@ -91,7 +91,8 @@ void BindAlloc(py::module_& m) {
 
   py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")
       .def(py::init([](std::string id, int min_nodes, int max_nodes, curve::ThroughputCurve objective,
-                       py::object throughput, double scale_up_s, double scale_down_s, double weight) {
+                       py::object throughput, double scale_up_s, double scale_down_s, double weight,
+                       double restart_s) {
              Job job;
              job.id = std::move(id);
              job.min_nodes = min_nodes;
@@ -101,11 +102,12 @@ void BindAlloc(py::module_& m) {
              job.scale_up_s = scale_up_s;
              job.scale_down_s = scale_down_s;
              job.weight = weight;
+             job.restart_s = restart_s;
              return job;
            }),
            py::arg("id"), py::arg("min_nodes"), py::arg("max_nodes"), py::arg("objective"),
            py::arg("throughput") = py::none(), py::arg("scale_up_s") = 0.0, py::arg("scale_down_s") = 0.0,
-           py::arg("weight") = 1.0)
+           py::arg("weight") = 1.0, py::kw_only(), py::arg("restart_s") = 0.0)
       .def_readwrite("id", &Job::id)
       .def_readwrite("min_nodes", &Job::min_nodes)
       .def_readwrite("max_nodes", &Job::max_nodes)
@@ -113,6 +115,7 @@ void BindAlloc(py::module_& m) {
       .def_readwrite("throughput", &Job::throughput)
       .def_readwrite("scale_up_s", &Job::scale_up_s)
       .def_readwrite("scale_down_s", &Job::scale_down_s)
+      .def_readwrite("restart_s", &Job::restart_s)
       .def_readwrite("weight", &Job::weight)
       .def_readwrite("remaining_samples", &Job::remaining_samples)
       .def_readwrite("configurations", &Job::configurations)

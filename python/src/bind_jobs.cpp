@@ -134,6 +134,7 @@ void BindJobs(py::module_& m) {
       .def_readwrite("work", &jobs::JobSpec::work)
       .def_readwrite("scale_up_s", &jobs::JobSpec::scale_up_s)
       .def_readwrite("scale_down_s", &jobs::JobSpec::scale_down_s)
+      .def_readwrite("restart_s", &jobs::JobSpec::restart_s)
       .def_readwrite("weight", &jobs::JobSpec::weight)
       .def_readwrite("configurations", &jobs::JobSpec::configurations,
                      "Other ways to run the job (bft.jobs.Configuration, with throughput set); `work` counts "

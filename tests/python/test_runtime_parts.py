@@ -162,6 +162,21 @@ def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(
     assert gap["gap_s"] == pytest.approx(2.3)
 
 
+def test_a_resize_that_ends_at_the_size_it_began_still_has_its_gap_counted(store):
+    """A node given and taken back within one resize (a burst): the job is back at its old size in a new
+    generation, and the steps it missed meanwhile are a resize's cost like any other."""
+    _, run, send = reporting_job(store, _book(store), "inplace")
+    t0 = time.time()
+    send(1, 1, 2, 100.0, t0)
+    resize_begins(run)
+    run.row.generation += 1
+    run.last_seq.clear()
+    send(2, 1, 2, 120.0, t0 + 1.5)
+    (gap,) = store.events(("resize_gap",))
+    assert (gap["from_nodes"], gap["to_nodes"], gap["gap"]) == (2, 2, "resize")
+    assert gap["gap_s"] == pytest.approx(1.5)
+
+
 def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store):
     """In place, the survivors train on in the old generation while the newcomers start: their last
     report of it starts the gap; it is neither progress nor a dropped datagram."""

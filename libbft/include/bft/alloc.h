@@ -6,7 +6,8 @@
 //
 // Objective (maximised): tfwd_s * sum_j w_j * O_j(n_j)  -  sum_j w_j * penalty_j, where
 //   penalty_j = scale_up_s   * O_j(c_j)  if the job grows   (n_j > c_j),
-//               scale_down_s * O_j(c_j)  if the job shrinks (n_j < c_j), else 0,
+//               scale_down_s * O_j(c_j)  if the job shrinks (0 < n_j < c_j),
+//               (scale_down_s + restart_s) * O_j(c_j)  if it is stopped (n_j = 0 < c_j), else 0,
 // c_j is the job's current node count, and O_j(c_j) counts as 0 when c_j < min_nodes (a job
 // preempted below its minimum is not running). Constraints: a node runs at most one job; n_j is
 // 0 or within [min_nodes, max_nodes]; no migration (a job keeps all its nodes and adds free ones,
@@ -70,7 +71,11 @@ struct Job {
   curve::ThroughputCurve throughput;
   double scale_up_s = 0.0;    // seconds of stalled training when the job grows
   double scale_down_s = 0.0;  // seconds of stalled training when the job shrinks
-  double weight = 1.0;        // multiplies the job's value and penalty in the objective
+  // Seconds of training a job taken off all its nodes loses on top of scale_down_s: its later cold
+  // start (new processes, the framework's start-up, its checkpoint read). Charged when it is stopped,
+  // since a restart from 0 nodes has no current rate to charge; 0: a stop costs what a shrink does.
+  double restart_s = 0.0;
+  double weight = 1.0;  // multiplies the job's value and penalty in the objective
   // Samples the job still has to process; 0: unknown. The completion_aware policy reads it.
   double remaining_samples = 0.0;
   // The job's other configurations. Its own curves above are configuration 0, "full" (efficiency
@@ -93,9 +98,9 @@ struct Assignment {
   std::string job;
 };
 
-// The largest value the allocator's objective terms may reach: tfwd_s, scale_up_s and
-// scale_down_s, each times a job's weight and its largest objective value, must stay below it
-// (Problem::IsValid), so that sums over thousands of jobs stay finite and within what the MILP
+// The largest value the allocator's objective terms may reach: tfwd_s, scale_up_s,
+// scale_down_s and scale_down_s + restart_s, each times a job's weight and its largest objective value, must
+// stay below it (Problem::IsValid), so that sums over thousands of jobs stay finite and within what the MILP
 // solvers take (milp::kMaxMagnitude).
 inline constexpr double kMaxObjectiveTerm = 1e15;
 

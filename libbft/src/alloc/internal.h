@@ -17,6 +17,7 @@ struct JobData {
   double current_value = 0.0;  // O_j(c_j), or 0 when c_j < min_nodes (the job is not running)
   double up_penalty = 0.0;     // scale_up_s * current_value (unweighted)
   double down_penalty = 0.0;   // scale_down_s * current_value (unweighted)
+  double stop_penalty = 0.0;   // (scale_down_s + restart_s) * current_value: taken to 0 nodes
   double weight = 1.0;
   std::vector<double> value;          // O_j(n) for n = 0..max_nodes, value[0] = 0
   std::vector<int> breakpoints;       // curve breakpoints inside [1, max_nodes]
@@ -51,7 +52,7 @@ inline bool Feasible(const JobData& job, int n) {
 // Unweighted rescale penalty of moving from c_j to n nodes.
 inline double Penalty(const JobData& job, int n) {
   if (n > job.current) return job.up_penalty;
-  if (n < job.current) return job.down_penalty;
+  if (n < job.current) return n == 0 ? job.stop_penalty : job.down_penalty;
   return 0.0;
 }
 // The job's weighted contribution to the objective at n nodes: w * (tfwd * O(n) - penalty(n)).

@@ -108,6 +108,9 @@ void AddJobs(const Prepared& prepared, bool fold_penalty, bool need_value, Formu
       f->objective += (d.weight * prepared.tfwd_s) * milp::LinExpr(v.y);
       if (v.has_g) f->objective -= (d.weight * d.up_penalty) * milp::LinExpr(v.g);
       if (v.has_s) f->objective -= (d.weight * d.down_penalty) * milp::LinExpr(v.s);
+      // A stop (n = 0, hence r = 0) pays its restart on top of the shrink: w (stop - down) (1 - r).
+      const double restart = d.weight * (d.stop_penalty - d.down_penalty);
+      if (v.has_s && restart > 0.0) f->objective += restart * milp::LinExpr(v.r) - restart;
     }
   }
 }

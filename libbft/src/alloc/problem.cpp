@@ -34,6 +34,7 @@ Job FromJobSpec(const jobs::JobSpec& spec) {
   job.throughput = spec.throughput;
   job.scale_up_s = spec.scale_up_s;
   job.scale_down_s = spec.scale_down_s;
+  job.restart_s = spec.restart_s;
   job.weight = spec.weight;
   job.configurations = spec.configurations;
   return job;
@@ -65,6 +66,8 @@ bool Problem::IsValid(std::string* error) const {
       return fail("scale_up_s ", job.scale_up_s, " must be a finite number >= 0");
     if (!std::isfinite(job.scale_down_s) || job.scale_down_s < 0.0)
       return fail("scale_down_s ", job.scale_down_s, " must be a finite number >= 0");
+    if (!std::isfinite(job.restart_s) || job.restart_s < 0.0)
+      return fail("restart_s ", job.restart_s, " must be a finite number >= 0");
     if (!std::isfinite(job.weight) || job.weight < 0.0)
       return fail("weight ", job.weight, " must be a finite number >= 0");
     if (!std::isfinite(job.remaining_samples) || job.remaining_samples < 0.0)
@@ -74,7 +77,10 @@ bool Problem::IsValid(std::string* error) const {
       const auto& values = job.objective.values();
       const double top = *std::max_element(values.begin(), values.end());
       const std::pair<const char*, double> horizons[] = {
-          {"tfwd_s", tfwd_s}, {"scale_up_s", job.scale_up_s}, {"scale_down_s", job.scale_down_s}};
+          {"tfwd_s", tfwd_s},
+          {"scale_up_s", job.scale_up_s},
+          {"scale_down_s", job.scale_down_s},
+          {"scale_down_s + restart_s", job.scale_down_s + job.restart_s}};
       for (const auto& [field, seconds] : horizons) {
         const double term = seconds * job.weight * top;
         if (!(term <= kMaxObjectiveTerm)) {
@@ -96,7 +102,7 @@ bool Problem::IsValid(std::string* error) const {
         return fail(where, c.name.empty() || c.name == "full" ? "" : " ('" + c.name + "')", ": ", why);
       if (!names.insert(c.name).second) return fail(where, ": name '", c.name, "' is taken");
       const auto& values = c.objective.values();
-      const double term = std::max({tfwd_s, job.scale_up_s, job.scale_down_s}) * job.weight *
+      const double term = std::max({tfwd_s, job.scale_up_s, job.scale_down_s + job.restart_s}) * job.weight *
                           *std::max_element(values.begin(), values.end());
       if (!(term <= kMaxObjectiveTerm))
         return fail(where, " ('", c.name, "'): its largest objective value times the horizon and weight is ",
@@ -225,6 +231,7 @@ Prepared Prepare(const Problem& problem, ConfigurationChoice choice) {
     d.current_value = running ? ConfigurationValue(job, job.configuration, d.current) : 0.0;
     d.up_penalty = job.scale_up_s * d.current_value;
     d.down_penalty = job.scale_down_s * d.current_value;
+    d.stop_penalty = (job.scale_down_s + job.restart_s) * d.current_value;
     d.weight = job.weight;
     const int top = std::max(d.max_nodes, 0);
     d.value.resize(static_cast<std::size_t>(top) + 1);

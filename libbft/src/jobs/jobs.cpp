@@ -48,6 +48,7 @@ bool Check(const JobSpec& spec, Use use, std::string* error) {
   if (!std::isfinite(spec.scale_down_s) || spec.scale_down_s < 0) {
     return fail("scale_down_s must be finite and >= 0");
   }
+  if (!std::isfinite(spec.restart_s) || spec.restart_s < 0) return fail("restart_s must be finite and >= 0");
   if (!std::isfinite(spec.weight) || spec.weight <= 0) return fail("weight must be finite and > 0");
   if (spec.throughput.empty()) return fail("throughput: no breakpoints");
   if (spec.objective.empty()) return fail("objective: no breakpoints");
@@ -135,6 +136,7 @@ const std::vector<JobField>& JobFields() {
       {"max_nodes", true, true},    {"work", true, false},   {"scale_up_s", true, true},
       {"scale_down_s", true, true}, {"nodes", true, true},   {"throughput", true, true},
       {"objective", false, true},   {"weight", false, true}, {"configurations", false, true},
+      {"restart_s", false, true},
   };
   return fields;
 }
@@ -169,6 +171,7 @@ JobSpec JobFromFields(const std::vector<Field>& fields, Use use) {
   const Field* const objective = found[9];
   const Field* const weight = found[10];
   const Field* const configurations = found[11];
+  const Field* const restart = found[12];
   // `where` prefixes every message about a field: the job, and the configuration for one of its.
   std::string where;
   auto require = [&](const Field* f, const char* key) {
@@ -228,6 +231,7 @@ JobSpec JobFromFields(const std::vector<Field>& fields, Use use) {
   spec.scale_up_s = number(scale_up, "scale_up_s");
   spec.scale_down_s = number(scale_down, "scale_down_s");
   if (weight != nullptr) spec.weight = number(weight, "weight");
+  if (restart != nullptr) spec.restart_s = number(restart, "restart_s");
   const std::vector<int> counts = node_counts(nodes);
   spec.throughput = make_curve(counts, throughput, "throughput");
   spec.objective = objective != nullptr ? make_curve(counts, objective, "objective") : spec.throughput;
@@ -330,6 +334,7 @@ void WriteJobs(const std::vector<JobSpec>& jobs, const std::string& path) {
     out += ", \"throughput\": " + numbers(j.throughput.values());
     out += ", \"objective\": " + numbers(j.objective.values());
     if (j.weight != 1.0) out += ", \"weight\": " + detail::JsonNumber(j.weight);
+    if (j.restart_s != 0.0) out += ", \"restart_s\": " + detail::JsonNumber(j.restart_s);
     if (!j.configurations.empty()) {
       out += ", \"configurations\": [";
       for (std::size_t k = 0; k < j.configurations.size(); ++k) {

@@ -231,11 +231,22 @@ class CurveBook:
         """(scale_up_s, scale_down_s) the allocator is charged: those of the next rescale's method."""
         return self.method_costs(run, self.next_method(run))
 
+    def restart_cost(self, run: JobRun, scale_down_s: float) -> float:
+        """What taking the job off all its nodes costs beyond the `scale_down_s` it is charged: a stopped
+        job, whatever its method, comes back by a relaunch (its checkpoint written, then a cold start
+        read it), so the allocator stops a job only where that pays (alloc.Job.restart_s). The stop's
+        whole charge stays within alloc.MAX_HORIZON_S, as each cost the manager accepts does, so that
+        no job it accepts makes the allocator refuse it."""
+        up, down = self.method_costs(run, RELAUNCH)
+        return max(0.0, min(up + down, alloc.MAX_HORIZON_S) - scale_down_s)
+
     def cost_status(self, run: JobRun) -> Dict[str, Any]:
         """What ``bft status --json`` shows of a job's rescale costs: each method's (measured or the
-        default, and how many rescales measured them) and the method whose costs it is charged."""
+        default, and how many rescales measured them), the method whose costs it is charged and what a
+        stop costs on top of its shrink (:meth:`restart_cost`)."""
         profile = self._profile(self.key(run))
-        out: Dict[str, Any] = {"charged": self.next_method(run)}
+        out: Dict[str, Any] = {"charged": self.next_method(run),
+                               "restart_s": self.restart_cost(run, self.rescale_costs(run)[1])}
         for name, method in RESCALE_METHODS.items():
             up, down = self.method_costs(run, name)
             measured = profile.method_costs(method) if profile is not None else None
@@ -266,10 +277,12 @@ class CurveBook:
             n = max(1, min(max_nodes, top))
             nominal = curve.ThroughputCurve(list(range(1, n + 1)), [SILENT_RATE * k for k in range(1, n + 1)])
             up, down = self.state_costs(run, self.next_method(run))
-            return alloc.Job(run.id, run.row.min_nodes, max_nodes, nominal, nominal, up, down, SILENT_WEIGHT)
+            return alloc.Job(run.id, run.row.min_nodes, max_nodes, nominal, nominal, up, down, SILENT_WEIGHT,
+                             restart_s=self.restart_cost(run, down))
         throughput, objective = self._curves(run, min(max_nodes, top))
         up, down = self.rescale_costs(run)
-        job = alloc.Job(run.id, run.row.min_nodes, max_nodes, objective, throughput, up, down, 1.0)
+        job = alloc.Job(run.id, run.row.min_nodes, max_nodes, objective, throughput, up, down, 1.0,
+                        restart_s=self.restart_cost(run, down))
         if run.row.configurations:
             configurations = []
             for c in run.row.configurations:

@@ -101,9 +101,10 @@ class ReportIntake:
         elif run.resize_pending and prev is not None and (prev.generation, prev.round) != (r.generation, r.round):
             start, run.gap_start, run.resize_pending = run.gap_start, None, False
             nodeless_s, run.nodeless_s = run.nodeless_s, 0.0
-            if start is not None and (start.world != r.world or nodeless_s > 0):
-                # "resize": straight from the old size to the new; "restart": the job held no nodes for a
-                # while in between, which is waiting, not the resize's cost, and is left out of gap_s.
+            if start is not None:
+                # "resize": straight from the old size to the new (the same size too: a node given and
+                # taken back within one resize costs a gap all the same); "restart": the job held no
+                # nodes for a while in between, which is waiting, not the resize's cost, left out of gap_s.
                 self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
                                      method=run.method,
                                      gap="restart" if nodeless_s > 0 else "resize",

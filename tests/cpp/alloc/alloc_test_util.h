@@ -64,6 +64,7 @@ inline double JobTerm(const Problem& p, std::size_t j, int before, int after) {
   double penalty = 0.0;
   if (after > before) penalty = job.scale_up_s * current_rate;
   if (after < before) penalty = job.scale_down_s * current_rate;
+  if (after == 0 && before > 0) penalty = (job.scale_down_s + job.restart_s) * current_rate;
   return job.weight * (p.tfwd_s * JobValue(job, after) - penalty);
 }
 inline double NormalizedValue(const Job& job, int n) {
@@ -146,6 +147,10 @@ inline std::vector<int> Counts(const Allocation& a) {
   return out;
 }
 
+// Min normalised values closer than this are a tie (the exact solver's tolerance, exact.cpp): two
+// jobs' thirds may differ in their last bits.
+inline constexpr double kFairnessTolerance = 1e-9;
+
 // Best (min normalised value, objective) by enumerating every count vector: tiny problems only.
 struct Reference {
   double objective = 0.0;
@@ -160,8 +165,8 @@ inline Reference BruteForce(const Problem& p, Goal goal) {
   auto better = [&](double norm, double obj) {
     if (!found) return true;
     if (goal == Goal::kMaxMinFair) {
-      if (norm > best.min_normalized) return true;
-      if (norm < best.min_normalized) return false;
+      if (norm > best.min_normalized + kFairnessTolerance) return true;
+      if (norm < best.min_normalized - kFairnessTolerance) return false;
     }
     return obj > best.objective;
   };
@@ -255,6 +260,7 @@ inline Problem RandomProblem(std::mt19937_64& rng, const RandomSpec& spec) {
     job.throughput = job.objective;
     job.scale_up_s = uniform(0, 4) == 0 ? 0.0 : real(0.0, 30.0);
     job.scale_down_s = uniform(0, 4) == 0 ? 0.0 : real(0.0, 20.0);
+    job.restart_s = uniform(0, 2) == 0 ? 0.0 : real(0.0, 60.0);
     job.weight = uniform(0, 3) == 0 ? real(0.0, 3.0) : 1.0;
     p.jobs.push_back(job);
   }

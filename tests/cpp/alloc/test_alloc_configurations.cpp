@@ -129,6 +129,7 @@ double Term(const Problem& p, const Job& job, int before, int after, int configu
   double penalty = 0.0;
   if (running && after > before) penalty = job.scale_up_s * current;
   if (running && after < before) penalty = job.scale_down_s * current;
+  if (running && after == 0) penalty = (job.scale_down_s + job.restart_s) * current;
   if (running && after == before && configuration != job.configuration) penalty = job.scale_up_s * current;
   return job.weight * (p.tfwd_s * value(configuration, after) - penalty);
 }

@@ -72,6 +72,9 @@ TEST(AllocProblem, RejectsNegativeOrNanCosts) {
   p.jobs[1].scale_down_s = std::nan("");
   ExpectInvalid(p, {"'b'", "scale_down_s"});
   p = ValidProblem();
+  p.jobs[0].restart_s = -2;
+  ExpectInvalid(p, {"'a'", "restart_s"});
+  p = ValidProblem();
   p.jobs[1].weight = -0.5;
   ExpectInvalid(p, {"'b'", "weight"});
 }
@@ -85,6 +88,9 @@ TEST(AllocProblem, RejectsValuesWhoseProductsOverflowTheObjective) {
   p = ValidProblem();
   p.jobs[1].scale_down_s = 1e200;
   ExpectInvalid(p, {"'b'", "scale_down_s 1e+200"});
+  p = ValidProblem();
+  p.jobs[1].restart_s = 1e200;
+  ExpectInvalid(p, {"'b'", "scale_down_s + restart_s 1e+200"});
   p = ValidProblem();
   p.jobs[0].weight = 1e300;
   ExpectInvalid(p, {"'a'", "weight 1e+300"});

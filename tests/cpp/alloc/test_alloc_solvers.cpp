@@ -89,6 +89,30 @@ TEST(AllocExact, ShrinkPenaltyIsCharged) {
   EXPECT_EQ(a.jobs[1].added, (std::vector<NodeId>{102, 103}));
 }
 
+TEST(AllocExact, StoppingARunningJobPaysItsRestart) {
+  // a runs on both nodes (20); b (30 on 2 nodes) would earn more: 10 * 30 - 1 * 20 = 280 > 10 * 20.
+  // With a's cold restart (restart_s 10) charged, stopping it costs (1 + 10) * 20: 300 - 220 < 200.
+  Problem p = FreshPool({MakeJob("a", 2, 2, {2}, {20}, 0, 1), MakeJob("b", 2, 2, {2}, {30})}, 2);
+  p.current = {{100, "a"}, {101, "a"}};
+  Allocation a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{0, 2}));
+  EXPECT_DOUBLE_EQ(a.objective, 280.0);
+  EXPECT_DOUBLE_EQ(a.jobs[0].penalty, 20.0);
+  p.jobs[0].restart_s = 10.0;
+  a = Solve(p);
+  EXPECT_TRUE(SatisfiesConstraints(p, a));
+  EXPECT_EQ(Counts(a), (std::vector<int>{2, 0}));
+  EXPECT_DOUBLE_EQ(a.objective, 200.0);
+  // A shrink that keeps it running pays no restart: a on 4 of 4 nodes gives 2 to b.
+  Problem q = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40}, 0, 3), MakeJob("b", 2, 2, {2}, {100})}, 4);
+  q.jobs[0].restart_s = 1000.0;
+  q.current = {{100, "a"}, {101, "a"}, {102, "a"}, {103, "a"}};
+  a = Solve(q);
+  EXPECT_EQ(Counts(a), (std::vector<int>{2, 2}));
+  EXPECT_DOUBLE_EQ(a.jobs[0].penalty, 120.0);
+}
+
 TEST(AllocExact, JobBelowMinAfterPreemptionPaysNoPenalty) {
   // a needs 4 nodes; preemption left it 2 (not running: rate 0, so growing costs nothing).
   Problem p = FreshPool({MakeJob("a", 4, 4, {4}, {40}, 1000, 1000)}, 4);

@@ -87,6 +87,16 @@ TEST(JobFromFields, UnknownFieldsListTheTable) {
   EXPECT_EQ(error, "unknown field \"sacle_up_s\" (known: " + known + ")");
 }
 
+TEST(JobFromFields, ARestartCostIsOptionalAndChecked) {
+  EXPECT_EQ(JobFromFields(AllocationFields(), Use::kAllocation).restart_s, 0.0);
+  std::vector<Field> fields = AllocationFields();
+  fields.push_back({"restart_s", Number(12.5)});
+  EXPECT_EQ(JobFromFields(fields, Use::kAllocation).restart_s, 12.5);
+  fields.back().value = Number(-1);
+  EXPECT_EQ(ErrorOf([&] { JobFromFields(fields, Use::kAllocation); }),
+            "job \"a\": restart_s must be finite and >= 0");
+}
+
 TEST(JobFromFields, RulesOfTheSpecApplyToBothUses) {
   std::vector<Field> fields = AllocationFields();
   fields[1].value = Number(0);  // min_nodes

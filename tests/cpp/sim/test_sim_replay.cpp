@@ -56,6 +56,39 @@ TEST(SimReplay, TinyTraceMatchesTheAccountingComputedByHand) {
   EXPECT_DOUBLE_EQ(r.jobs[0].node_seconds, 500);
 }
 
+TEST(SimReplay, AReclaimThatStopsAJobChargesItsRestart) {
+  // As above with min_nodes 2 and restart_s 7: the reclaim at 100 leaves the job below its minimum,
+  // so it pays its shrink and its later cold start, (3 + 7) s x 18/s = 180; [100,200) it is stopped;
+  // at 200 it starts again on 2 nodes with nothing more charged (a stopped job has no rate).
+  JobSpec job = MakeJob("j", 0, 1e6);
+  job.min_nodes = 2;
+  job.restart_s = 7.0;
+  const Summary s = Replay(TinyTrace(), {job}, Options(300)).summary;
+  EXPECT_DOUBLE_EQ(s.samples_done, 1800 - 180 + 1800);
+  EXPECT_DOUBLE_EQ(s.loss_samples, 180);
+}
+
+TEST(SimReplay, TheAllocatorStopsARunningJobOnlyWhereItsRestartPays) {
+  // j runs on both nodes (18/s). k arrives at 100 worth 30/s on 2 nodes: giving it j's nodes earns
+  // 10 s x 30 - 3 s x 18 > 10 s x 18, so j is stopped (charged 54). With j's cold start charged
+  // (restart_s 100: (3 + 100) x 18 = 1854 > 10 x (30 - 18)), j keeps its nodes and k waits.
+  const Trace trace = ParseTrace("time,node,state\n0,a,idle\n0,b,idle\n");
+  JobSpec j = MakeJob("j", 0, 1e6);
+  j.min_nodes = 2;
+  JobSpec k = MakeJob("k", 100, 1e6);
+  k.min_nodes = 2;
+  k.throughput = k.objective = curve::ThroughputCurve({0, 1, 2}, {0.0, 15.0, 30.0});
+  const ReplayResult stopped = Replay(trace, {j, k}, Options(300));
+  EXPECT_DOUBLE_EQ(stopped.jobs[0].node_seconds, 200);
+  EXPECT_DOUBLE_EQ(stopped.jobs[1].node_seconds, 400);
+  EXPECT_DOUBLE_EQ(stopped.summary.loss_samples, 54);
+  j.restart_s = 100.0;
+  const ReplayResult kept = Replay(trace, {j, k}, Options(300));
+  EXPECT_DOUBLE_EQ(kept.jobs[0].node_seconds, 600);
+  EXPECT_DOUBLE_EQ(kept.jobs[1].node_seconds, 0);
+  EXPECT_DOUBLE_EQ(kept.summary.loss_samples, 0);
+}
+
 TEST(SimReplay, AJobFinishingBetweenTraceEventsIsAnEvent) {
   // As above with work 3000: after the rescale at 200 the job has 2696 done and needs 304 more
   // at 18/s, so it finishes at 200 + 304/18 and its nodes sit idle afterwards.

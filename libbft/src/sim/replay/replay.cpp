@@ -492,12 +492,16 @@ double Engine::Allocate(double t, int* rescales) {
     // Only a running job (at least min_nodes) is rescaled; a job below its minimum that the
     // allocator releases to 0 or restarts is not (its rate and the allocator's penalty are 0).
     // A change of configuration restarts a running job: at the same count it is charged like a
-    // growth, otherwise the rescale's charge covers it (as the allocator's penalty says).
+    // growth, otherwise the rescale's charge covers it (as the allocator's penalty says). A job
+    // stopped (0 nodes) also pays its later cold start (restart_s): its restart has no rate to charge.
     const int before = job.configuration;
     const int after = n > 0 ? ja.configuration : before;
     const bool running = c >= spec.min_nodes;
     if (running && (n != c || after != before)) {
-      Charge(job, (n < c ? spec.scale_down_s : spec.scale_up_s) * RateAt(spec, before, c));
+      const double seconds = n == 0  ? spec.scale_down_s + spec.restart_s
+                             : n < c ? spec.scale_down_s
+                                     : spec.scale_up_s;
+      Charge(job, seconds * RateAt(spec, before, c));
       if (n != c) {
         ++job.rescales;
         ++*rescales;
@@ -630,7 +634,10 @@ void Engine::ApplyTransitions(double t, int* transitions, int* preemptions) {
   for (const int j : active_) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
     if (!job.reclaimed_now) continue;
-    Charge(job, specs_[static_cast<std::size_t>(j)].scale_down_s * job.rate_before_event);
+    // A reclaim that leaves the job below its minimum stops it: it pays its later cold start too.
+    const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
+    const bool stopped = static_cast<int>(job.nodes.size()) < spec.min_nodes;
+    Charge(job, (spec.scale_down_s + (stopped ? spec.restart_s : 0.0)) * job.rate_before_event);
     if (!advisors_.empty()) ReportConfiguration(j, t, job.configuration, static_cast<int>(job.nodes.size()));
   }
 }
