@@ -1,6 +1,7 @@
 """Every policy registered in C++ (alloc::Policies, the one table) is documented and reachable from each
 front end: bft.allocate, the replay, `bft replay --policy` and the manager's `--policy`; and the inputs
-it declares are what bft.allocate takes by those names (CONTRIBUTING.md, "Where to add")."""
+it declares are what bft.allocate takes by those names, and the manager says which it cannot supply
+(CONTRIBUTING.md, "Where to add")."""
 
 import argparse
 import inspect
@@ -82,3 +83,25 @@ def test_every_policy_is_accepted_by_the_manager(name):
     runtime_cli.add_parsers(sub)
     assert name in sub.choices["manager"].format_help()
     ManagerOptions(policy=name).check()
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_manager_says_which_declared_inputs_it_cannot_supply(name, tmp_path):
+    from bft.runtime.curvebook import CurveBook
+    from bft.runtime.decider import Decider
+    from bft.runtime.state import StateStore
+    from runtime_util import make_run
+
+    store = StateStore(tmp_path / "state.db")
+    try:
+        book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+        decider = Decider(book, store, name, tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+        runs = [make_run(store, "job", max_nodes=2)]
+        for _ in range(2):
+            decider.decide(decider.admitted(runs), ["n0", "n1"], 0.0)
+        logged = [(e["policy"], e["inputs"]) for e in store.events(kinds=("policy_inputs_missing",))]
+    finally:
+        store.close()
+    # The manager knows each job's remaining samples; it does not predict how long its nodes stay idle.
+    missing = [field for field in alloc.policy_inputs(name) if field != "remaining_samples"]
+    assert logged == ([(name, missing)] if missing else [])
