@@ -133,20 +133,8 @@ enum class PolicyInput {
 };
 const char* ToString(PolicyInput input);  // the field's name: "remaining_samples", "expected_idle_s"
 
-// A registered policy (solver) as front ends see it. The policies:
-//   exact             combinatorial multiple-choice knapsack over counts, no MILP: proven optimum
-//   equal_share       the paper's baseline heuristic: floor(N/J) clipped to [min, max], leftovers FCFS
-//   completion_aware  the exact solver on an objective that values each job relative to its own value
-//                     at max_nodes (in node units), so that a slow model is not starved in its
-//                     admission slot, and gives no job more than it can use before its
-//                     remaining_samples are done (within tfwd_s)
-//   lifetime_aware    the exact solver on an objective less the expected preemption loss,
-//                     scale_down_s x the pool's mean reclaim rate (1 / expected_idle_s) of the job's
-//                     rate; grows jobs onto the nodes expected to stay idle longest and shrinks them
-//                     off those expected to go first
-//   count_milp        one integer count per job plus grow/shrink indicators, nodes assigned afterwards
-//   node_milp         node-level MILP of the BFTrainer paper, x[j][n] binaries: the reference
-// completion_aware and lifetime_aware are proven optimal for their objectives (docs/alloc.md).
+// A registered policy (solver) as front ends see it. What each one optimises and when to choose
+// which: docs/alloc.md; the table that registers them: Registry() in libbft/src/alloc/policies.cpp.
 struct PolicyInfo {
   std::string name;
   std::vector<PolicyInput> inputs;  // what it reads beyond the problem every policy reads

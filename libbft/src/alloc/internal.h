@@ -95,13 +95,12 @@ const Registration* FindRegistration(const std::string& name);
 // Why `name` is no policy, naming the field (solver) and the policies there are.
 std::string UnknownPolicy(const std::string& name);
 
-// The policies of the paper (alloc.cpp); those of their own objective are in policies.cpp.
+// The solvers of the paper (alloc.cpp), registered in policies.cpp beside the policies of their own
+// objective, which are defined there.
 Allocation SolveExact(const Problem& problem, const SolveOptions& options);
 Allocation SolveEqualShare(const Problem& problem, const SolveOptions& options);
 Allocation SolveCountMilp(const Problem& problem, const SolveOptions& options);
 Allocation SolveNodeMilp(const Problem& problem, const SolveOptions& options);
-Allocation SolveCompletionAware(const Problem& problem, const SolveOptions& options);
-Allocation SolveLifetimeAware(const Problem& problem, const SolveOptions& options);
 
 // Builds the Allocation of a complete new node -> job map (job indices per pool node, -1 free).
 // Throws bft::Error if the map migrates a job (it both adds and releases nodes) or breaks min/max.

@@ -68,8 +68,6 @@ std::vector<NodeId> LongestIdleFirst(const Problem& problem) {
   return nodes;
 }
 
-}  // namespace
-
 Allocation SolveCompletionAware(const Problem& problem, const SolveOptions& options) {
   // Samples beyond the job's remaining work within the horizon are worth nothing.
   Problem reshaped = Reshaped(problem, [&](const Job& job, double value, double rate) {
@@ -105,8 +103,11 @@ Allocation SolveLifetimeAware(const Problem& problem, const SolveOptions& option
   return SolveReshaped(reshaped, options, LongestIdleFirst(problem));
 }
 
+}  // namespace
+
 const std::vector<Registration>& Registry() {
-  // One entry per policy, in the order users are offered them (exact first).
+  // One entry per policy, in the order users are offered them (exact first):
+  // {{name, inputs it reads, solves a MILP}, its function}.
   static const std::vector<Registration> registry = {
       {{"exact", {}, false}, SolveExact},
       {{"equal_share", {}, false}, SolveEqualShare},
