@@ -51,7 +51,7 @@ def policy_inputs(name: str) -> Tuple[str, ...]:
     """What policy ``name`` reads beyond the jobs, pool and map, by the names of ``allocate``'s
     arguments (``remaining_samples``, ``expected_idle_s``): a caller supplies those it can; without
     one, the policy decides as if it were unknown. ValueError for an unknown policy."""
-    return tuple(_a.find_policy(str(name)).inputs)
+    return tuple(_a.find_policy(name).inputs)
 
 
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)

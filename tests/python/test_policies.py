@@ -49,6 +49,7 @@ def test_every_declared_input_is_an_argument_of_allocate(name):
         assert field in arguments, f"{name} reads {field}, which bft.allocate does not take"
     assert alloc.policy_inputs("lifetime_aware") == ("expected_idle_s",)
     assert alloc.policy_inputs("completion_aware") == ("remaining_samples",)
+    assert alloc.policy_inputs(alloc.SolverKind[name.upper()]) == alloc.policy_inputs(name)
 
 
 @pytest.mark.parametrize("name", POLICIES)
