@@ -34,7 +34,6 @@ using bft::alloc::Allocation;
 using bft::alloc::Job;
 using bft::alloc::Problem;
 using bft::alloc::SolveOptions;
-using bft::alloc::SolverKind;
 
 // Up to `count` jobs from the real workload (read by the library's one reader of the format), or
 // synthetic ones of the same shape.
@@ -99,7 +98,7 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-void BM_Solve(benchmark::State& state, SolverKind solver, const std::string& backend) {
+void BM_Solve(benchmark::State& state, const std::string& solver, const std::string& backend) {
   const Problem p = Instance(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   SolveOptions options;
   options.solver = solver;
@@ -145,16 +144,14 @@ void Sizes(benchmark::internal::Benchmark* b, int max_jobs, long max_jobs_times_
 int RegisterAll() {
   bft::milp::internal::RegisterBuiltBackends();
   const long all = 1L << 40;
-  Sizes(benchmark::RegisterBenchmark("exact", BM_Solve, SolverKind::kExact, std::string()), 1000, all);
-  Sizes(benchmark::RegisterBenchmark("equal_share", BM_Solve, SolverKind::kEqualShare, std::string()), 1000,
-        all);
+  Sizes(benchmark::RegisterBenchmark("exact", BM_Solve, "exact", std::string()), 1000, all);
+  Sizes(benchmark::RegisterBenchmark("equal_share", BM_Solve, "equal_share", std::string()), 1000, all);
   for (const std::string& backend : bft::milp::RegisteredBackends()) {
     const std::string count = "count_milp/" + backend, node = "node_milp/" + backend;
-    Sizes(
-        benchmark::RegisterBenchmark(count.c_str(), BM_Solve, SolverKind::kCountMilp, backend)->Iterations(3),
-        100, all);
-    Sizes(benchmark::RegisterBenchmark(node.c_str(), BM_Solve, SolverKind::kNodeMilp, backend)->Iterations(1),
-          100, 100 * 512);
+    Sizes(benchmark::RegisterBenchmark(count.c_str(), BM_Solve, "count_milp", backend)->Iterations(3), 100,
+          all);
+    Sizes(benchmark::RegisterBenchmark(node.c_str(), BM_Solve, "node_milp", backend)->Iterations(1), 100,
+          100 * 512);
   }
   return 0;
 }

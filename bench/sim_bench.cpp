@@ -55,7 +55,7 @@ void BM_ReadSummitTrace(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadSummitTrace)->Unit(benchmark::kMillisecond)->Iterations(1);
 
-void BM_ReplaySummit(benchmark::State& state, bft::alloc::SolverKind solver, bft::sim::CurveMode curves) {
+void BM_ReplaySummit(benchmark::State& state, std::string solver, bft::sim::CurveMode curves) {
   const Summit* data = LoadSummit();
   if (data == nullptr) {
     state.SkipWithError("real data not found in " BFT_SHARED_DATA_DIR);
@@ -71,18 +71,16 @@ void BM_ReplaySummit(benchmark::State& state, bft::alloc::SolverKind solver, bft
   }
   ReportSummary(state, summary);
 }
-BENCHMARK_CAPTURE(BM_ReplaySummit, exact, bft::alloc::SolverKind::kExact, bft::sim::CurveMode::kOracle)
+BENCHMARK_CAPTURE(BM_ReplaySummit, exact, "exact", bft::sim::CurveMode::kOracle)
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_ReplaySummit, equal_share, bft::alloc::SolverKind::kEqualShare,
-                  bft::sim::CurveMode::kOracle)
+BENCHMARK_CAPTURE(BM_ReplaySummit, equal_share, "equal_share", bft::sim::CurveMode::kOracle)
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();
 // Curves learned online by the profiling advisor (two curve queries per admitted job per event).
-BENCHMARK_CAPTURE(BM_ReplaySummit, exact_learned, bft::alloc::SolverKind::kExact,
-                  bft::sim::CurveMode::kLearned)
+BENCHMARK_CAPTURE(BM_ReplaySummit, exact_learned, "exact", bft::sim::CurveMode::kLearned)
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();

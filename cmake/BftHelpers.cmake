@@ -26,3 +26,21 @@ function(bft_link_capabilities target)
     target_link_libraries(${target} PRIVATE bft_obj_${cap})
   endforeach()
 endfunction()
+
+# bft_add_backend(<name> SOURCES ... [LIBS <targets>...] [LINK <libraries>...]): a MILP backend, called
+# from its folder libbft/src/milp/<name>/: the object library bft_obj_<name> (on milp, with the
+# solver's build-time targets LIBS) and the installed library bft::<name> (linking LINK, full
+# paths, so that the installed package config needs no find module). Adds <name> to BFT_BACKENDS.
+function(bft_add_backend name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LINK" ${ARGN})
+  set(_libs)
+  foreach(lib IN LISTS ARG_LIBS)
+    list(APPEND _libs $<BUILD_INTERFACE:${lib}>)
+  endforeach()
+  bft_add_capability(${name} SOURCES ${ARG_SOURCES} DEPENDS milp LIBS ${_libs})
+  add_library(bft_${name} STATIC $<TARGET_OBJECTS:bft_obj_${name}>)
+  add_library(bft::${name} ALIAS bft_${name})
+  target_link_libraries(bft_${name} PUBLIC bft ${ARG_LINK})
+  set_target_properties(bft_${name} PROPERTIES EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY BFT_BACKENDS ${name})
+endfunction()

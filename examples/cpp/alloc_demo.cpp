@@ -36,7 +36,7 @@ std::string List(const std::vector<bft::alloc::NodeId>& nodes) {
 }
 
 void Print(const bft::alloc::Allocation& a) {
-  std::printf("solver %-11s objective %12.1f  %s  (%.3f ms)\n", bft::alloc::ToString(a.solver), a.objective,
+  std::printf("solver %-11s objective %12.1f  %s  (%.3f ms)\n", a.solver.c_str(), a.objective,
               bft::alloc::ToString(a.status), a.wall_time_s * 1e3);
   for (const bft::alloc::JobAllocation& j : a.jobs)
     std::printf(
@@ -69,12 +69,12 @@ int main() {
   const bft::alloc::Allocation exact = bft::alloc::Solve(problem);
   Print(exact);
   bft::alloc::SolveOptions options;
-  options.solver = bft::alloc::SolverKind::kEqualShare;
+  options.solver = "equal_share";
   const bft::alloc::Allocation equal = bft::alloc::Solve(problem, options);
   Print(equal);
   if (equal.objective > exact.objective + 1e-6) return 1;  // the heuristic can never beat the optimum
 #ifdef BFT_HAVE_GLPK
-  options.solver = bft::alloc::SolverKind::kCountMilp;
+  options.solver = "count_milp";
   options.milp_backend = "glpk";
   const bft::alloc::Allocation milp = bft::alloc::Solve(problem, options);
   Print(milp);

@@ -20,7 +20,8 @@ The formulation, the solvers and when to choose which are in docs/alloc.md.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
+import enum
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -31,17 +32,26 @@ Job = _a.Job
 Configuration = _jobs.Configuration
 JobAllocation = _a.JobAllocation
 Allocation = _a.Allocation
-SolverKind = _a.SolverKind
 Goal = _a.Goal
 AllocationStatus = _a.AllocationStatus
 NodeNames = _a.NodeNames
 solve = _a.solve
 
-SOLVERS = tuple(_a.solver_names())  # the one list, from C++ (alloc::AllSolverKinds)
-MILP_SOLVERS = tuple(_a.milp_solver_names())  # those of SOLVERS that solve a MILP (alloc::SolvesMilp)
+_POLICIES = tuple(_a.policies())  # every registered policy, exact first: the one table (alloc::Policies)
+SOLVERS = tuple(p.name for p in _POLICIES)  # their names: the one list every front end offers
+MILP_SOLVERS = tuple(p.name for p in _POLICIES if p.solves_milp)  # run them under a time limit, isolated
+# The policy names as a str enum (SolverKind.EXACT == "exact"), built from the same list.
+SolverKind = enum.Enum("SolverKind", {name.upper(): name for name in SOLVERS}, type=str)
 GOALS = tuple(_a.goal_names())  # from C++ (alloc::ToString(Goal))
 DEFAULT_TFWD_S = _a.DEFAULT_TFWD_S  # alloc::kDefaultTfwdS, the horizon of Problem and ReplayOptions
 MAX_HORIZON_S = _a.MAX_HORIZON_S  # alloc::kMaxHorizonS: the longest tfwd_s or rescale cost the manager accepts
+
+
+def policy_inputs(name: str) -> Tuple[str, ...]:
+    """What policy ``name`` reads beyond the jobs, pool and map, by the names of ``allocate``'s
+    arguments (``remaining_samples``, ``expected_idle_s``): a caller supplies those it can; without
+    one, the policy decides as if it were unknown. ValueError for an unknown policy."""
+    return tuple(_a.find_policy(name).inputs)
 
 
 _INT64 = (-(2**63), 2**63 - 1)  # node ids (bft::alloc::NodeId)
@@ -233,8 +243,6 @@ def allocate(
     if remaining_samples is not None:
         for job, value in zip(built, _per_item("remaining_samples", remaining_samples, len(built), "jobs")):
             job.remaining_samples = value
-    if isinstance(solver, str):
-        solver = _a.solver_kind_from_string(solver)
     if isinstance(goal, str):
         goal = _a.goal_from_string(goal)
     try:
@@ -282,6 +290,7 @@ __all__ = [
     "NodeNames",
     "AllocationStatus",
     "SolverKind",
+    "policy_inputs",
     "Goal",
     "allocate",
     "solve",

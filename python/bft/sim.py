@@ -22,8 +22,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 
 import numpy as np
 
+from . import alloc as _alloc
 from ._bounded import read_whole
-from ._core import alloc as _alloc
 from ._core import curve as _curve
 from ._core import sim as _sim
 
@@ -100,8 +100,8 @@ __all__ = [
     "reference_start_s",
 ]
 
-# The allocators of bft.alloc, by the names SolverKindFromString accepts.
-POLICIES = tuple(_alloc.solver_names())  # the one list of policy names, from C++ (alloc::AllSolverKinds)
+# The allocators of bft.alloc by name: the one list of policy names, from C++ (alloc::Policies).
+POLICIES = _alloc.SOLVERS
 
 STEP_COLUMNS = (
     "time_s",

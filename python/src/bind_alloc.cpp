@@ -22,7 +22,6 @@ using alloc::Goal;
 using alloc::Job;
 using alloc::JobAllocation;
 using alloc::NodeId;
-using alloc::SolverKind;
 
 template <typename T>
 py::array_t<T> ToNumpy(const std::vector<T>& v) {
@@ -48,16 +47,8 @@ void BindAlloc(py::module_& m) {
                                      {"HEURISTIC", alloc::AllocationStatus::kHeuristic},
                                      {"TIME_LIMIT", alloc::AllocationStatus::kTimeLimit},
                                      {"FAILED", alloc::AllocationStatus::kFailed}});
-  BindEnum<SolverKind>(m, "SolverKind", "Which allocator solves the problem",
-                       {{"NODE_MILP", SolverKind::kNodeMilp},
-                        {"COUNT_MILP", SolverKind::kCountMilp},
-                        {"EXACT", SolverKind::kExact},
-                        {"EQUAL_SHARE", SolverKind::kEqualShare},
-                        {"COMPLETION_AWARE", SolverKind::kCompletionAware},
-                        {"LIFETIME_AWARE", SolverKind::kLifetimeAware}});
   BindEnum<Goal>(m, "Goal", "What the allocator maximises",
                  {{"THROUGHPUT", Goal::kThroughput}, {"MAX_MIN_FAIR", Goal::kMaxMinFair}});
-  m.def("solver_kind_from_string", &alloc::SolverKindFromString, py::arg("name"));
   m.def("goal_from_string", &alloc::GoalFromString, py::arg("name"));
   m.def(
       "goal_names",
@@ -69,25 +60,21 @@ void BindAlloc(py::module_& m) {
       "The goal names, throughput (the default) first");
   m.attr("DEFAULT_TFWD_S") = alloc::kDefaultTfwdS;
   m.attr("MAX_HORIZON_S") = alloc::kMaxHorizonS;
-  m.def(
-      "solver_names",
-      [] {
-        std::vector<std::string> names;
-        for (SolverKind kind : alloc::AllSolverKinds()) names.emplace_back(alloc::ToString(kind));
-        return names;
-      },
-      "The one list of solver (policy) names, exact first");
-  m.def(
-      "milp_solver_names",
-      [] {
-        std::vector<std::string> names;
-        for (SolverKind kind : alloc::AllSolverKinds())
-          if (alloc::SolvesMilp(kind)) names.emplace_back(alloc::ToString(kind));
-        return names;
-      },
-      "The solvers that solve a MILP (run them under a time limit, isolated)");
-  m.def(
-      "solver_name", [](SolverKind kind) { return std::string(alloc::ToString(kind)); }, py::arg("kind"));
+  py::class_<alloc::PolicyInfo>(m, "PolicyInfo", "A registered policy: its name and the inputs it reads")
+      .def_readonly("name", &alloc::PolicyInfo::name)
+      .def_property_readonly("inputs",
+                             [](const alloc::PolicyInfo& p) {
+                               std::vector<std::string> names;
+                               for (alloc::PolicyInput input : p.inputs)
+                                 names.emplace_back(alloc::ToString(input));
+                               return names;
+                             })
+      .def_readonly("solves_milp", &alloc::PolicyInfo::solves_milp)
+      .def("__repr__", [](const alloc::PolicyInfo& p) { return "PolicyInfo('" + p.name + "')"; });
+  m.def("policies", &alloc::Policies, py::return_value_policy::copy,
+        "Every registered policy, exact first: the one list of policy names");
+  m.def("find_policy", &alloc::FindPolicy, py::arg("name"), py::return_value_policy::copy,
+        "The registered policy of that name (ValueError naming the policies there are otherwise)");
 
   py::class_<Job>(m, "Job", "An elastic training job as the allocator sees it")
       .def(py::init([](std::string id, int min_nodes, int max_nodes, curve::ThroughputCurve objective,
@@ -233,7 +220,7 @@ void BindAlloc(py::module_& m) {
                              })
       .def("__repr__", [](const Allocation& a) {
         std::ostringstream os;
-        os << "Allocation(" << alloc::ToString(a.solver) << ", " << a.jobs.size() << " jobs, " << a.map.size()
+        os << "Allocation(" << a.solver << ", " << a.jobs.size() << " jobs, " << a.map.size()
            << " nodes used, objective " << a.objective << ", " << alloc::ToString(a.status) << ")";
         return os.str();
       });
@@ -241,7 +228,7 @@ void BindAlloc(py::module_& m) {
   m.def(
       "solve",
       [](std::vector<Job> jobs, std::vector<NodeId> pool, std::vector<NodeId> current_nodes,
-         std::vector<std::string> current_jobs, double tfwd_s, SolverKind solver, Goal goal,
+         std::vector<std::string> current_jobs, double tfwd_s, std::string solver, Goal goal,
          std::string milp_backend, double time_limit_s, double relative_gap, bool isolate,
          std::vector<double> expected_idle_s) {
         if (current_nodes.size() != current_jobs.size())
@@ -256,7 +243,7 @@ void BindAlloc(py::module_& m) {
         problem.tfwd_s = tfwd_s;
         problem.expected_idle_s = std::move(expected_idle_s);
         alloc::SolveOptions options;
-        options.solver = solver;
+        options.solver = std::move(solver);
         options.goal = goal;
         options.milp_backend = std::move(milp_backend);
         options.milp.time_limit_s = time_limit_s;

@@ -380,7 +380,7 @@ void BindSim(py::module_& m) {
   m.attr("DEFAULT_MILP_TIME_LIMIT_S") = sim::kDefaultReplayMilpTimeLimitS;
   m.attr("DEFAULT_MAX_JOBS") = defaults.max_jobs;
   m.attr("DEFAULT_TFWD_S") = defaults.tfwd_s;
-  m.attr("DEFAULT_POLICY") = alloc::ToString(defaults.solve.solver);
+  m.attr("DEFAULT_POLICY") = defaults.solve.solver;
   m.attr("DEFAULT_CURVES") = sim::ToString(defaults.curves);
   m.attr("DEFAULT_ACCOUNTING") = sim::ToString(defaults.accounting);
   m.attr("DEFAULT_CONFIGURATIONS") = sim::ToString(defaults.configurations);
@@ -404,7 +404,7 @@ void BindSim(py::module_& m) {
         sim::ReplayOptions o;
         o.models = std::move(models);
         if (advisor) o.advisor = *advisor;
-        o.solve.solver = alloc::SolverKindFromString(policy);
+        o.solve.solver = policy;
         if (milp_backend) o.solve.milp_backend = *milp_backend;
         if (time_limit_s) o.solve.milp.time_limit_s = *time_limit_s;
         o.solve.milp.isolate = isolate;
@@ -441,7 +441,7 @@ void BindSim(py::module_& m) {
         o.on_progress = nullptr;  // drop the Python callback while holding the GIL
         return ResultToDict(result);
       },
-      py::arg("trace"), py::arg("jobs"), py::arg("policy") = alloc::ToString(defaults.solve.solver),
+      py::arg("trace"), py::arg("jobs"), py::arg("policy") = defaults.solve.solver,
       py::arg("curves") = sim::ToString(defaults.curves), py::arg("max_jobs") = defaults.max_jobs,
       py::arg("tfwd_s") = defaults.tfwd_s, py::arg("nodes") = std::vector<std::string>{},
       py::arg("start_s") = py::none(), py::arg("end_s") = py::none(), py::arg("record_job_progress") = true,

@@ -4,13 +4,8 @@
 #include "bft/milp.h"
 #include "bft/version.h"
 #include "bindings.h"
-// Public headers only: the backends this module was built with (CMake defines BFT_HAVE_<BACKEND>).
-#ifdef BFT_HAVE_GLPK
-#include "bft/milp_glpk.h"
-#endif
-#ifdef BFT_HAVE_CBC
-#include "bft/milp_cbc.h"
-#endif
+// Generated from the build's backend list (libbft/CMakeLists.txt): registers each built backend.
+#include "milp/register_built_backends.h"
 
 namespace py = pybind11;
 
@@ -38,12 +33,7 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
-#ifdef BFT_HAVE_GLPK
-  bft::milp::RegisterGlpkBackend();
-#endif
-#ifdef BFT_HAVE_CBC
-  bft::milp::RegisterCbcBackend();
-#endif
+  bft::milp::internal::RegisterBuiltBackends();
 
   auto milp = m.def_submodule("milp", "Solver-agnostic MILP model and backends");
   bft::python::BindMilp(milp);

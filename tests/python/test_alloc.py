@@ -299,19 +299,6 @@ def test_values_whose_products_overflow_are_rejected_naming_the_field():
             bft.allocate([big], [1, 2], solver=solver)
 
 
-def test_policy_and_solver_names_come_from_one_list():
-    from bft import sim
-    from bft._core import alloc as core
-
-    assert alloc.SOLVERS == sim.POLICIES == tuple(core.solver_names())
-    assert set(alloc.SOLVERS) == {core.solver_name(kind) for kind in alloc.SolverKind}
-    for name in alloc.SOLVERS:
-        assert core.solver_name(core.solver_kind_from_string(name)) == name
-    names = "exact, equal_share, completion_aware, lifetime_aware, count_milp, node_milp"
-    with pytest.raises(ValueError, match=f"expected one of {names}"):
-        core.solver_kind_from_string("simplex")
-
-
 def test_allocations_have_their_own_status_apart_from_milp_termination():
     jobs = [job("a", 1, 4, [1, 4], [100, 400]), job("b", 1, 4, [1, 4], [1, 4])]
     assert bft.allocate(jobs, [1, 2, 3, 4]).status == alloc.AllocationStatus.OPTIMAL

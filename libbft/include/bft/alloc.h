@@ -128,30 +128,31 @@ struct Problem {
   bool IsValid(std::string* error) const;
 };
 
-enum class SolverKind {
-  kNodeMilp,    // node-level MILP of the BFTrainer paper, x[j][n] binaries: the reference
-  kCountMilp,   // one integer count per job plus grow/shrink indicators, nodes assigned afterwards
-  kExact,       // combinatorial multiple-choice knapsack over counts, no MILP: proven optimum
-  kEqualShare,  // the paper's baseline heuristic: floor(N/J) clipped to [min, max], leftovers FCFS
-  // The exact solver on the objective of a policy that looks beyond the paper's (docs/alloc.md):
-  // completion_aware values each job's objective relative to its own value at max_nodes (in node
-  // units), so that a slow model is not starved in its admission slot, and gives no job more than
-  // it can use before its remaining_samples are done (within tfwd_s); lifetime_aware subtracts the
-  // expected preemption loss, scale_down_s x the pool's mean reclaim rate (1 / expected_idle_s) of
-  // the job's rate, grows jobs onto the nodes expected to stay idle longest and shrinks them off
-  // those expected to go first. Both are proven optimal for their objective.
-  kCompletionAware,
-  kLifetimeAware,
+// What a policy reads beyond every job's curves, bounds and costs, the pool and the map. Each policy
+// declares its inputs (PolicyInfo::inputs); a front end supplies those it can (the replay from its
+// trace, the manager from what it knows) and may leave one out: the policy then decides as if it
+// were unknown (docs/alloc.md).
+enum class PolicyInput {
+  kRemainingSamples,  // Job::remaining_samples
+  kExpectedIdleS,     // Problem::expected_idle_s
 };
-const char* ToString(SolverKind kind);
-// One of the names AllSolverKinds lists; throws InvalidArgument otherwise.
-SolverKind SolverKindFromString(const std::string& name);
-// Every solver kind, in the order users are offered them (exact first): the one list of policy
-// names (bft replay --policy, bft.allocate solver=, sim.POLICIES, alloc.SOLVERS).
-const std::vector<SolverKind>& AllSolverKinds();
-// True for the solvers that solve a MILP (node_milp, count_milp): those a caller may want to run
-// under a time limit and in a child process (SolveOptions::time_limit_s, isolate).
-bool SolvesMilp(SolverKind kind);
+const char* ToString(PolicyInput input);  // the field's name: "remaining_samples", "expected_idle_s"
+
+// A registered policy (solver) as front ends see it. What each one optimises and when to choose
+// which: docs/alloc.md; the table that registers them: Registry() in libbft/src/alloc/policies.cpp.
+struct PolicyInfo {
+  std::string name;
+  std::vector<PolicyInput> inputs;  // what it reads beyond the problem every policy reads
+  // True for the policies that solve a MILP: those a caller may want to run under a time limit and
+  // in a child process (SolveOptions::milp: time_limit_s, isolate).
+  bool solves_milp = false;
+  bool Needs(PolicyInput input) const;
+};
+// Every registered policy, in the order users are offered them (exact first): the one list of policy
+// names (bft replay --policy, bft manager --policy, bft.allocate solver=, sim.POLICIES, alloc.SOLVERS).
+const std::vector<PolicyInfo>& Policies();
+// The registered policy of that name; throws InvalidArgument naming the field "solver" and the names.
+const PolicyInfo& FindPolicy(const std::string& name);
 
 enum class Goal {
   kThroughput,  // the weighted objective above
@@ -165,7 +166,7 @@ const char* ToString(Goal goal);  // "throughput", "max_min_fair"
 Goal GoalFromString(const std::string& name);
 
 struct SolveOptions {
-  SolverKind solver = SolverKind::kExact;
+  std::string solver = "exact";  // the name of a registered policy (Policies())
   Goal goal = Goal::kThroughput;
   std::string milp_backend = "glpk";  // for the MILP solvers: a name from milp::RegisteredBackends()
   milp::SolveOptions milp;            // time limit and gap for the MILP solvers
@@ -214,7 +215,7 @@ struct Allocation {
   // min over jobs of min(1, O_j(n_j) / O_j(max_nodes)) (a job with O_j(max_nodes) = 0 counts as 1);
   // 1 when there are no jobs. What Goal::kMaxMinFair maximises first.
   double min_normalized_value = 1.0;
-  SolverKind solver = SolverKind::kExact;
+  std::string solver;  // the policy that made it (SolveOptions::solver)
   // What the allocation is (see AllocationStatus); the first thing to look at. The optimum is proven
   // exactly when it is kOptimal: the exact solver always; a MILP solver when it stopped optimal with
   // a relative gap <= 1e-6 (a larger SolveOptions::milp.relative_gap can end "optimal" without it)

@@ -169,7 +169,7 @@ ImportedTrace ImportSwf(const std::string& path, const SwfImportOptions& options
 // look-ahead): the mean residual life E[H - age | H > age] over the lengths H of the holes that have
 // ended, kept in a histogram of 20 logarithmic bins per decade (1 s to 10^8 s), so that a prediction
 // costs O(1) after each new hole and memory stays constant over a whole trace. What the replay
-// gives the lifetime_aware policy (alloc::Problem::expected_idle_s).
+// gives the policies that read expected idle times (alloc::PolicyInput::kExpectedIdleS: lifetime_aware).
 class IdleLifetimePredictor {
  public:
   // Until `min_holes` holes have ended, every prediction is `prior_s`.
@@ -261,7 +261,7 @@ inline alloc::SolveOptions DefaultReplaySolveOptions() {
 }
 
 struct ReplayOptions {
-  // The policy: solver kind (exact by default), goal, MILP options (DefaultReplaySolveOptions).
+  // The policy: its name (exact by default), goal, MILP options (DefaultReplaySolveOptions).
   // solve.milp.interrupt, if set, is also polled between events: true stops the replay with
   // bft::Interrupted.
   alloc::SolveOptions solve = DefaultReplaySolveOptions();
@@ -354,7 +354,7 @@ struct JobResult {
 };
 
 struct Summary {
-  std::string policy;      // alloc::ToString(options.solve.solver)
+  std::string policy;      // options.solve.solver
   std::string curves;      // ToString(options.curves)
   std::string accounting;  // ToString(options.accounting)
   double start_s = 0.0;

@@ -1,4 +1,5 @@
-// bft::alloc::Solve: validation, then one of the solvers, then node assignment and scoring.
+// bft::alloc::Solve: validation, then the registered policy (policies.cpp), whose solvers of the
+// paper are here: exact, equal share and the two MILPs.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -75,72 +76,77 @@ Allocation Solve(const Problem& problem, const SolveOptions& options) {
   std::string error;
   if (!options.IsValid(&error)) throw InvalidArgument("alloc::Solve: options: " + error);
   if (!problem.IsValid(&error)) throw InvalidArgument("alloc::Solve: problem: " + error);
-  // Equal share keeps full backpropagation (a job running another configuration is switched back).
-  const internal::Prepared prepared = internal::Prepare(problem, options.solver == SolverKind::kEqualShare
-                                                                     ? internal::ConfigurationChoice::kFull
-                                                                     : internal::ConfigurationChoice::kAny);
-
-  Allocation allocation;
-  switch (options.solver) {
-    case SolverKind::kExact: {
-      allocation = internal::FromCounts(problem, prepared, internal::ExactCounts(prepared, options.goal));
-      allocation.status = AllocationStatus::kOptimal;
-      allocation.message = "proven optimal (combinatorial)";
-      break;
-    }
-    case SolverKind::kEqualShare: {
-      allocation = internal::FromCounts(problem, prepared,
-                                        internal::EqualShareCounts(prepared, options.equal_share_above_min));
-      allocation.status = AllocationStatus::kHeuristic;
-      allocation.message = "heuristic: equal share, leftovers first come first served";
-      break;
-    }
-    case SolverKind::kCompletionAware:
-    case SolverKind::kLifetimeAware: {
-      const Problem policy = internal::PolicyProblem(problem, options.solver);
-      const internal::Prepared policy_prepared = internal::Prepare(policy);
-      allocation =
-          internal::FromCounts(policy, policy_prepared, internal::ExactCounts(policy_prepared, options.goal),
-                               internal::LongestIdleFirst(policy));
-      allocation.status = AllocationStatus::kOptimal;
-      allocation.message =
-          std::string("proven optimal (combinatorial) for the ") + ToString(options.solver) + " objective";
-      break;
-    }
-    case SolverKind::kCountMilp:
-    case SolverKind::kNodeMilp: {
-      const internal::MilpOutcome outcome = options.solver == SolverKind::kCountMilp
-                                                ? internal::SolveCountMilp(prepared, options)
-                                                : internal::SolveNodeMilp(problem, prepared, options);
-      if (!outcome.has_solution) {
-        const internal::Prepared keep = internal::Prepare(problem, internal::ConfigurationChoice::kCurrent);
-        allocation = internal::FromCounts(problem, keep, KeepCounts(keep));
-        allocation.message = "no solution from the MILP solver (" + outcome.message +
-                             "); every job keeps its nodes where its bounds allow";
-      } else if (options.solver == SolverKind::kNodeMilp) {
-        allocation = internal::FromMap(problem, prepared, outcome.job_of_pool_node);
-        allocation.message = outcome.message;
-      } else {
-        allocation = internal::FromCounts(problem, prepared, outcome.counts);
-        allocation.message = outcome.message;
-      }
-      allocation.termination = outcome.termination;
-      if (!outcome.has_solution) {
-        allocation.status = AllocationStatus::kFailed;
-      } else if (outcome.proven_optimal) {
-        allocation.status = AllocationStatus::kOptimal;
-        CheckMilpOptimum(problem, prepared, options.goal, &allocation);
-      } else if (outcome.termination == milp::Termination::kTimeLimit) {
-        allocation.status = AllocationStatus::kTimeLimit;
-      } else {
-        allocation.status = AllocationStatus::kHeuristic;
-      }
-      break;
-    }
-  }
+  Allocation allocation = internal::FindRegistration(options.solver)->solve(problem, options);
   allocation.solver = options.solver;
   allocation.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return allocation;
 }
+
+namespace internal {
+
+Allocation SolveExact(const Problem& problem, const SolveOptions& options) {
+  const Prepared prepared = Prepare(problem);
+  Allocation allocation = FromCounts(problem, prepared, ExactCounts(prepared, options.goal));
+  allocation.status = AllocationStatus::kOptimal;
+  allocation.message = "proven optimal (combinatorial)";
+  return allocation;
+}
+
+Allocation SolveEqualShare(const Problem& problem, const SolveOptions& options) {
+  // Equal share keeps full backpropagation (a job running another configuration is switched back).
+  const Prepared prepared = Prepare(problem, ConfigurationChoice::kFull);
+  Allocation allocation =
+      FromCounts(problem, prepared, EqualShareCounts(prepared, options.equal_share_above_min));
+  allocation.status = AllocationStatus::kHeuristic;
+  allocation.message = "heuristic: equal share, leftovers first come first served";
+  return allocation;
+}
+
+namespace {
+
+// The allocation of a MILP solver's outcome: its counts or node map, or, without a solution, every
+// job kept where its bounds allow; labelled by how the solver stopped.
+Allocation FromMilpOutcome(const Problem& problem, const Prepared& prepared, const SolveOptions& options,
+                           const MilpOutcome& outcome, bool node_level) {
+  Allocation allocation;
+  if (!outcome.has_solution) {
+    const Prepared keep = Prepare(problem, ConfigurationChoice::kCurrent);
+    allocation = FromCounts(problem, keep, KeepCounts(keep));
+    allocation.message = "no solution from the MILP solver (" + outcome.message +
+                         "); every job keeps its nodes where its bounds allow";
+  } else if (node_level) {
+    allocation = FromMap(problem, prepared, outcome.job_of_pool_node);
+    allocation.message = outcome.message;
+  } else {
+    allocation = FromCounts(problem, prepared, outcome.counts);
+    allocation.message = outcome.message;
+  }
+  allocation.termination = outcome.termination;
+  if (!outcome.has_solution) {
+    allocation.status = AllocationStatus::kFailed;
+  } else if (outcome.proven_optimal) {
+    allocation.status = AllocationStatus::kOptimal;
+    CheckMilpOptimum(problem, prepared, options.goal, &allocation);
+  } else if (outcome.termination == milp::Termination::kTimeLimit) {
+    allocation.status = AllocationStatus::kTimeLimit;
+  } else {
+    allocation.status = AllocationStatus::kHeuristic;
+  }
+  return allocation;
+}
+
+}  // namespace
+
+Allocation SolveCountMilp(const Problem& problem, const SolveOptions& options) {
+  const Prepared prepared = Prepare(problem);
+  return FromMilpOutcome(problem, prepared, options, CountMilpOutcome(prepared, options), false);
+}
+
+Allocation SolveNodeMilp(const Problem& problem, const SolveOptions& options) {
+  const Prepared prepared = Prepare(problem);
+  return FromMilpOutcome(problem, prepared, options, NodeMilpOutcome(problem, prepared, options), true);
+}
+
+}  // namespace internal
 
 }  // namespace bft::alloc

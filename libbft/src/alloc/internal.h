@@ -82,12 +82,26 @@ bool CheckCounts(const Prepared& prepared, const std::vector<int>& counts, std::
 Allocation FromCounts(const Problem& problem, const Prepared& prepared, const std::vector<int>& counts,
                       const std::vector<NodeId>& preference = {});
 
-// The problem a policy of its own objective solves exactly (SolverKind::kCompletionAware,
-// kLifetimeAware; docs/alloc.md): the same jobs, pool and map with reshaped objectives and weights.
-Problem PolicyProblem(const Problem& problem, SolverKind policy);
-// The pool's nodes by how long they are expected to stay idle, longest first (ties by node id);
-// empty when the problem has no expected_idle_s.
-std::vector<NodeId> LongestIdleFirst(const Problem& problem);
+// One registered policy: what front ends see of it and the function that solves with it. Solve()
+// validates the problem and options, calls `solve`, then stamps the policy's name and the wall time.
+using PolicySolve = Allocation (*)(const Problem& problem, const SolveOptions& options);
+struct Registration {
+  PolicyInfo info;
+  PolicySolve solve = nullptr;
+};
+// The one table of policies (policies.cpp), in the order users are offered them.
+const std::vector<Registration>& Registry();
+// The registration of that name, or nullptr.
+const Registration* FindRegistration(const std::string& name);
+// Why `name` is no policy, naming the field (solver) and the policies there are.
+std::string UnknownPolicy(const std::string& name);
+
+// The solvers of the paper (alloc.cpp), registered in policies.cpp beside the policies of their own
+// objective, which are defined there.
+Allocation SolveExact(const Problem& problem, const SolveOptions& options);
+Allocation SolveEqualShare(const Problem& problem, const SolveOptions& options);
+Allocation SolveCountMilp(const Problem& problem, const SolveOptions& options);
+Allocation SolveNodeMilp(const Problem& problem, const SolveOptions& options);
 
 // Builds the Allocation of a complete new node -> job map (job indices per pool node, -1 free).
 // Throws bft::Error if the map migrates a job (it both adds and releases nodes) or breaks min/max.
@@ -117,7 +131,7 @@ struct MilpOutcome {
   bool proven_optimal = false;
   std::string message;
 };
-MilpOutcome SolveCountMilp(const Prepared& prepared, const SolveOptions& options);
-MilpOutcome SolveNodeMilp(const Problem& problem, const Prepared& prepared, const SolveOptions& options);
+MilpOutcome CountMilpOutcome(const Prepared& prepared, const SolveOptions& options);
+MilpOutcome NodeMilpOutcome(const Problem& problem, const Prepared& prepared, const SolveOptions& options);
 
 }  // namespace bft::alloc::internal

@@ -178,7 +178,7 @@ MilpOutcome Outcome(const milp::Result& result, const std::string& note) {
 
 }  // namespace
 
-MilpOutcome SolveCountMilp(const Prepared& prepared, const SolveOptions& options) {
+MilpOutcome CountMilpOutcome(const Prepared& prepared, const SolveOptions& options) {
   Formulation f;
   AddJobs(prepared, /*fold_penalty=*/true, options.goal == Goal::kMaxMinFair, &f);
   milp::LinExpr total;
@@ -201,7 +201,7 @@ MilpOutcome SolveCountMilp(const Prepared& prepared, const SolveOptions& options
   return out;
 }
 
-MilpOutcome SolveNodeMilp(const Problem& problem, const Prepared& prepared, const SolveOptions& options) {
+MilpOutcome NodeMilpOutcome(const Problem& problem, const Prepared& prepared, const SolveOptions& options) {
   Formulation f;
   AddJobs(prepared, /*fold_penalty=*/false, false, &f);
   const int pool = prepared.pool_size;

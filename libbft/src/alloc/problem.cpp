@@ -154,49 +154,12 @@ bool Problem::IsValid(std::string* error) const {
 bool SolveOptions::IsValid(std::string* error) const {
   std::string why;
   if (!milp.IsValid(&why)) return Fail(error, "milp options: " + why);
-  if ((solver == SolverKind::kNodeMilp || solver == SolverKind::kCountMilp) && milp_backend.empty())
+  const internal::Registration* policy = internal::FindRegistration(solver);
+  if (policy == nullptr) return Fail(error, internal::UnknownPolicy(solver));
+  if (policy->info.solves_milp && milp_backend.empty())
     return Fail(error, "milp_backend is empty (name a backend, e.g. \"glpk\")");
   if (goal != Goal::kThroughput && goal != Goal::kMaxMinFair) return Fail(error, "goal is not a known Goal");
-  const auto& kinds = AllSolverKinds();
-  if (std::find(kinds.begin(), kinds.end(), solver) == kinds.end())
-    return Fail(error, "solver is not a known SolverKind");
   return true;
-}
-
-const char* ToString(SolverKind kind) {
-  switch (kind) {
-    case SolverKind::kNodeMilp:
-      return "node_milp";
-    case SolverKind::kCountMilp:
-      return "count_milp";
-    case SolverKind::kExact:
-      return "exact";
-    case SolverKind::kEqualShare:
-      return "equal_share";
-    case SolverKind::kCompletionAware:
-      return "completion_aware";
-    case SolverKind::kLifetimeAware:
-      return "lifetime_aware";
-  }
-  return "unknown";
-}
-
-const std::vector<SolverKind>& AllSolverKinds() {
-  static const std::vector<SolverKind> kinds = {SolverKind::kExact,           SolverKind::kEqualShare,
-                                                SolverKind::kCompletionAware, SolverKind::kLifetimeAware,
-                                                SolverKind::kCountMilp,       SolverKind::kNodeMilp};
-  return kinds;
-}
-
-bool SolvesMilp(SolverKind kind) { return kind == SolverKind::kCountMilp || kind == SolverKind::kNodeMilp; }
-
-SolverKind SolverKindFromString(const std::string& name) {
-  std::string names;
-  for (SolverKind kind : AllSolverKinds()) {
-    if (name == ToString(kind)) return kind;
-    names += (names.empty() ? "" : ", ") + std::string(ToString(kind));
-  }
-  throw InvalidArgument("solver: unknown solver '" + name + "' (expected one of " + names + ")");
 }
 
 const char* ToString(Goal goal) { return goal == Goal::kMaxMinFair ? "max_min_fair" : "throughput"; }

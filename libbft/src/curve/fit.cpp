@@ -23,6 +23,7 @@
 
 #include "bft/curve.h"
 #include "grid.h"
+#include "num.h"
 
 namespace bft::curve {
 namespace {
@@ -362,11 +363,7 @@ std::array<double, 3> UslFromLinear(const Vec3& th) {
   return {lambda, std::clamp((th[0] + th[2]) * lambda, 0.0, 1.0), th[2] * lambda};
 }
 
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+using internal::Num;
 
 // Fits one model on all points (skip = -1) or on all but one (a leave-one-out fold).
 struct OneFit {

@@ -9,6 +9,7 @@
 
 #include "bft/profiling.h"
 #include "grid.h"
+#include "num.h"
 
 namespace bft::curve {
 namespace {
@@ -57,11 +58,7 @@ struct JobState {
   bool fit_ok = false;
 };
 
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+using internal::Num;
 
 // What the jobs of one model measured: at each size, the latest steady estimate of any of them
 // (kept after the jobs are forgotten), and the curve fitted through it.

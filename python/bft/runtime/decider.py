@@ -102,6 +102,12 @@ class Decider:
         # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance
         # costs one decision, never the manager.
         milp = self.policy in alloc.MILP_SOLVERS
+        # Of the inputs the policy declares, the manager supplies each job's remaining samples; it does
+        # not predict how long its nodes stay idle, so a policy reading that decides as if it were
+        # unknown (lifetime_aware as exact): the event log says so at the first decision.
+        missing = [name for name in alloc.policy_inputs(self.policy) if name != "remaining_samples"]
+        if missing and self.decisions == 0:
+            self.store.log_event("policy_inputs_missing", policy=self.policy, inputs=missing)
         return alloc.allocate(jobs, ids, current, tfwd=self.tfwd_s, solver=self.policy, isolate=milp,
                               time_limit_s=sim.DEFAULT_MILP_TIME_LIMIT_S if milp else None,
                               remaining_samples=remaining)

@@ -26,7 +26,7 @@ inline bool HasBackend(const std::string& name) {
 }
 
 // Options naming a solver and a goal, the rest default.
-inline SolveOptions With(SolverKind solver, Goal goal = Goal::kThroughput) {
+inline SolveOptions With(const std::string& solver, Goal goal = Goal::kThroughput) {
   SolveOptions options;
   options.solver = solver;
   options.goal = goal;

@@ -66,7 +66,7 @@ TEST(AllocConfigurations, ASwitchCostsARestartOfTheRunningJob) {
 }
 
 TEST(AllocConfigurations, EqualShareKeepsFullBackpropagation) {
-  const Allocation a = Solve(FreshPool({TwoWays(0.9)}, 2), With(SolverKind::kEqualShare));
+  const Allocation a = Solve(FreshPool({TwoWays(0.9)}, 2), With("equal_share"));
   EXPECT_EQ(a.jobs[0].nodes_after, 2);
   EXPECT_EQ(a.jobs[0].configuration, 0);
   EXPECT_DOUBLE_EQ(a.jobs[0].rate, 18);
@@ -78,7 +78,7 @@ TEST(AllocConfigurations, EqualShareSwitchingBackToFullPaysTheRestart) {
   Problem p = FreshPool({TwoWays(0.9, 5.0)}, 2);
   p.jobs[0].configuration = 1;
   p.current = {{100, "j"}, {101, "j"}};
-  const Allocation a = Solve(p, With(SolverKind::kEqualShare));
+  const Allocation a = Solve(p, With("equal_share"));
   EXPECT_EQ(a.jobs[0].configuration, 0);
   EXPECT_DOUBLE_EQ(a.jobs[0].penalty, 5 * 23.4);
   EXPECT_DOUBLE_EQ(a.objective, 10 * 18 - 5 * 23.4);
@@ -90,7 +90,7 @@ TEST(AllocConfigurations, AFailedMilpSolveKeepsEveryJobsConfiguration) {
   Problem p = FreshPool({TwoWays(0.9, 2.0)}, 2);
   p.current = {{100, "j"}, {101, "j"}};
   EXPECT_EQ(Solve(p).jobs[0].configuration, 1);
-  SolveOptions options = With(SolverKind::kCountMilp);
+  SolveOptions options = With("count_milp");
   options.milp.time_limit_s = 1e-9;
   const Allocation a = Solve(p, options);
   ASSERT_EQ(a.status, AllocationStatus::kFailed) << a.message;
@@ -159,11 +159,11 @@ double BruteForce(const Problem& p) {
 TEST(AllocConfigurations, EveryExactSolverReachesTheBruteForceOptimum) {
   std::mt19937_64 rng(12);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  std::vector<std::pair<SolverKind, std::string>> solvers = {{SolverKind::kExact, ""}};
+  std::vector<std::pair<std::string, std::string>> solvers = {{"exact", ""}};
   for (const std::string backend : {"glpk", "cbc"}) {
     if (!testing::HasBackend(backend)) continue;
-    solvers.push_back({SolverKind::kCountMilp, backend});
-    solvers.push_back({SolverKind::kNodeMilp, backend});
+    solvers.push_back({"count_milp", backend});
+    solvers.push_back({"node_milp", backend});
   }
   for (int i = 0; i < 300; ++i) {
     Problem p = testing::RandomProblem(rng, testing::RandomSpec{3, 8, 6});
@@ -186,10 +186,9 @@ TEST(AllocConfigurations, EveryExactSolverReachesTheBruteForceOptimum) {
       SolveOptions options = With(solver);
       if (!backend.empty()) options.milp_backend = backend;
       const Allocation a = Solve(p, options);
-      ASSERT_EQ(a.status, AllocationStatus::kOptimal)
-          << "instance " << i << " " << ToString(solver) << " " << backend;
+      ASSERT_EQ(a.status, AllocationStatus::kOptimal) << "instance " << i << " " << solver << " " << backend;
       ASSERT_TRUE(testing::Near(a.objective, reference, 1e-9))
-          << "instance " << i << " " << ToString(solver) << " " << backend << ": " << a.objective << " vs "
+          << "instance " << i << " " << solver << " " << backend << ": " << a.objective << " vs "
           << reference;
       // The configurations reported give the objective reported.
       double recomputed = 0.0;
@@ -197,8 +196,7 @@ TEST(AllocConfigurations, EveryExactSolverReachesTheBruteForceOptimum) {
       for (std::size_t j = 0; j < p.jobs.size(); ++j) {
         recomputed += Term(p, p.jobs[j], before[j], a.jobs[j].nodes_after, a.jobs[j].configuration);
       }
-      ASSERT_TRUE(testing::Near(recomputed, a.objective, 1e-9))
-          << "instance " << i << " " << ToString(solver);
+      ASSERT_TRUE(testing::Near(recomputed, a.objective, 1e-9)) << "instance " << i << " " << solver;
     }
   }
 }

@@ -19,7 +19,8 @@ using testing::RandomProblem;
 using testing::RandomSpec;
 using testing::SatisfiesConstraints;
 
-SolveOptions With(SolverKind solver, Goal goal = Goal::kThroughput, const std::string& backend = "glpk") {
+SolveOptions With(const std::string& solver, Goal goal = Goal::kThroughput,
+                  const std::string& backend = "glpk") {
   SolveOptions options;
   options.solver = solver;
   options.goal = goal;
@@ -51,7 +52,7 @@ TEST(AllocDifferential, ExactMaxMinMatchesBruteForce) {
   std::mt19937_64 rng(777);
   for (int i = 0; i < 1500; ++i) {
     const Problem p = RandomProblem(rng, RandomSpec{4, 9, 7});
-    const Allocation a = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+    const Allocation a = Solve(p, With("exact", Goal::kMaxMinFair));
     ASSERT_TRUE(SatisfiesConstraints(p, a)) << "instance " << i << ": " << Describe(p);
     const testing::Reference ref = testing::BruteForce(p, Goal::kMaxMinFair);
     ASSERT_NEAR(a.min_normalized_value, ref.min_normalized, testing::kFairnessTolerance)
@@ -77,7 +78,7 @@ TEST(AllocDifferential, EqualShareSatisfiesConstraintsAndNeverBeatsExact) {
   std::mt19937_64 rng(5);
   for (int i = 0; i < 1000; ++i) {
     const Problem p = RandomProblem(rng, RandomSpec{8, 40, 16});
-    const Allocation heuristic = Solve(p, With(SolverKind::kEqualShare));
+    const Allocation heuristic = Solve(p, With("equal_share"));
     ASSERT_TRUE(SatisfiesConstraints(p, heuristic)) << "instance " << i << ": " << Describe(p);
     EXPECT_NE(heuristic.status, AllocationStatus::kOptimal);
     const Allocation exact = Solve(p);
@@ -91,14 +92,14 @@ void AgreeOnRandomProblems(const std::string& backend, int instances, Goal goal,
   int compared = 0;
   for (int i = 0; i < instances; ++i) {
     const Problem p = RandomProblem(rng, RandomSpec{5, 10, 8});
-    const Allocation exact = Solve(p, With(SolverKind::kExact, goal));
-    const Allocation count = Solve(p, With(SolverKind::kCountMilp, goal, backend));
-    const Allocation node = Solve(p, With(SolverKind::kNodeMilp, goal, backend));
+    const Allocation exact = Solve(p, With("exact", goal));
+    const Allocation count = Solve(p, With("count_milp", goal, backend));
+    const Allocation node = Solve(p, With("node_milp", goal, backend));
     for (const Allocation* a : {&exact, &count, &node}) {
-      ASSERT_TRUE(SatisfiesConstraints(p, *a)) << backend << " " << ToString(a->solver) << ", instance " << i
-                                               << ": " << Describe(p) << "; " << a->message;
+      ASSERT_TRUE(SatisfiesConstraints(p, *a))
+          << backend << " " << a->solver << ", instance " << i << ": " << Describe(p) << "; " << a->message;
       ASSERT_EQ(a->status, AllocationStatus::kOptimal)
-          << backend << " " << ToString(a->solver) << ", instance " << i << ": " << a->message;
+          << backend << " " << a->solver << ", instance " << i << ": " << a->message;
     }
     if (goal == Goal::kMaxMinFair) {
       ASSERT_TRUE(Near(count.min_normalized_value, exact.min_normalized_value))
@@ -138,8 +139,8 @@ TEST(AllocDifferential, LooseGapNeverClaimsAProvenOptimumItDidNotReach) {
   int stopped_short = 0;
   for (int i = 0; i < 300; ++i) {
     const Problem p = RandomProblem(rng, RandomSpec{8, 40, 16});
-    const Allocation exact = Solve(p, With(SolverKind::kExact));
-    SolveOptions loose = With(SolverKind::kCountMilp);
+    const Allocation exact = Solve(p, With("exact"));
+    SolveOptions loose = With("count_milp");
     loose.milp.relative_gap = 0.5;
     const Allocation a = Solve(p, loose);
     const double tolerance = 1e-6 * std::max(1.0, std::abs(exact.objective));
@@ -178,7 +179,7 @@ TEST(AllocDifferential, RealImagenetWorkloadExactMatchesPlainDpAndCountLevel) {
     ASSERT_TRUE(SatisfiesConstraints(p, exact)) << "round " << round;
     ASSERT_TRUE(Near(exact.objective, testing::PlainDp(p), 1e-9)) << "round " << round;
     if (HasBackend("glpk") && (num_jobs <= 10 || pool <= 64)) {  // GLPK takes seconds beyond
-      const Allocation count = Solve(p, With(SolverKind::kCountMilp, Goal::kThroughput, "glpk"));
+      const Allocation count = Solve(p, With("count_milp", Goal::kThroughput, "glpk"));
       ASSERT_TRUE(SatisfiesConstraints(p, count)) << "round " << round;
       EXPECT_TRUE(Near(count.objective, exact.objective)) << "round " << round << ": " << count.message;
     }

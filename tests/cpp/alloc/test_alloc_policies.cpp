@@ -21,7 +21,7 @@ using testing::With;
 
 // The policies' objectives, rebuilt from their definitions in bft/alloc.h (not from the library's
 // code): the problem each policy solves exactly; its objective is the one an allocation reports.
-Problem Reshaped(const Problem& p, SolverKind policy) {
+Problem Reshaped(const Problem& p, const std::string& policy) {
   Problem r = p;
   double rate = 0.0;
   for (const double s : p.expected_idle_s) rate += 1.0 / s / static_cast<double>(p.expected_idle_s.size());
@@ -34,15 +34,15 @@ Problem Reshaped(const Problem& p, SolverKind policy) {
     if (job.max_nodes > static_cast<int>(p.pool.size())) counts.push_back(job.max_nodes);
     for (const int k : counts) {
       double value = job.objective.Evaluate(k);
-      if (policy == SolverKind::kCompletionAware && job.remaining_samples > 0) {
+      if (policy == "completion_aware" && job.remaining_samples > 0) {
         value =
             std::min(value, value * job.remaining_samples / (job.objective.Evaluate(k) * p.tfwd_s + 1e-300));
       }
-      if (policy == SolverKind::kLifetimeAware) value *= std::max(0.0, 1.0 - job.scale_down_s * rate);
+      if (policy == "lifetime_aware") value *= std::max(0.0, 1.0 - job.scale_down_s * rate);
       n.push_back(k);
       v.push_back(value);
     }
-    if (policy == SolverKind::kCompletionAware) {
+    if (policy == "completion_aware") {
       const int ref = std::min(job.max_nodes, job.objective.nodes().back());
       if (ref > 0 && job.objective.Evaluate(ref) > 0) job.weight *= ref / job.objective.Evaluate(ref);
     }
@@ -57,8 +57,8 @@ TEST(AllocCompletionAware, ASlowModelIsNotStarvedInItsSlot) {
   // a is worth 1.6 at 1 node then 0.8 per node, b 1 per node: a 1 node, b 3 (4.6 > 4.0).
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 250}), MakeJob("b", 1, 4, {1, 4}, {10, 40})}, 4);
   EXPECT_EQ(Counts(Solve(p)), (std::vector<int>{4, 0}));
-  const Allocation c = Solve(p, With(SolverKind::kCompletionAware));
-  EXPECT_TRUE(SatisfiesConstraints(Reshaped(p, SolverKind::kCompletionAware), c));
+  const Allocation c = Solve(p, With("completion_aware"));
+  EXPECT_TRUE(SatisfiesConstraints(Reshaped(p, "completion_aware"), c));
   EXPECT_EQ(Counts(c), (std::vector<int>{1, 3}));
   EXPECT_EQ(c.status, AllocationStatus::kOptimal);
   EXPECT_NEAR(c.objective, 10 * 4.6, 1e-9);
@@ -70,24 +70,24 @@ TEST(AllocCompletionAware, AJobAboutToFinishGetsOnlyWhatItCanUse) {
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40}), MakeJob("b", 1, 4, {1, 4}, {9, 36})}, 4);
   p.jobs[0].remaining_samples = 100;
   EXPECT_EQ(Counts(Solve(p)), (std::vector<int>{4, 0}));
-  EXPECT_EQ(Counts(Solve(p, With(SolverKind::kCompletionAware))), (std::vector<int>{1, 3}));
+  EXPECT_EQ(Counts(Solve(p, With("completion_aware"))), (std::vector<int>{1, 3}));
 }
 
 TEST(AllocLifetimeAware, GrowsOntoTheLongestLivedNodesAndShrinksOffTheShortest) {
   Problem p = FreshPool({MakeJob("a", 1, 2, {1, 2}, {10, 20})}, 4);
   p.expected_idle_s = {10, 1000, 50, 500};  // nodes 100..103
-  const Allocation grow = Solve(p, With(SolverKind::kLifetimeAware));
+  const Allocation grow = Solve(p, With("lifetime_aware"));
   EXPECT_EQ(grow.jobs[0].added, (std::vector<NodeId>{101, 103}));
   // Holding 100, 101 and 102 with room for 1: keeps 101, the longest-lived.
   Problem shrink = FreshPool({MakeJob("a", 1, 1, {1}, {10})}, 4);
   shrink.expected_idle_s = p.expected_idle_s;
   shrink.current = {{100, "a"}, {101, "a"}, {102, "a"}};
-  const Allocation s = Solve(shrink, With(SolverKind::kLifetimeAware));
+  const Allocation s = Solve(shrink, With("lifetime_aware"));
   EXPECT_EQ(s.jobs[0].kept, (std::vector<NodeId>{101}));
   EXPECT_EQ(s.jobs[0].released, (std::vector<NodeId>{100, 102}));
   // Without expected idle times the nodes go lowest-numbered first, as for the other solvers.
   p.expected_idle_s.clear();
-  EXPECT_EQ(Solve(p, With(SolverKind::kLifetimeAware)).jobs[0].added, (std::vector<NodeId>{100, 101}));
+  EXPECT_EQ(Solve(p, With("lifetime_aware")).jobs[0].added, (std::vector<NodeId>{100, 101}));
 }
 
 TEST(AllocLifetimeAware, AnExpectedPreemptionLossLargerThanTheGainKeepsAJobOff) {
@@ -96,17 +96,17 @@ TEST(AllocLifetimeAware, AnExpectedPreemptionLossLargerThanTheGainKeepsAJobOff) 
   Problem p = FreshPool({MakeJob("a", 1, 2, {1, 2}, {10, 20}, 0.0, 20.0)}, 2);
   p.expected_idle_s = {10, 10};
   EXPECT_EQ(Counts(Solve(p)), (std::vector<int>{2}));
-  EXPECT_DOUBLE_EQ(Solve(p, With(SolverKind::kLifetimeAware)).objective, 0.0);
+  EXPECT_DOUBLE_EQ(Solve(p, With("lifetime_aware")).objective, 0.0);
 }
 
 TEST(AllocPolicies, MaxMinNormalisesAtMaxNodesEvenBeyondThePool) {
   // a may use 8 nodes, the pool has 4: its normalised value at n is n / 8, for the policies too.
   const Problem p = FreshPool({MakeJob("a", 1, 8, {1, 8}, {1, 8}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
-  const Allocation exact = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
-  const Allocation lifetime = Solve(p, With(SolverKind::kLifetimeAware, Goal::kMaxMinFair));
+  const Allocation exact = Solve(p, With("exact", Goal::kMaxMinFair));
+  const Allocation lifetime = Solve(p, With("lifetime_aware", Goal::kMaxMinFair));
   EXPECT_EQ(Counts(lifetime), Counts(exact));  // no expected idle times: the same problem
   EXPECT_DOUBLE_EQ(lifetime.min_normalized_value, exact.min_normalized_value);
-  EXPECT_DOUBLE_EQ(Solve(p, With(SolverKind::kCompletionAware, Goal::kMaxMinFair)).min_normalized_value,
+  EXPECT_DOUBLE_EQ(Solve(p, With("completion_aware", Goal::kMaxMinFair)).min_normalized_value,
                    exact.min_normalized_value);
 }
 
@@ -136,14 +136,13 @@ TEST(AllocPolicies, ReachTheBruteForceOptimumOfTheirObjective) {
       job.throughput = curve::ThroughputCurve();  // the objective is the rate, as in the definition above
     }
     for (std::size_t k = 0; k < p.pool.size(); ++k) p.expected_idle_s.push_back(5.0 + 2000.0 * unit(rng));
-    for (const SolverKind policy : {SolverKind::kCompletionAware, SolverKind::kLifetimeAware}) {
+    for (const std::string policy : {"completion_aware", "lifetime_aware"}) {
       const Allocation a = Solve(p, With(policy));
-      ASSERT_TRUE(SatisfiesConstraints(Reshaped(p, policy), a))
-          << "instance " << i << " " << ToString(policy);
+      ASSERT_TRUE(SatisfiesConstraints(Reshaped(p, policy), a)) << "instance " << i << " " << policy;
       const testing::Reference ref = testing::BruteForce(Reshaped(p, policy), Goal::kThroughput);
       ASSERT_TRUE(testing::Near(a.objective, ref.objective, 1e-9))
-          << "instance " << i << " " << ToString(policy) << ": " << a.objective << " vs " << ref.objective;
-      if (policy != SolverKind::kLifetimeAware) continue;
+          << "instance " << i << " " << policy << ": " << a.objective << " vs " << ref.objective;
+      if (policy != "lifetime_aware") continue;
       // Node choice: no free node left over outlives an added one; no released node outlives a kept one.
       std::set<NodeId> used;
       for (const Assignment& x : a.map) used.insert(x.node);

@@ -144,7 +144,7 @@ TEST(AllocProblem, RejectsUnknownJobInMap) {
 
 TEST(AllocOptions, RejectsInvalidSolverOptionsAndEmptyBackend) {
   SolveOptions options;
-  options.solver = SolverKind::kCountMilp;
+  options.solver = "count_milp";
   options.milp_backend = "";
   std::string error;
   EXPECT_FALSE(options.IsValid(&error));
@@ -158,21 +158,34 @@ TEST(AllocOptions, RejectsInvalidSolverOptionsAndEmptyBackend) {
 
 TEST(AllocOptions, UnknownBackendIsNotAvailable) {
   SolveOptions options;
-  options.solver = SolverKind::kCountMilp;
+  options.solver = "count_milp";
   options.milp_backend = "no-such-backend";
   EXPECT_THROW(Solve(ValidProblem(), options), NotAvailable);
 }
 
-TEST(AllocOptions, SolverNamesRoundTrip) {
-  for (SolverKind kind :
-       {SolverKind::kNodeMilp, SolverKind::kCountMilp, SolverKind::kExact, SolverKind::kEqualShare})
-    EXPECT_EQ(SolverKindFromString(ToString(kind)), kind);
+TEST(AllocOptions, PoliciesAreFoundByNameAndAnUnknownNameIsRefused) {
+  for (const PolicyInfo& policy : Policies()) EXPECT_EQ(FindPolicy(policy.name).name, policy.name);
+  EXPECT_EQ(Policies().front().name, "exact");
   try {
-    SolverKindFromString("simplex");
+    FindPolicy("simplex");
     ADD_FAILURE() << "accepted an unknown solver name";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("simplex"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("solver"), std::string::npos);
   }
+  SolveOptions options;
+  options.solver = "simplex";
+  std::string error;
+  EXPECT_FALSE(options.IsValid(&error));
+  EXPECT_NE(error.find("expected one of exact"), std::string::npos) << error;
+}
+
+TEST(AllocOptions, PoliciesDeclareTheInputsTheyRead) {
+  EXPECT_TRUE(FindPolicy("completion_aware").Needs(PolicyInput::kRemainingSamples));
+  EXPECT_TRUE(FindPolicy("lifetime_aware").Needs(PolicyInput::kExpectedIdleS));
+  EXPECT_TRUE(FindPolicy("exact").inputs.empty());
+  EXPECT_STREQ(ToString(PolicyInput::kExpectedIdleS), "expected_idle_s");
+  EXPECT_STREQ(ToString(PolicyInput::kRemainingSamples), "remaining_samples");
 }
 
 // Schedulers name their nodes: the names map to ids in order of first appearance and back.

@@ -22,7 +22,7 @@ TEST(AllocExact, PicksTheBetterMarginalValue) {
   EXPECT_EQ(Counts(a), (std::vector<int>{2, 2}));
   EXPECT_DOUBLE_EQ(a.objective, 500.0);
   EXPECT_EQ(a.status, AllocationStatus::kOptimal);
-  EXPECT_EQ(a.solver, SolverKind::kExact);
+  EXPECT_EQ(a.solver, "exact");
   EXPECT_EQ(a.jobs[1].rate, 30.0);
   EXPECT_EQ(a.jobs[1].value, 30.0);
 }
@@ -35,7 +35,7 @@ TEST(AllocExact, HandlesNonConcaveValues) {
   EXPECT_TRUE(SatisfiesConstraints(p, exact));
   EXPECT_EQ(Counts(exact), (std::vector<int>{4, 0}));
   EXPECT_DOUBLE_EQ(exact.objective, 1000.0);
-  const Allocation equal = Solve(p, With(SolverKind::kEqualShare));
+  const Allocation equal = Solve(p, With("equal_share"));
   EXPECT_TRUE(SatisfiesConstraints(p, equal));
   EXPECT_EQ(Counts(equal), (std::vector<int>{2, 2}));
   EXPECT_DOUBLE_EQ(equal.objective, 740.0);
@@ -49,9 +49,9 @@ TEST(AllocEqualShare, TheReferenceRuleGivesAShareOnlyAboveTheMinimum) {
   auto jobs = [] {
     return std::vector<Job>{MakeJob("a", 1, 4, {1, 4}, {10, 40}), MakeJob("b", 1, 4, {1, 4}, {10, 40})};
   };
-  SolveOptions reference = With(SolverKind::kEqualShare);
+  SolveOptions reference = With("equal_share");
   reference.equal_share_above_min = true;
-  EXPECT_EQ(Counts(Solve(FreshPool(jobs(), 3), With(SolverKind::kEqualShare))), (std::vector<int>{2, 1}));
+  EXPECT_EQ(Counts(Solve(FreshPool(jobs(), 3), With("equal_share"))), (std::vector<int>{2, 1}));
   const Problem three = FreshPool(jobs(), 3);
   const Allocation a = Solve(three, reference);
   EXPECT_TRUE(SatisfiesConstraints(three, a));
@@ -148,7 +148,7 @@ TEST(AllocExact, MaxMinFairnessSharesNodes) {
   // Throughput gives a all four nodes; max-min gives 2 + 2 (both at half their value at max).
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
   EXPECT_EQ(Counts(Solve(p)), (std::vector<int>{4, 0}));
-  const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+  const Allocation fair = Solve(p, With("exact", Goal::kMaxMinFair));
   EXPECT_TRUE(SatisfiesConstraints(p, fair));
   EXPECT_EQ(Counts(fair), (std::vector<int>{2, 2}));
   EXPECT_DOUBLE_EQ(fair.min_normalized_value, 0.5);
@@ -158,7 +158,7 @@ TEST(AllocExact, MaxMinFairnessSharesNodes) {
 TEST(AllocExact, MaxMinFairnessThenThroughput) {
   // 5 nodes: the fair minimum is 0.5 (2 + 2); the fifth node goes where it is worth most (a).
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 5);
-  const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+  const Allocation fair = Solve(p, With("exact", Goal::kMaxMinFair));
   EXPECT_TRUE(SatisfiesConstraints(p, fair));
   EXPECT_EQ(Counts(fair), (std::vector<int>{3, 2}));
 }
@@ -182,7 +182,7 @@ class FirstPhaseTimesOut final : public milp::Backend {
 TEST(AllocMilp, MaxMinOutcomeReflectsAFirstPhaseThatHitTheTimeLimit) {
   milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
-  for (SolverKind solver : {SolverKind::kCountMilp, SolverKind::kNodeMilp}) {
+  for (const std::string solver : {"count_milp", "node_milp"}) {
     SolveOptions options = With(solver, Goal::kMaxMinFair);
     options.milp_backend = "glpk";
     const Allocation honest = Solve(p, options);
@@ -213,11 +213,11 @@ class AlwaysFails final : public milp::Backend {
 
 TEST(AllocStatus, EachSolverReportsWhatItsAllocationIs) {
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
-  EXPECT_EQ(Solve(p, With(SolverKind::kExact)).status, AllocationStatus::kOptimal);
+  EXPECT_EQ(Solve(p, With("exact")).status, AllocationStatus::kOptimal);
   // The heuristic used to report termination kOptimal; its status says what it is.
-  const Allocation equal = Solve(p, With(SolverKind::kEqualShare));
+  const Allocation equal = Solve(p, With("equal_share"));
   EXPECT_EQ(equal.status, AllocationStatus::kHeuristic);
-  SolveOptions milp = With(SolverKind::kCountMilp);
+  SolveOptions milp = With("count_milp");
   EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kOptimal);
   // A first phase cut short by the time limit (see above): feasible, not proven.
   milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
@@ -245,7 +245,7 @@ TEST(AllocExact, NoJobsAndEmptyPool) {
   const Allocation b = Solve(empty);
   EXPECT_TRUE(SatisfiesConstraints(empty, b));
   EXPECT_EQ(Counts(b), (std::vector<int>{0}));
-  for (SolverKind s : {SolverKind::kEqualShare}) {
+  for (const std::string s : {"equal_share"}) {
     EXPECT_TRUE(SatisfiesConstraints(none, Solve(none, With(s))));
     EXPECT_TRUE(SatisfiesConstraints(empty, Solve(empty, With(s))));
   }
@@ -259,7 +259,7 @@ TEST(AllocExact, MoreJobsThanNodes) {
   const Allocation a = Solve(p);
   EXPECT_TRUE(SatisfiesConstraints(p, a));
   EXPECT_EQ(Counts(a), (std::vector<int>{0, 0, 0, 0, 2}));
-  const Allocation fair = Solve(p, With(SolverKind::kExact, Goal::kMaxMinFair));
+  const Allocation fair = Solve(p, With("exact", Goal::kMaxMinFair));
   EXPECT_TRUE(SatisfiesConstraints(p, fair));
   EXPECT_EQ(fair.min_normalized_value, 0.0);
   EXPECT_EQ(Counts(fair), (std::vector<int>{0, 0, 0, 0, 2}));
@@ -288,7 +288,7 @@ TEST(AllocEqualShare, SplitsEvenlyThenFirstComeFirstServed) {
   std::vector<Job> jobs;
   for (int j = 0; j < 3; ++j) jobs.push_back(MakeJob("j" + std::to_string(j), 1, 8, {8}, {8}));
   Problem p = FreshPool(jobs, 10);
-  const Allocation a = Solve(p, With(SolverKind::kEqualShare));
+  const Allocation a = Solve(p, With("equal_share"));
   EXPECT_TRUE(SatisfiesConstraints(p, a));
   EXPECT_EQ(Counts(a), (std::vector<int>{4, 3, 3}));
 }
@@ -298,13 +298,13 @@ TEST(AllocEqualShare, JobsNeedingMoreThanTheShareGetLeftovers) {
   // its max 4), then the rest to "big" only if at least its min remains.
   Problem p = FreshPool(
       {MakeJob("a", 1, 4, {4}, {4}), MakeJob("big", 4, 8, {8}, {8}), MakeJob("c", 1, 3, {3}, {3})}, 10);
-  const Allocation a = Solve(p, With(SolverKind::kEqualShare));
+  const Allocation a = Solve(p, With("equal_share"));
   EXPECT_TRUE(SatisfiesConstraints(p, a));
   EXPECT_EQ(Counts(a), (std::vector<int>{4, 0, 3}));
   p.pool.push_back(500);
   p.pool.push_back(501);
   p.pool.push_back(502);  // 13 nodes, share 4: a 4, big 4, c 3, leftover 2 -> big 6
-  EXPECT_EQ(Counts(Solve(p, With(SolverKind::kEqualShare))), (std::vector<int>{4, 6, 3}));
+  EXPECT_EQ(Counts(Solve(p, With("equal_share"))), (std::vector<int>{4, 6, 3}));
 }
 
 TEST(AllocSolve, ReportsWallTimeAndMessage) {
@@ -316,13 +316,15 @@ TEST(AllocSolve, ReportsWallTimeAndMessage) {
 
 TEST(AllocSolve, OnlyMilpSolversReportATermination) {
   Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {10, 40})}, 4);
-  for (SolverKind solver : AllSolverKinds()) {
+  for (const PolicyInfo& policy : Policies()) {
+    const std::string& solver = policy.name;
     const Allocation a = Solve(p, With(solver));
-    const bool milp = solver == SolverKind::kCountMilp || solver == SolverKind::kNodeMilp;
-    EXPECT_EQ(milp, SolvesMilp(solver)) << ToString(solver);
-    EXPECT_EQ(a.termination.has_value(), milp) << ToString(solver);
+    EXPECT_EQ(a.solver, solver);
+    const bool milp = solver == "count_milp" || solver == "node_milp";
+    EXPECT_EQ(milp, policy.solves_milp) << solver;
+    EXPECT_EQ(a.termination.has_value(), milp) << solver;
     if (milp) {
-      EXPECT_EQ(a.termination, milp::Termination::kOptimal) << ToString(solver);
+      EXPECT_EQ(a.termination, milp::Termination::kOptimal) << solver;
     }
   }
 }

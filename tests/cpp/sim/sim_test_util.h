@@ -40,7 +40,7 @@ inline ReplayOptions Options(double end_s) {
 
 // Replay options for a synthetic workload: the policy and accounting given, from time 0, recording
 // the assignments.
-inline ReplayOptions PolicyOptions(alloc::SolverKind policy, Accounting accounting) {
+inline ReplayOptions PolicyOptions(const std::string& policy, Accounting accounting) {
   ReplayOptions o;
   o.solve.solver = policy;
   o.accounting = accounting;

@@ -201,11 +201,10 @@ TEST(SimReplayConfigurations, AConfigurationNeverWorthTakingChangesNothing) {
   const SyntheticWorkload w = WithConfigurations(0.6, 1.5);
   std::vector<JobSpec> plain = w.jobs;
   for (JobSpec& j : plain) j.configurations.clear();
-  for (const alloc::SolverKind kind :
-       {alloc::SolverKind::kExact, alloc::SolverKind::kEqualShare, alloc::SolverKind::kCompletionAware}) {
+  for (const std::string kind : {"exact", "equal_share", "completion_aware"}) {
     for (const Accounting accounting : {Accounting::kContinuous, Accounting::kReference}) {
       const ReplayOptions o = PolicyOptions(kind, accounting);
-      SCOPED_TRACE(std::string(alloc::ToString(kind)) + " " + ToString(accounting));
+      SCOPED_TRACE(kind + " " + ToString(accounting));
       const ReplayResult a = Replay(w.trace, w.jobs, o);
       const ReplayResult b = Replay(w.trace, plain, o);
       EXPECT_EQ(a.summary.samples_done, b.summary.samples_done);
@@ -220,16 +219,15 @@ TEST(SimReplayConfigurations, AConfigurationWorthMoreIsTakenAndKeepsTheInvariant
   // Worth 0.8 x 1.5 = 1.2 of full: the exact policies run in it (equal share keeps full
   // backpropagation) and process more than the plain policy.
   const SyntheticWorkload w = WithConfigurations(0.8, 1.5);
-  for (const alloc::SolverKind kind :
-       {alloc::SolverKind::kExact, alloc::SolverKind::kEqualShare, alloc::SolverKind::kLifetimeAware}) {
+  for (const std::string kind : {"exact", "equal_share", "lifetime_aware"}) {
     for (const Accounting accounting : {Accounting::kContinuous, Accounting::kReference}) {
       ReplayOptions o = PolicyOptions(kind, accounting);
-      SCOPED_TRACE(std::string(alloc::ToString(kind)) + " " + ToString(accounting));
+      SCOPED_TRACE(kind + " " + ToString(accounting));
       const ReplayResult r = Replay(w.trace, w.jobs, o);
       CheckInvariants(w.trace, w.jobs, r);
       o.configurations = ConfigurationMode::kFullOnly;
       const ReplayResult full = Replay(w.trace, w.jobs, o);
-      if (kind == alloc::SolverKind::kEqualShare) {
+      if (kind == "equal_share") {
         EXPECT_EQ(r.summary.partial_node_hours, 0);
         EXPECT_EQ(r.summary.samples_done, full.summary.samples_done);
       } else {

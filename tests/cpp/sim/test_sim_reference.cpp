@@ -22,7 +22,7 @@ Trace TwoNodes() {
 ReplayOptions Reference(double start_s) {
   ReplayOptions o;
   o.accounting = Accounting::kReference;
-  o.solve.solver = alloc::SolverKind::kEqualShare;
+  o.solve.solver = "equal_share";
   o.start_s = start_s;
   return o;
 }

@@ -274,7 +274,7 @@ TEST(SimReplay, MilpSolvesAreTimeLimitedAndIsolatedByDefault) {
 }
 
 TEST(SimReplay, InterruptStopsTheReplayBetweenEventsAndWithinSolves) {
-  for (alloc::SolverKind solver : {alloc::SolverKind::kExact, alloc::SolverKind::kNodeMilp}) {
+  for (const std::string solver : {"exact", "node_milp"}) {
     int polls = 0;
     ReplayOptions o = Options(300);
     o.solve.solver = solver;
@@ -306,7 +306,7 @@ class Relabelled final : public milp::Backend {
 
 TEST(SimReplay, SummaryCountsMilpAllocationsStoppedByTheTimeLimitOrFailed) {
   ReplayOptions o = Options(300);
-  o.solve.solver = alloc::SolverKind::kNodeMilp;
+  o.solve.solver = "node_milp";
   o.solve.milp_backend = "glpk";
   const Summary clean = Replay(TinyTrace(), {MakeJob("j", 0, 1e6)}, o).summary;
   EXPECT_EQ(clean.allocator_time_limits, 0);
@@ -405,13 +405,13 @@ TEST(SimReplayInvariants, HoldOnSyntheticTracesUnderEveryPolicy) {
     so.mean_idle_nodes = 30;
     so.jobs = 14;
     const SyntheticWorkload w = GenerateSynthetic(so);
-    for (const alloc::SolverKind kind : alloc::AllSolverKinds()) {
-      if (kind == alloc::SolverKind::kCountMilp || kind == alloc::SolverKind::kNodeMilp) continue;  // slow
+    for (const alloc::PolicyInfo& policy : alloc::Policies()) {
+      if (policy.solves_milp) continue;  // slow
+      const std::string& kind = policy.name;
       for (const Accounting accounting : {Accounting::kContinuous, Accounting::kReference}) {
         const ReplayOptions o = PolicyOptions(kind, accounting);
         const ReplayResult r = Replay(w.trace, w.jobs, o);
-        SCOPED_TRACE("seed " + std::to_string(seed) + " " + alloc::ToString(kind) + " " +
-                     ToString(accounting));
+        SCOPED_TRACE("seed " + std::to_string(seed) + " " + kind + " " + ToString(accounting));
         CheckInvariants(w.trace, w.jobs, r);
         EXPECT_GT(r.summary.samples_done, 0);
         EXPECT_GT(r.summary.preemptions, 0);

@@ -171,12 +171,15 @@ class Engine {
   double next_progress_ = 0.0;  // the next fraction of the window to report to on_progress
   // Allocator state reused between calls.
   alloc::SolveOptions solve_;  // opt_.solve, with reference accounting's equal-share rule
+  // The policy's registration: the inputs it declares are what the replay supplies (Allocate).
+  alloc::PolicyInfo policy_;
   alloc::Problem problem_;
   std::vector<alloc::Job> oracle_jobs_;
   // Learned mode: one profiling advisor per configuration index (0: full backpropagation; k: every
   // job's k-th configuration), each learning the curve of the jobs' runs in that configuration.
   std::vector<curve::ProfilingAdvisor> advisors_;
-  // lifetime_aware: the idle holes seen so far, and since when each idle node is idle (-1: busy).
+  // For a policy that reads expected idle times: the idle holes seen so far, and since when each
+  // idle node is idle (-1: busy).
   std::unique_ptr<IdleLifetimePredictor> lifetime_;
   std::vector<double> idle_since_;
 };
@@ -218,7 +221,7 @@ void Engine::AddIdle(NodeId node) {
   pool_.push_back(node);
 }
 
-// lifetime_aware: a node going busy ends an idle hole the predictor learns from.
+// Expected idle times: a node going busy ends an idle hole the predictor learns from.
 void Engine::ObserveLifetime(const Transition& x) {
   if (!lifetime_) return;
   double& since = idle_since_[static_cast<std::size_t>(x.node)];
@@ -415,7 +418,8 @@ double Engine::Allocate(double t, int* rescales) {
     problem_.jobs.push_back(advisors_.empty() ? oracle_jobs_[static_cast<std::size_t>(j)] : LearnedJob(j));
     const JobState& state = jobs_[static_cast<std::size_t>(j)];
     problem_.jobs.back().configuration = state.configuration;
-    problem_.jobs.back().remaining_samples = std::max(0.0, spec.work - state.done + state.debt);
+    if (policy_.Needs(alloc::PolicyInput::kRemainingSamples))
+      problem_.jobs.back().remaining_samples = std::max(0.0, spec.work - state.done + state.debt);
     for (const NodeId node : state.nodes) problem_.current.push_back({node, spec.name});
   }
   problem_.pool = pool_;
@@ -796,6 +800,7 @@ ReplayResult Engine::Run() {
   const auto wall0 = std::chrono::steady_clock::now();
   std::string error;
   if (!opt_.IsValid(&error)) throw InvalidArgument(error);
+  policy_ = alloc::FindPolicy(solve_.solver);
   if (!trace_.IsValid(&error)) throw InvalidArgument("trace: " + error);
   {
     std::unordered_set<std::string> names;
@@ -810,7 +815,7 @@ ReplayResult Engine::Run() {
                           std::to_string(specs_.size()) + " jobs (one per job, or none)");
   }
   SetupNodes();
-  if (solve_.solver == alloc::SolverKind::kLifetimeAware) {
+  if (policy_.Needs(alloc::PolicyInput::kExpectedIdleS)) {
     lifetime_ = std::make_unique<IdleLifetimePredictor>();
     idle_since_.assign(trace_.node_names.size(), -1.0);
   }
@@ -854,7 +859,7 @@ ReplayResult Engine::Run() {
 
 void Engine::Summarize() {
   Summary& s = result_.summary;
-  s.policy = alloc::ToString(opt_.solve.solver);
+  s.policy = opt_.solve.solver;
   s.curves = ToString(opt_.curves);
   s.accounting = ToString(opt_.accounting);
   s.configurations = ToString(opt_.configurations);
