@@ -265,7 +265,8 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
                                      "superseded by a second resize before their first step, or unfinished at the end")
     # The rescale costs the advisor measured per method, rebuilt as a restarted manager would (a
     # method without a measured rescale shows the manager's default).
-    book, run = CurveBook(store, 3.0, 5.0, 5.0), JobRun(store.job("bench"))  # (5 s: the manager's)
+    book = CurveBook(store, warmup_s=3.0, scale_up_s=5.0, scale_down_s=5.0)  # (5 s: the manager's)
+    run = JobRun(store.job("bench"))
     for p in store.progress():
         book.replay_record(run, p)
     out["advisor_costs"] = book.cost_status(run)

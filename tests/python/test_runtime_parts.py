@@ -11,7 +11,7 @@ import pytest
 from bft import alloc, curve
 from bft.runtime.curvebook import CurveBook
 from bft.runtime.decider import Decider, fair_share
-from bft.runtime.manager import ManagerOptions
+from bft.runtime.options import ManagerOptions
 from bft.runtime.reports import ReportIntake, resize_begins
 from bft.runtime.runs import JobRun
 from bft.runtime.state import StateStore
@@ -100,7 +100,7 @@ def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
     store.close()
     store = StateStore(path)  # a restarted manager
     runs = [JobRun(row) for row in reversed(store.jobs())]
-    decider = Decider(CurveBook(store, 0.0, 5.0, 5.0), store, "exact", 10.0, 2, 0.15)
+    decider = Decider(CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0), store, "exact", 10.0, 2, 0.15)
     assert [r.id for r in decider.admitted(runs)] == ["first", "second"]
     store.close()
 
@@ -184,7 +184,7 @@ def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store
 
 
 def test_every_dropped_report_is_counted_by_kind(store):
-    intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0))
+    intake = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0))
     run = make_run(store, "job")
     run.row.secret = "ab" * 32
     run.row.generation = 2

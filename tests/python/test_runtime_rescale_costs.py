@@ -16,7 +16,8 @@ import runtime_util
 from bft.runtime.curvebook import INPLACE, INPLACE_S_PER_BYTE, RELAUNCH, RELAUNCH_S_PER_BYTE, CurveBook
 from bft.runtime.resize import Exit, Stop
 from bft.runtime.runs import JobRun
-from bft.runtime.state import SCHEMA_VERSION, StateStore
+from bft.runtime.state import StateStore
+from bft.runtime.state_schema import SCHEMA_VERSION
 from bft.train import protocol
 from runtime_util import bft
 

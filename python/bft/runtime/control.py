@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .. import jobs
 from .resize import check_resize_choice
 from .state import JobRow
+from .state_schema import JobState
 
 SOCKET_NAME = "manager.sock"  # in the state directory
 LOCK_NAME = "manager.lock"  # held (flock) by the running manager, from before its socket exists
@@ -278,7 +279,7 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
     configurations = check_configurations(r.get("configurations", []))
     check_rates(curve, configurations, hi)
     return JobRow(id=name, seq=0, script=script, args=args, cwd=cwd, python=python, min_nodes=lo, max_nodes=hi,
-                  work=float(work) if work is not None else None, curve=curve, secret="", state="queued",
+                  work=float(work) if work is not None else None, curve=curve, secret="", state=JobState.QUEUED,
                   max_retries=retries, configurations=configurations, resize=resize)
 
 

@@ -36,7 +36,8 @@ from .._atomic import write_atomically
 from ..train import protocol, rendezvous
 from .control import same_user
 from .launcher import is_tagged
-from .state import ACTIVE_STATES, StateError, StateStore
+from .state import StateStore
+from .state_schema import ACTIVE_STATES, StateError
 
 INFO_NAME = "keeper.json"
 SOCKET_NAME = "keeper.sock"

@@ -28,9 +28,10 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from .state import JOB_STATES, StateStore
+from .options import METRICS_ADDRESS, METRICS_INTERVAL_S
+from .state import StateStore
+from .state_schema import ACTIVE_STATES, JOB_STATES
 
-DEFAULT_INTERVAL_S = 5.0
 # A job's series carry its name as `bft_job`: Prometheus gives every scraped series a `job` label of its
 # own (the scrape job), which would rename ours to `exported_job`.
 # Upper bounds of the histograms' buckets, in seconds: resize gaps run from half a second (in place)
@@ -184,7 +185,7 @@ class ManagerMetrics:
         nodes = GaugeMetricFamily("bft_job_nodes", "Nodes a job's processes run on now.", labels=["bft_job"])
         for job in status["jobs"]:
             by_state[job["state"]] = by_state.get(job["state"], 0) + 1
-            if job["state"] not in ("queued", "running"):
+            if job["state"] not in ACTIVE_STATES:
                 continue  # an ended job's series end with it
             samples.add_metric([job["id"]], job["samples"])
             nodes.add_metric([job["id"]], len(job.get("nodes", [])))
@@ -208,7 +209,7 @@ class MetricsExporter:
     """Writes the snapshot to a textfile and/or serves it over HTTP; owned by the manager's loop."""
 
     def __init__(self, store: StateStore, textfile: Optional[Path] = None, port: Optional[int] = None,
-                 address: str = "127.0.0.1", interval_s: float = DEFAULT_INTERVAL_S):
+                 address: str = METRICS_ADDRESS, interval_s: float = METRICS_INTERVAL_S):
         if textfile is not None and textfile.suffix != ".prom":
             raise MetricsError(f"--metrics-textfile {textfile}: node_exporter reads only files ending in .prom")
         if port is not None and not 0 <= port <= 65535:

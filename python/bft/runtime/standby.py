@@ -31,7 +31,7 @@ RETRY_S = 30.0
 
 
 class Standbys:
-    def __init__(self, source: NodeSource, identity: str, python: str, state_dir: Path,
+    def __init__(self, *, source: NodeSource, identity: str, python: str, state_dir: Path,
                  log_event: Callable[..., None]):
         """`state_dir`: where `standby.log` goes; `log_event`: the manager's event log."""
         self.source = source

@@ -36,6 +36,7 @@ from typing import Any, Optional
 from .._atomic import write_atomically
 from . import _reporter
 from .protocol import (
+    DEFAULT_GRACE_S,
     ENV_CHECKPOINT_DIR,
     ENV_CONFIGURATION,
     ENV_EXIT_FILE,
@@ -260,9 +261,9 @@ def _distributed():
 
 def _grace_s() -> float:
     try:
-        return max(0.0, float(os.environ.get(ENV_GRACE_S, "20")))
+        return max(0.0, float(os.environ.get(ENV_GRACE_S, DEFAULT_GRACE_S)))
     except ValueError:
-        return 20.0
+        return DEFAULT_GRACE_S
 
 
 def _on_sigterm(signum, frame) -> None:  # noqa: ARG001 - signal handler signature

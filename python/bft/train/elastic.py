@@ -97,9 +97,9 @@ def backend(device: Any) -> str:
 
 def _inplace_timeout_s() -> float:
     try:
-        return max(1.0, float(os.environ.get(p.ENV_INPLACE_TIMEOUT_S, "30")))
+        return max(1.0, float(os.environ.get(p.ENV_INPLACE_TIMEOUT_S, p.DEFAULT_INPLACE_TIMEOUT_S)))
     except ValueError:
-        return 30.0
+        return p.DEFAULT_INPLACE_TIMEOUT_S
 
 
 class ElasticState:

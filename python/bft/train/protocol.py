@@ -29,6 +29,9 @@ ENV_REPORT_ADDR = "BFT_REPORT_ADDR"  # host:port of the report receiver
 ENV_JOB_SECRET = "BFT_JOB_SECRET"  # hex key of the reports' HMAC
 ENV_CHECKPOINT_DIR = "BFT_CHECKPOINT_DIR"
 ENV_GRACE_S = "BFT_GRACE_S"  # seconds between SIGTERM and SIGKILL
+# The defaults of both sides (bft manager --grace, --inplace-timeout; a worker without the variable).
+DEFAULT_GRACE_S = 20.0
+DEFAULT_INPLACE_TIMEOUT_S = 30.0
 ENV_TARGET_SAMPLES = "BFT_TARGET_SAMPLES"  # the job's work, if the user gave one
 ENV_CONFIGURATION = "BFT_CONFIGURATION"  # the configuration to run in ("full" or a declared name)
 ENV_REPORT_INTERVAL_S = "BFT_REPORT_INTERVAL_S"  # optional: seconds between reports (default 0.5)
@@ -36,7 +39,7 @@ ENV_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where a process the manager started lea
 # In-place resizes (--resize inplace): the workers' rendezvous store, and how long a resize may take.
 ENV_RESIZE = "BFT_RESIZE"  # the manager's resize method
 ENV_STORE_ADDR = "BFT_STORE_ADDR"  # host:port of the job's rendezvous store (the keeper's)
-ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize (default 30)
+ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize
 ENV_DIST_BACKEND = "BFT_DIST_BACKEND"  # "gloo" or "nccl": the workers' backend, if not the device's default
 ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gloo binds its interface)
 # A warm standby (bft.train.standby) carries it from its start: a worker born of one has no job tag
