@@ -33,7 +33,7 @@ class PbsTestSource(NodeSource):
     def stop(self, release=True):
         pass
 
-    def launch(self, node, argv, env, log_path, cwd=None, stdin=False):
+    def launch(self, node, argv, env, log_path, *, cwd=None, stdin=False):
         raise NotImplementedError
 
     def address(self, node):

@@ -225,7 +225,7 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
     run = make_run(store, "job")
     store.update_job("job", secret="ab" * 32)
     store.close()
-    first = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
+    first = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
     assert not first.adopted
     pid, port = first.info["pid"], first.info["report_port"]
     first.conn.close()  # the manager dies
@@ -238,7 +238,7 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
         for k in range(1, 4):
             s.sendto(report(k), ("127.0.0.1", port))
             s.sendto(b"garbage", ("127.0.0.1", port))
-    second = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
+    second = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
     assert second.adopted and second.info["pid"] == pid  # the same keeper, the same store
     received = second.datagrams()  # held (the newest) or relayed as they arrive (all): in order either way
     seen = []

@@ -113,7 +113,8 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
         store.set_meta("identity", identity)
     source = cls.from_args(args, identity, state_dir)
     exporter = _metrics_exporter(args, store)
-    manager = Manager(state_dir, source, store, identity, options, metrics=exporter)
+    manager = Manager(state_dir=state_dir, source=source, store=store, identity=identity, options=options,
+                      metrics=exporter)
     print(f"bft manager: {identity}, state in {state_dir}, source {args.source}, policy {args.policy}, "
           f"resize {args.resize}", flush=True)
     try:
@@ -136,8 +137,8 @@ def _metrics_exporter(args: argparse.Namespace, store: StateStore):
     except ImportError:
         raise UsageError("--metrics-*: needs prometheus-client: pip install 'libbft[runtime]'") from None
     try:
-        return MetricsExporter(store, args.metrics_textfile, args.metrics_port, args.metrics_address,
-                               args.metrics_interval)
+        return MetricsExporter(store, textfile=args.metrics_textfile, port=args.metrics_port,
+                               address=args.metrics_address, interval_s=args.metrics_interval)
     except MetricsError as e:
         raise UsageError(str(e)) from None
 
@@ -318,7 +319,7 @@ def _report(args: argparse.Namespace, state_dir: Path) -> int:
         raise UsageError(f"no manager state in {state_dir} (--state-dir)")
     store = StateStore(state_dir / "state.db", create=False, read_only=True)
     try:
-        result = report.account(store, report.owner_of(state_dir), since, until)
+        result = report.account(store, report.owner_of(state_dir), since=since, until=until)
     except ValueError as e:
         raise UsageError(str(e)) from None
     finally:

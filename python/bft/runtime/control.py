@@ -181,7 +181,7 @@ def manager_starting(state_dir: Path) -> bool:
         return False  # no lock file (never started), or not ours to read
 
 
-def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 60.0,
+def request(state_dir: Path, obj: Dict[str, Any], *, timeout_s: Optional[float] = 60.0,
             appear_s: float = 0.0) -> Dict[str, Any]:
     """Sends one request to the manager of ``state_dir``; raises ControlError if none answers. A
     manager that is still starting (it holds the lock, its socket is not up yet) is waited for, and

@@ -330,7 +330,7 @@ class JobLifecycle:
                     code = worker_exit_code(self.files.output_tail(run.id)) or code
                 self.store.log_event("worker_exited", job=run.id, node=node, exit_code=code,
                                      generation=agent.generation, judged=judged.value)
-            m.exited(node, judged, code, now)
+            m.exited(node, judged, code=code, now=now)
             vacated = vacated or (was_leaving and node in run.target)
         self._terminate_stopping(run)
         if vacated and m.phase in (Phase.STEADY, Phase.RESIZING) and how.in_place:

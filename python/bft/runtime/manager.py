@@ -39,17 +39,18 @@ from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
 from .options import ManagerOptions
 from .reports import ReportIntake
-from .resize import Phase, Stop, job_resize_method
+from .resize import Stop, job_resize_method
 from .runs import JobRun
 from .state import StateStore
 from .state_schema import ACTIVE_STATES, JobState
+from .status import run_status, unused_nodes, waiting_reason
 
 if TYPE_CHECKING:  # prometheus-client is imported only by a manager that exports metrics
     from .metrics import MetricsExporter
 
 
 class Manager:
-    def __init__(self, state_dir: Path, source: NodeSource, store: StateStore, identity: str,
+    def __init__(self, *, state_dir: Path, source: NodeSource, store: StateStore, identity: str,
                  options: ManagerOptions, metrics: Optional[MetricsExporter] = None):
         options.check()
         self.metrics = metrics  # started and stopped by its owner (cli); the loop feeds it
@@ -87,7 +88,8 @@ class Manager:
         """Attaches to the keeper (the rendezvous store and the report socket, in a process that outlives
         the manager), starting one if none runs for this state directory."""
         bind = self.options.bind_address or self.source.listen_address()
-        self.keeper = KeeperLink(self.state_dir, bind, self.options.store_port, self.options.report_port)
+        self.keeper = KeeperLink(self.state_dir, bind=bind, store_port=self.options.store_port,
+                                 report_port=self.options.report_port)
         host = self.source.manager_address()
         info = self.keeper.info
         self.lifecycle.workers.keeper_started(f"{host}:{info['store_port']}", f"{host}:{info['report_port']}")
@@ -192,7 +194,8 @@ class Manager:
                             self._internal_error(item[1], e)
             self.lifecycle.poll()
             if self.metrics is not None and self.metrics.due(time.monotonic()):
-                self.metrics.update(self.status(), list(self.decider.latencies_s), self.decider.decisions)
+                self.metrics.update(self.status(), decision_latencies_s=list(self.decider.latencies_s),
+                                    decisions=self.decider.decisions)
             if self._stopping:
                 if not any(run.agents for run in self.active_runs.values()):
                     self._finish_shutdown()
@@ -325,50 +328,21 @@ class Manager:
         self._mark_dirty(arrived)
         return {"ok": True, "job": job}
 
-    def _waiting_reason(self, run: JobRun, admitted: List[JobRun]) -> str:
-        """Why a job holds no nodes (bft status)."""
-        if run.silent:
-            return "no progress reports: does the script call bft.train.report()?"
-        if run not in admitted:
-            return f"admission cap reached ({self.options.max_jobs} jobs admitted, --max-jobs)"
-        if run.machine.phase is Phase.BACKOFF:
-            return (f"backing off after a failure (retry {run.row.retries} of {run.row.max_retries}): "
-                    f"{run.machine.last_reason}")
-        if run.row.min_nodes > self.largest_pool:
-            return (f"needs {run.row.min_nodes} nodes; the pool has never had more than {self.largest_pool}")
-        if run.target:
-            return "waiting for its nodes to be vacated"
-        return "waiting for idle nodes"
-
     def status(self) -> Dict[str, Any]:
-        jobs = []
         admitted = self.decider.admitted(self.active_runs.values())
         standbys = self.lifecycle.workers.standbys
+        busy = self.lifecycle.busy_nodes()
         now = time.time()
+        jobs = []
         for row in self.store.jobs():
             run = self.active_runs.get(row.id)
-            d = (run.row if run else row).status()
-            if run is not None:
-                d["nodes"] = sorted(run.agents)
-                d["target"] = list(run.target)
-                d["rate"] = run.recent_rate() if run.agents else 0.0
-                d["curve"] = self.book.curve_source(run)
-                d["rescale_costs"] = self.book.cost_status(run)
-                d["phase"] = run.machine.phase.value
-                d["resizing"] = bool(run.agents) and (run.machine.phase is Phase.RESIZING
-                                                      or run.stop_reason in (Stop.RESIZE, Stop.INPLACE_FAILED))
-                if run.machine.last_reason:
-                    d["last_stop"] = run.machine.last_reason
-                if row.work and d["rate"] > 0:
-                    d["eta_s"] = max(0.0, (row.work - d["samples"]) / d["rate"])
-                if run.silent:
-                    d["warning"] = "no progress reports: does the script call bft.train.report()?"
-                if not run.agents:
-                    d["waiting"] = self._waiting_reason(run, admitted)
-                    # Since it last held nodes (or since its submit, if it never ran).
-                    d["waiting_since"] = "stopped" if run.nodeless_since is not None else "submit"
-                    d["waiting_s"] = now - (run.nodeless_since or run.row.submitted_s)
-            jobs.append(d)
+            if run is None:
+                jobs.append(row.status())
+                continue
+            waiting = "" if run.agents else waiting_reason(run, admitted, max_jobs=self.options.max_jobs,
+                                                           largest_pool=self.largest_pool)
+            jobs.append(run_status(run, self.book, waiting=waiting, now=now))
+        held = {n for run in self.active_runs.values() for n in run.target} | set(busy)
         return {
             "manager": {"identity": self.identity, "pid": os.getpid(), "policy": self.options.policy,
                         "resize": self.options.resize, "decisions": self.decider.decisions,
@@ -376,28 +350,12 @@ class Manager:
                         "decision_p50_s": self.decider.latency_p50_s(),
                         "decision_latency_s": self.decider.latency_summary_s(), "stopping": self._stopping,
                         "source": self.source.describe()},
-            "nodes": {"pool": sorted(self.pool), "used": self.lifecycle.busy_nodes(), "unused": self._unused(admitted),
+            "nodes": {"pool": sorted(self.pool), "used": busy,
+                      "unused": unused_nodes(self.pool, held, admitted, decision_pending=self._dirty,
+                                             tfwd_s=self.options.tfwd_s),
                       "standbys": standbys.nodes() if standbys is not None else []},
             "jobs": jobs,
         }
-
-    def _unused(self, admitted: List[JobRun]) -> Dict[str, Any]:
-        """The pool's nodes no job holds or was given, and why (bft status)."""
-        held = {n for run in self.active_runs.values() for n in run.target} | set(self.lifecycle.busy_nodes())
-        nodes = sorted(n for n in self.pool if n not in held)
-        below_max = [run.id for run in admitted if len(run.target) < run.row.max_nodes and not run.silent]
-        if not nodes:
-            why = ""
-        elif not admitted:
-            why = "no job is queued"
-        elif not below_max:
-            why = "every admitted job runs at its --max"
-        elif self._dirty:
-            why = "a decision is pending"
-        else:
-            why = (f"the allocator's choice: growing {', '.join(below_max)} onto them does not pay off within "
-                   f"--tfwd ({self.options.tfwd_s:g} s) against its rescale cost")
-        return {"nodes": nodes, "why": why}
 
     # -- shutdown ---------------------------------------------------------------------------------
 

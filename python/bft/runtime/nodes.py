@@ -79,7 +79,7 @@ class NodeSource(abc.ABC):
         pilot jobs); without it (the manager is restarting), leaves them for the next manager."""
 
     @abc.abstractmethod
-    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
+    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, *,
                cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         """Runs ``argv`` on ``node`` in directory ``cwd`` with ``env`` added to the environment,
         output appended to ``log_path``. The returned process runs in a session of its own;

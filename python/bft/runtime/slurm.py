@@ -152,6 +152,7 @@ class SlurmNodeSource(NodeSource):
         self.grace_s = self._slurm.check()
         # The signing secret and the port survive a restart, so adopted pilots keep reporting.
         self._reports.open(self.state_dir / "slurm-source.json", self.listen_address(), self.port)
+        self.port = self._reports.port
         self._emit = emit
         self._stopping.clear()
         self._submitted = []
@@ -197,7 +198,7 @@ class SlurmNodeSource(NodeSource):
                 self._pilots.clear()
             self._releasing = False
 
-    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
+    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, *,
                cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         with self._lock:
             pilot = next((p for p in self._pilots.values() if p.node == node and p.state == "running"), None)
@@ -254,7 +255,7 @@ class SlurmNodeSource(NodeSource):
                 counts[p.state] = counts.get(p.state, 0) + 1
         return {"source": self.name, "job_name": self.job_name, "partition": self.partition, "qos": self.qos,
                 "account": self.account, "time_limit": self.time_limit, "pending_target": self.pending,
-                "max_nodes": self.max_nodes, "grace_s": self.grace_s, "report_port": self._reports.port,
+                "max_nodes": self.max_nodes, "grace_s": self.grace_s, "report_port": self.port,
                 "pilots": counts}
 
     # ---- events -------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ class Standbys:
         return proc
 
     @staticmethod
-    def assign(proc: subprocess.Popen, argv: Sequence[str], env: Mapping[str, str], cwd: Path,
+    def assign(proc: subprocess.Popen, *, argv: Sequence[str], env: Mapping[str, str], cwd: Path,
                log_path: Path) -> bool:
         """Gives a taken standby its job (bft.train.standby's assignment line); False if it is gone."""
         line = json.dumps({"argv": list(argv), "env": dict(env), "cwd": str(cwd), "log": str(log_path)}) + "\n"

@@ -191,7 +191,7 @@ class StateStore:
                              configuration_samples, method))
             self.db.execute("UPDATE jobs SET samples = ? WHERE id = ?", (samples, job))
 
-    def set_report_seq(self, job: str, rank: int, generation: int, round_: int, seq: int) -> None:
+    def set_report_seq(self, job: str, *, rank: int, generation: int, round_: int, seq: int) -> None:
         """The newest report believed of a job's rank: a restarted manager drops any older one."""
         self.db.execute("INSERT OR REPLACE INTO report_seqs VALUES (?, ?, ?, ?, ?)",
                         (job, rank, generation, round_, seq))

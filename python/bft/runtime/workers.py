@@ -108,8 +108,8 @@ class Workers:
             argv = how.argv(spec)
             if how.runs_script and self.standbys is not None:
                 standby = self.standbys.take(node, row.python)
-                if standby is not None and self.standbys.assign(standby, argv, env, Path(row.cwd),
-                                                                job_dir / "output.log"):
+                if standby is not None and self.standbys.assign(standby, argv=argv, env=env, cwd=Path(row.cwd),
+                                                                log_path=job_dir / "output.log"):
                     started[node] = standby
                     from_standby.add(node)
                     continue

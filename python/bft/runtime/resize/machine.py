@@ -218,7 +218,7 @@ class Machine:
                     w.joins_by = None
             self._settle()
 
-    def exited(self, node: str, kind: Exit, code: Optional[int], now: float) -> None:
+    def exited(self, node: str, kind: Exit, *, code: Optional[int], now: float) -> None:
         """The worker on `node` exited; `kind` is the method's reading of `code`."""
         w = self.workers.pop(node, None)
         if w is None:
