@@ -109,3 +109,10 @@ def test_a_manager_runs_with_its_file_and_the_flags_that_override_it(harness, tm
     status = harness.wait(lambda s: len(s["nodes"]["pool"]) == 3, 30, "the file's 3 local nodes")
     assert status["manager"]["policy"] == "exact"
     harness.stop(proc)
+
+
+def test_bft_manager_without_options_runs_with_the_managers_own_defaults(manager_parser):
+    """Every default is ManagerOptions' (bft.runtime.options): the argument table reads it, restates none."""
+    from bft.runtime.options import DEFAULTS
+
+    assert cli_options.manager_options(manager_parser.parse_args([])) == DEFAULTS

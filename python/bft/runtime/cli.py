@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from .._bounded import read_json, tail_lines
 from . import control
-from .cli_options import UsageError, default_state_dir, located
+from .cli_options import UsageError, default_state_dir, located, manager_options
 from .nodes import SourceError, source_class
 from .state import StateStore
 from .state_schema import JobState, StateError
@@ -73,14 +73,8 @@ def _private_dir(path: Path) -> None:
 
 def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     from .manager import Manager, new_identity
-    from .options import ManagerOptions
 
-    options = ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, max_jobs=args.max_jobs,
-                             bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
-                             grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
-                             inplace_scale_up_s=args.inplace_scale_up_s, inplace_scale_down_s=args.inplace_scale_down_s,
-                             max_retries=args.max_retries, report_timeout_s=args.report_timeout,
-                             inplace_timeout_s=args.inplace_timeout, standby=args.standby)
+    options = manager_options(args)
     try:
         options.check()
     except ValueError as e:

@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 from .. import alloc
 from .launcher import default_python
 from .nodes import source_class, source_names
-from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S
+from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions
 from .resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
 
 
@@ -144,6 +144,16 @@ def add_parsers(sub) -> None:
     p.add_argument("job")
     p.add_argument("-n", "--lines", type=int, default=50, help="last N lines (default 50; 0: all)")
     _state_dir_arg(p)
+
+
+def manager_options(args: argparse.Namespace) -> ManagerOptions:
+    """The manager's options from ``bft manager``'s parsed arguments (unchecked: ManagerOptions.check)."""
+    return ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, max_jobs=args.max_jobs,
+                          bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
+                          grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
+                          inplace_scale_up_s=args.inplace_scale_up_s, inplace_scale_down_s=args.inplace_scale_down_s,
+                          max_retries=args.max_retries, report_timeout_s=args.report_timeout,
+                          inplace_timeout_s=args.inplace_timeout, standby=args.standby)
 
 
 COMMANDS = ("manager", "submit", "status", "cancel", "logs", "report")

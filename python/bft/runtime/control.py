@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import jobs
+from ..train import protocol
 from .resize import check_resize_choice
 from .state import JobRow
 from .state_schema import JobState
@@ -267,7 +268,7 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
         raise ValueError(f"--max: must be >= --min ({lo}), got {hi}")
     work = r.get("work")
     if work is not None and (isinstance(work, bool) or not isinstance(work, (int, float))
-                             or not math.isfinite(work) or work <= 0 or work > 1e18):
+                             or not math.isfinite(work) or work <= 0 or work > protocol.MAX_SAMPLES):
         raise ValueError(f"--samples: expected a positive number of samples, got {work!r}")
     retries = r.get("max_retries", default_max_retries)
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:

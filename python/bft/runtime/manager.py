@@ -9,8 +9,10 @@ in its own module (docs/runtime.md, "Inside the manager"):
 - :mod:`.curvebook`: the advisor, its keys, priors and configurations; the jobs as the allocator sees them;
 - :mod:`.reports`: progress datagrams in, authenticated and deduplicated;
 - :mod:`.decider`: the allocator's problem in, each job's nodes and configuration out;
-- :mod:`.lifecycle`: generations of torchrun agents started, stopped and reaped;
-- :mod:`.control`: the control socket; this module answers its requests.
+- :mod:`.lifecycle`: generations of torchrun agents started, stopped and reaped (their processes:
+  :mod:`.workers`);
+- :mod:`.control`: the control socket; this module answers its requests (``bft status``'s: :mod:`.status`);
+- :mod:`.options`: the manager's options and their defaults.
 """
 
 from __future__ import annotations

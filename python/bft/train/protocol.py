@@ -47,6 +47,7 @@ ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gl
 ENV_STANDBY = "BFT_STANDBY"
 
 MAGIC = "BFT1"
+MAX_SAMPLES = 1e18  # the most samples a job's work (bft submit --samples) or a report's count may say
 MAX_DATAGRAM = 512
 _FIELDS = 12
 
@@ -108,7 +109,7 @@ def decode(datagram: bytes, secret: bytes) -> Report:
                    parts[7] == "1", float(parts[8]), float(parts[9]), int(parts[10]))
     except ValueError as e:
         raise ValueError(f"bad field: {e}") from None
-    if not (r.samples >= 0 and r.samples < 1e18 and 0 <= r.rank < r.world <= 1_000_000 and r.time_s > 0
+    if not (r.samples >= 0 and r.samples < MAX_SAMPLES and 0 <= r.rank < r.world <= 1_000_000 and r.time_s > 0
             and r.time_s < 1e11 and 0 <= r.state_bytes < 10**15):
         raise ValueError("a field is out of range")
     return r
