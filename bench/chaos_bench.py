@@ -127,9 +127,7 @@ def measured_curve(progress: List[Dict[str, Any]], scale: float, max_nodes: int)
 
 def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
     from bft import sim
-    from bft.runtime import control
-    from bft.runtime.launcher import tagged_processes
-    from bft.runtime.state import StateStore
+    from bft.runtime import StateStore, control, tagged_processes
 
     start_s, chosen, rows = busiest_hour(TRACE, args.nodes)
     trace = root / "hour.csv"

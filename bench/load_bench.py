@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data")
+DATA = REPO.parent / "shared" / "data"  # ../shared/data beside the checkout
 EMULATED = REPO / "python" / "bft" / "runtime" / "emulated.py"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -103,9 +103,7 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
     """One run of the real manager. With `window_s` it stops at the window's end; without, once every
     submitted job has ended (or after `timeout_s`). Returns the measurements and the final status."""
     from bft import sim
-    from bft.runtime import control
-    from bft.runtime.launcher import tagged_processes
-    from bft.runtime.state import StateStore
+    from bft.runtime import StateStore, control, tagged_processes
 
     state = root / "state"
     end_s = start_s + window_s if window_s is not None else math.inf

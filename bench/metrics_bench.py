@@ -12,8 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bft.runtime.metrics import MetricsExporter
-from bft.runtime.state import StateStore
+from bft.runtime import MetricsExporter, StateStore
 
 NODES, JOBS, RUNNING, SNAPSHOTS = 4680, 1000, 100, 21
 
@@ -37,7 +36,8 @@ def main() -> None:
     snapshots, writes = [], []
     for k in range(SNAPSHOTS):
         began = time.perf_counter()
-        exporter.update(status, [0.01] * 1000, 1000 + k)  # the loop's part (the writer thread is not started)
+        # the loop's part (the writer thread is not started)
+        exporter.update(status, decision_latencies_s=[0.01] * 1000, decisions=1000 + k)
         snapshots.append(time.perf_counter() - began)
         began = time.perf_counter()
         exporter._write_textfile()  # the writer thread's part, here in this thread to time it alone

@@ -63,10 +63,7 @@ print(statistics.median(per_call) * 1e9)
 
 def bench_decision(jobs: int, nodes: int, events: int) -> None:
     """Event in -> new map, with the manager's own decider and curve book: 100 learned jobs on 1,000 nodes."""
-    from bft.runtime.curvebook import CurveBook
-    from bft.runtime.decider import Decider
-    from bft.runtime.runs import JobRun
-    from bft.runtime.state import JobRow, StateStore
+    from bft.runtime import CurveBook, Decider, JobRow, JobRun, JobState, StateStore
 
     tmp = Path(tempfile.mkdtemp())
     try:
@@ -79,7 +76,7 @@ def bench_decision(jobs: int, nodes: int, events: int) -> None:
         t0 = time.time() - 3600
         for j in range(jobs):
             row = JobRow(id=f"job{j}", seq=j + 1, script="/bin/true", args=[], cwd="/", python=sys.executable,
-                         min_nodes=1, max_nodes=64, work=None, curve=None, secret="00", state="queued")
+                         min_nodes=1, max_nodes=64, work=None, curve=None, secret="00", state=JobState.QUEUED)
             run = JobRun(row)
             runs.append(run)
             # Measured at three sizes, as the advisor would have learned from reports.
@@ -179,8 +176,7 @@ def local_manager(state: Path, trace: Path, nodes: int, method: str, *options: s
                   script: str = "examples/runtime/ddp_synthetic.py"):
     """A real ``bft manager`` on the local source driven by ``trace``; stopped (and everything it
     started) on exit. Yields a function that submits `script` with no end."""
-    from bft.runtime import control
-    from bft.runtime.launcher import terminate_tagged
+    from bft.runtime import control, terminate_tagged
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
     manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state), *METHODS[method],
@@ -219,9 +215,7 @@ def write_trace(path: Path, rows) -> Path:
 
 def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, options: tuple = (),
                       script: tuple = ("examples/runtime/elastic_synthetic.py", "--step-s", "0.05")) -> dict:
-    from bft.runtime.curvebook import CurveBook
-    from bft.runtime.runs import JobRun
-    from bft.runtime.state import StateStore
+    from bft.runtime import CurveBook, JobRun, StateStore
 
     tmp = Path(tempfile.mkdtemp())
     leaving = [f"n{k}" for k in range(nodes // 2, nodes)]
@@ -265,7 +259,8 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
                                      "superseded by a second resize before their first step, or unfinished at the end")
     # The rescale costs the advisor measured per method, rebuilt as a restarted manager would (a
     # method without a measured rescale shows the manager's default).
-    book, run = CurveBook(store, 3.0, 5.0, 5.0), JobRun(store.job("bench"))  # (5 s: the manager's)
+    book = CurveBook(store, warmup_s=3.0, scale_up_s=5.0, scale_down_s=5.0)  # (5 s: the manager's)
+    run = JobRun(store.job("bench"))
     for p in store.progress():
         book.replay_record(run, p)
     out["advisor_costs"] = book.cost_status(run)
@@ -297,7 +292,7 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
 
 def warm_standbys(identity: str) -> int:
     """How many of the manager's standbys have done their imports: blocked reading their pipe."""
-    from bft.runtime.launcher import tagged_processes
+    from bft.runtime import tagged_processes
     from bft.train import protocol
 
     count = 0
@@ -314,8 +309,7 @@ def warm_standbys(identity: str) -> int:
 def run_launches(method: str, launches: int, nodes: int, options: tuple = ()) -> list:
     """Launch -> first step of `launches` short jobs, one after the other, each on all `nodes`; with
     standbys, a job is submitted once every node's standby has done its imports (waits in its read)."""
-    from bft.runtime import control
-    from bft.runtime.state import StateStore
+    from bft.runtime import StateStore, control
 
     tmp = Path(tempfile.mkdtemp())
     state = tmp / "state"
@@ -358,7 +352,7 @@ def bench_simreal(method: str) -> None:
     time. Then ``bft replay`` replays the same trace and job with the curve the advisor measured in
     that run and the rescale gaps the manager measured. Samples done by the trace's end are compared."""
     from bft import curve, sim
-    from bft.runtime.state import StateStore
+    from bft.runtime import StateStore
 
     tmp = Path(tempfile.mkdtemp())
     end_s = max(t for t, _, _ in SIMREAL_TRACE)

@@ -38,10 +38,11 @@ import threading
 import time
 from pathlib import Path
 
-from bft.runtime.slurm import SlurmNodeSource
+from bft.runtime import source_class
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SH = ROOT / "tests" / "slurm" / "cluster.sh"
+SlurmNodeSource = source_class("slurm")  # through the registry, as bft manager finds it
 
 
 def squeue(*args):

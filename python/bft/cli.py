@@ -1,7 +1,7 @@
 """The ``bft`` command line: ``bft replay`` replays an idle-node trace with a workload of elastic jobs;
 ``bft trace stats`` shows what idle capacity a trace offers and ``bft trace import`` makes one from a
 scheduler log (sacct, SWF); the runtime's commands are in
-``bft.runtime.cli``.
+``bft.runtime.cli`` (their arguments in ``bft.runtime.cli_options``).
 
 With no arguments, ``bft replay`` replays the built-in synthetic trace and job mix (docs/sim.md)
 under the exact optimiser and the equal-share heuristic and prints a side-by-side comparison.
@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence
 
 from . import Error, curve, milp, sim
 from .runtime import cli as runtime_cli
+from .runtime import cli_options as runtime_options
 
 DEFAULT_POLICIES = ("exact", "equal_share")
 
@@ -464,7 +465,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _replay_parser(sub)
     _trace_parser(sub)
-    runtime_cli.add_parsers(sub)
+    runtime_options.add_parsers(sub)
     argv = list(sys.argv[1:] if argv is None else argv)
     # `bft submit ... -- ARGS`: whatever follows the first "--" goes to the training script, also
     # after options (argparse alone takes it only right after the script's path).
@@ -473,8 +474,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
     try:
-        argv = runtime_cli.with_config(sub.choices["manager"], argv)
-    except runtime_cli.UsageError as e:
+        argv = runtime_options.with_config(sub.choices["manager"], argv)
+    except runtime_options.UsageError as e:
         print(f"bft manager: error: {e}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
@@ -483,10 +484,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if args.command in runtime_cli.COMMANDS:
+    if args.command in runtime_options.COMMANDS:
         try:
             return runtime_cli.main(args)
-        except runtime_cli.UsageError as e:
+        except runtime_options.UsageError as e:
             print(f"bft {args.command}: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:

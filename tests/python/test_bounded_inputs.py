@@ -19,7 +19,8 @@ from bft import _bounded
 from bft._core import MAX_LINE_BYTES
 from bft.runtime.local import LocalNodeSource
 from bft.runtime.nodes import SourceError
-from bft.runtime.state import JobRow, StateError, StateStore
+from bft.runtime.state import JobRow, StateStore
+from bft.runtime.state_schema import StateError
 from runtime_util import write_trace
 from test_cli import one_line_error, run_module
 

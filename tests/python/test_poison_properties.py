@@ -17,7 +17,7 @@ from bft import alloc, jobs
 from bft.runtime import control
 from bft.runtime.curvebook import CurveBook
 from bft.runtime.decider import Decider
-from bft.runtime.manager import ManagerOptions
+from bft.runtime.options import ManagerOptions
 from bft.runtime.runs import JobRun
 from bft.runtime.state import StateStore
 
@@ -66,7 +66,7 @@ def test_every_job_and_flag_the_entry_accepts_is_one_the_allocator_takes(world, 
         return  # refused at the entry: bft submit exits 2 with the line
     event("accepted: decided")
     run = JobRun(store.add_job(row))
-    book = CurveBook(store, 0.0, options.scale_up_s, options.scale_down_s)
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=options.scale_up_s, scale_down_s=options.scale_down_s)
     book.set_prior(run)
     decider = Decider(book, store, "exact", options.tfwd_s, max_jobs=10, curve_change=0.15)
     pool = [f"n{k}" for k in range(max_nodes)]

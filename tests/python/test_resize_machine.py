@@ -117,14 +117,14 @@ class ResizeWorld(RuleBasedStateMachine):
                                                       or self.now - self.m.resized_at >= RESIZE_BLAST_S):
             self.crash_counts = True
         del self.procs[node]
-        self.m.exited(node, judged, code, self.now)
+        self.m.exited(node, judged, code=code, now=self.now)
 
     @rule()
     def leavers_exit(self):
         """Workers asked to go do so at their next step boundary (EXIT_RESIZE)."""
         for node in [n for n in sorted(self.procs) if self.m.blocked(n)]:
             del self.procs[node]
-            self.m.exited(node, INPLACE.judge(EXIT_RESIZE), EXIT_RESIZE, self.now)
+            self.m.exited(node, INPLACE.judge(EXIT_RESIZE), code=EXIT_RESIZE, now=self.now)
 
     @rule()
     def report(self):
@@ -152,7 +152,7 @@ class ResizeWorld(RuleBasedStateMachine):
         # In-place workers lose their store: every one of them fails its next phase with 76.
         for node in sorted(self.procs):
             del self.procs[node]
-            self.m.exited(node, Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, self.now)
+            self.m.exited(node, Exit.INPLACE_FAILED, code=EXIT_INPLACE_FAILED, now=self.now)
 
     @rule(all_alive=st.booleans())
     def manager_restarts(self, all_alive):
@@ -189,7 +189,7 @@ class ResizeWorld(RuleBasedStateMachine):
     def tick(self):
         for node in self.m.to_kill(self.now):  # SIGKILL: gone at once
             del self.procs[node]
-            self.m.exited(node, Exit.CRASHED, -9, self.now)
+            self.m.exited(node, Exit.CRASHED, code=-9, now=self.now)
         for node in self.m.overdue(self.now):
             self.m.not_joined(node, self.now)
 
@@ -280,7 +280,7 @@ def test_a_newcomer_no_longer_wanted_is_dismissed_not_waited_for():
     plan = m.resize(["n0"], 0.1, in_place=True)  # given and taken back at once
     assert plan.leave == ["n1"] and m.pending == []
     assert m.overdue(100.0) == []
-    m.exited("n1", Exit.LEFT, EXIT_RESIZE, 0.5)
+    m.exited("n1", Exit.LEFT, code=EXIT_RESIZE, now=0.5)
     assert m.phase is Phase.STEADY and m.failure is None
 
 
@@ -292,8 +292,8 @@ def test_a_script_that_always_exits_76_before_reporting_fails_after_its_retries(
             now = m.deadline
             assert m.may_start(now)
         m.start(["n0", "n1"], generation)
-        m.exited("n0", INPLACE.judge(EXIT_INPLACE_FAILED), EXIT_INPLACE_FAILED, now + 1)
-        m.exited("n1", INPLACE.judge(EXIT_RESIZE), EXIT_RESIZE, now + 1.5)
+        m.exited("n0", INPLACE.judge(EXIT_INPLACE_FAILED), code=EXIT_INPLACE_FAILED, now=now + 1)
+        m.exited("n1", INPLACE.judge(EXIT_RESIZE), code=EXIT_RESIZE, now=now + 1.5)
         now += 1.5
         assert not m.judgeable(now)  # a reclaim may still explain it
         now += FAILURE_SETTLE_S
@@ -307,9 +307,9 @@ def test_a_script_that_always_exits_76_before_reporting_fails_after_its_retries(
 
 def test_a_killed_worker_is_a_counted_failure_even_when_the_survivors_exit_76_first():
     m = running(["n0", "n1", "n2"])
-    m.exited("n1", Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 10.0)  # they noticed the dead peer first
-    m.exited("n2", Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 10.0)
-    m.exited("n0", Exit.CRASHED, -9, 10.1)
+    m.exited("n1", Exit.INPLACE_FAILED, code=EXIT_INPLACE_FAILED, now=10.0)  # they noticed the dead peer first
+    m.exited("n2", Exit.INPLACE_FAILED, code=EXIT_INPLACE_FAILED, now=10.0)
+    m.exited("n0", Exit.CRASHED, code=-9, now=10.1)
     assert not m.judgeable(10.2)  # a reclaim may still explain it
     assert m.judgeable(10.1 + FAILURE_SETTLE_S)
     assert m.outcome(10.1 + FAILURE_SETTLE_S, work_done=False) is Outcome.BACKOFF and m.retries == 1
@@ -317,17 +317,17 @@ def test_a_killed_worker_is_a_counted_failure_even_when_the_survivors_exit_76_fi
 
 def test_an_unasked_exit_75_is_a_departure_not_a_failure():
     m = running(["n0", "n1"])
-    m.exited("n1", INPLACE.judge(EXIT_RESIZE), EXIT_RESIZE, 5.0)  # its node's SIGTERM came first
+    m.exited("n1", INPLACE.judge(EXIT_RESIZE), code=EXIT_RESIZE, now=5.0)  # its node's SIGTERM came first
     assert m.phase is Phase.STOPPING and m.failure is None
-    m.exited("n0", Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 5.5)  # its peer vanished: a consequence
+    m.exited("n0", Exit.INPLACE_FAILED, code=EXIT_INPLACE_FAILED, now=5.5)  # its peer vanished: a consequence
     assert m.outcome(5.5, work_done=False) is Outcome.RELAUNCH and m.retries == 0
 
 
 def test_a_job_whose_work_is_done_finishes_however_its_workers_were_stopped():
     m = running(["n0", "n1"])
     m.stop(Stop.SHUTDOWN, 1.0)
-    m.exited("n0", Exit.LEFT, EXIT_RESIZE, 1.2)
-    m.exited("n1", Exit.LEFT, EXIT_RESIZE, 1.2)
+    m.exited("n0", Exit.LEFT, code=EXIT_RESIZE, now=1.2)
+    m.exited("n1", Exit.LEFT, code=EXIT_RESIZE, now=1.2)
     assert m.outcome(1.2, work_done=True) is Outcome.FINISHED and m.phase is Phase.ENDED
 
 
@@ -336,10 +336,10 @@ def test_a_crash_right_after_an_in_place_resize_is_the_resizes_failure():
     m.resize(["n0", "n1", "n2"], 10.0, in_place=True)
     m.arrived("n2", m.generation)
     m.progress(m.generation)
-    m.exited("n1", Exit.CRASHED, 1, 11.0)  # a gloo error in backward: a peer changed mid-collective
+    m.exited("n1", Exit.CRASHED, code=1, now=11.0)  # a gloo error in backward: a peer changed mid-collective
     assert m.failure.kind is Exit.INPLACE_FAILED
     for n in ("n0", "n2"):
-        m.exited(n, Exit.INPLACE_FAILED, EXIT_INPLACE_FAILED, 11.5)
+        m.exited(n, Exit.INPLACE_FAILED, code=EXIT_INPLACE_FAILED, now=11.5)
     assert m.outcome(20.0, work_done=False) is Outcome.RELAUNCH and m.retries == 0
 
 
@@ -347,6 +347,6 @@ def test_a_node_still_vacated_by_its_leaver_joins_once_it_is_free():
     m = running(["n0", "n1"])
     m.resize(["n0"], 0.0, in_place=True)  # n1 leaves
     assert m.resize(["n0", "n1"], 0.1, in_place=True) is None  # given back before its leaver is gone
-    m.exited("n1", Exit.LEFT, EXIT_RESIZE, 0.3)
+    m.exited("n1", Exit.LEFT, code=EXIT_RESIZE, now=0.3)
     plan = m.resize(["n0", "n1"], 0.3, in_place=True)
     assert plan.start == ["n1"] and plan.members == ["n0", "n1"]

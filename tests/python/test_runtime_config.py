@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime import cli as runtime_cli
+from bft.runtime import cli_options
 from runtime_util import bft
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is in the standard library from 3.11")
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is i
 def manager_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="bft")
     sub = top.add_subparsers(dest="command")
-    runtime_cli.add_parsers(sub)
+    cli_options.add_parsers(sub)
     return sub.choices["manager"]
 
 
@@ -53,7 +53,7 @@ def test_every_option_of_the_manager_can_be_set_in_the_file(manager_parser, tmp_
         expected[action.dest] = value[1]
     path = tmp_path / "manager.toml"
     path.write_text("\n".join(lines) + "\n")
-    args = manager_parser.parse_args(runtime_cli.with_config(manager_parser, ["manager", "--config", str(path)])[1:])
+    args = manager_parser.parse_args(cli_options.with_config(manager_parser, ["manager", "--config", str(path)])[1:])
     assert len(expected) > 30  # the manager's own options and every node source's
     for dest, value in expected.items():
         assert getattr(args, dest) == value, dest
@@ -62,7 +62,7 @@ def test_every_option_of_the_manager_can_be_set_in_the_file(manager_parser, tmp_
 def test_options_on_the_command_line_override_the_file(manager_parser, tmp_path):
     path = tmp_path / "manager.toml"
     path.write_text('policy = "equal_share"\nmax-jobs = 4\nstandby = true\nbind = "10.1.2.3"\n')
-    argv = runtime_cli.with_config(manager_parser, ["manager", "--max-jobs", "3", "--config", str(path),
+    argv = cli_options.with_config(manager_parser, ["manager", "--max-jobs", "3", "--config", str(path),
                                                     "--no-standby"])
     args = manager_parser.parse_args(argv[1:])
     assert (args.policy, args.max_jobs, args.standby, args.bind) == ("equal_share", 3, False, "10.1.2.3")
@@ -109,3 +109,10 @@ def test_a_manager_runs_with_its_file_and_the_flags_that_override_it(harness, tm
     status = harness.wait(lambda s: len(s["nodes"]["pool"]) == 3, 30, "the file's 3 local nodes")
     assert status["manager"]["policy"] == "exact"
     harness.stop(proc)
+
+
+def test_bft_manager_without_options_runs_with_the_managers_own_defaults(manager_parser):
+    """Every default is ManagerOptions' (bft.runtime.options): the argument table reads it, restates none."""
+    from bft.runtime.options import DEFAULTS
+
+    assert cli_options.manager_options(manager_parser.parse_args([])) == DEFAULTS

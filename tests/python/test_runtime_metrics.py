@@ -60,7 +60,8 @@ def test_the_figures_follow_prometheus_naming_and_come_from_the_state(tmp_path):
             {"id": "b", "state": "queued", "samples": 0.0, "waiting": "admission cap reached (1 jobs admitted, "
              "--max-jobs)"},
             {"id": "c", "state": "finished", "samples": 9.0}]
-    exporter.metrics.update(_status(["n0"], {"n0": "a"}, jobs, {"bad_mac": 3, "replay": 1}), [0.004, 0.2], 2,
+    exporter.metrics.update(_status(["n0"], {"n0": "a"}, jobs, {"bad_mac": 3, "replay": 1}),
+                            decision_latencies_s=[0.004, 0.2], decisions=2,
                             now=130.0)
     text, families = _families(exporter)
     # Counters end in _total, units are in the names (seconds), no name without the bft_ prefix.
@@ -89,7 +90,8 @@ def test_the_figures_follow_prometheus_naming_and_come_from_the_state(tmp_path):
             assert kind != "counter" or name.endswith("_total")
     # The next snapshot counts only what is new: the same event lines and decisions are not counted twice.
     store.log_event("join", node="n2")
-    exporter.metrics.update(_status(["n0"], {}, []), [0.004, 0.2, 0.01], 3, now=140.0)
+    exporter.metrics.update(_status(["n0"], {}, []), decision_latencies_s=[0.004, 0.2, 0.01], decisions=3,
+                            now=140.0)
     _, families = _families(exporter)
     assert _value(families, "bft_node_joins", "bft_node_joins_total") == 3
     assert _value(families, "bft_decision_latency_seconds", "bft_decision_latency_seconds_count") == 3
@@ -99,15 +101,15 @@ def test_the_figures_follow_prometheus_naming_and_come_from_the_state(tmp_path):
 def test_every_waiting_reason_of_the_manager_has_its_own_label():
     from bft.runtime.metrics import waiting_reason_label
 
-    # The texts of Manager._waiting_reason, as bft status prints them.
+    # The texts of bft.runtime.status.waiting_reason, as bft status prints them.
     reasons = {"no progress reports: does the script call bft.train.report()?": "no_reports",
                "admission cap reached (10 jobs admitted, --max-jobs)": "admission_cap",
                "backing off after a failure (retry 1 of 2)": "backoff",
                "needs 4 nodes; the pool has never had more than 2": "pool_too_small",
                "waiting for its nodes to be vacated": "vacating", "waiting for idle nodes": "idle_nodes"}
-    source = (REPO / "python" / "bft" / "runtime" / "manager.py").read_text()
-    body = source[source.index("def _waiting_reason"):source.index("def status(")]
-    assert len(re.findall(r"return f?\"", body)) + len(re.findall(r"return \(f\"", body)) == len(reasons)
+    source = (REPO / "python" / "bft" / "runtime" / "status.py").read_text()
+    body = source[source.index("def waiting_reason"):source.index("def unused_nodes(")]
+    assert len(re.findall(r"^\s+return ", body, re.M)) == len(reasons)
     for text, label in reasons.items():
         assert waiting_reason_label(text) == label
 
@@ -119,7 +121,7 @@ def test_the_textfile_is_replaced_whole_and_readable_by_node_exporter(tmp_path):
     try:
         exporter = MetricsExporter(store, textfile=path)
         exporter.start()
-        exporter.update(_status(["n0", "n1"], {}, []), [], 0)
+        exporter.update(_status(["n0", "n1"], {}, []), decision_latencies_s=[], decisions=0)
         exporter.stop()  # the writer thread writes the last snapshot before it ends
     finally:
         os.umask(old)
@@ -247,9 +249,10 @@ def test_a_real_prometheus_scrapes_the_managers_endpoint(harness, prometheus_ser
 
 def test_a_failing_snapshot_is_said_once_and_keeps_the_last_one(tmp_path, capsys):
     exporter = MetricsExporter(StateStore(tmp_path / "state.db"))
-    exporter.update(_status(["n0"], {}, []), [], 0)
+    exporter.update(_status(["n0"], {}, []), decision_latencies_s=[], decisions=0)
     for _ in range(2):
-        exporter.update({"manager": {}}, [], 0)  # not what Manager.status() answers: the snapshot fails
+        # not what Manager.status() answers: the snapshot fails
+        exporter.update({"manager": {}}, decision_latencies_s=[], decisions=0)
     _, families = _families(exporter)
     assert _value(families, "bft_pool_nodes") == 1
     assert capsys.readouterr().err.count("internal error in a metrics snapshot") == 1

@@ -11,7 +11,7 @@ import pytest
 from bft import alloc, curve
 from bft.runtime.curvebook import CurveBook
 from bft.runtime.decider import Decider, fair_share
-from bft.runtime.manager import ManagerOptions
+from bft.runtime.options import ManagerOptions
 from bft.runtime.reports import ReportIntake, resize_begins
 from bft.runtime.runs import JobRun
 from bft.runtime.state import StateStore
@@ -100,7 +100,7 @@ def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
     store.close()
     store = StateStore(path)  # a restarted manager
     runs = [JobRun(row) for row in reversed(store.jobs())]
-    decider = Decider(CurveBook(store, 0.0, 5.0, 5.0), store, "exact", 10.0, 2, 0.15)
+    decider = Decider(CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0), store, "exact", 10.0, 2, 0.15)
     assert [r.id for r in decider.admitted(runs)] == ["first", "second"]
     store.close()
 
@@ -199,7 +199,7 @@ def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store
 
 
 def test_every_dropped_report_is_counted_by_kind(store):
-    intake = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0))
+    intake = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0))
     run = make_run(store, "job")
     run.row.secret = "ab" * 32
     run.row.generation = 2
@@ -240,7 +240,7 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
     run = make_run(store, "job")
     store.update_job("job", secret="ab" * 32)
     store.close()
-    first = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
+    first = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
     assert not first.adopted
     pid, port = first.info["pid"], first.info["report_port"]
     first.conn.close()  # the manager dies
@@ -253,7 +253,7 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
         for k in range(1, 4):
             s.sendto(report(k), ("127.0.0.1", port))
             s.sendto(b"garbage", ("127.0.0.1", port))
-    second = KeeperLink(tmp_path, "127.0.0.1", 0, 0)
+    second = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
     assert second.adopted and second.info["pid"] == pid  # the same keeper, the same store
     received = second.datagrams()  # held (the newest) or relayed as they arrive (all): in order either way
     seen = []

@@ -33,14 +33,14 @@ def test_a_report_replayed_after_a_restart_is_dropped(tmp_path):
         return protocol.encode(protocol.Report("job", 3, round_, seq, 0, 1, False, samples, time.time()), key)
 
     captured = datagram(2, 200.0)
-    first = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0))
+    first = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0))
     for seq in (1, 2, 3):
         first.on_datagram(datagram(seq, 100.0 * seq), {"job": run}.get)
     assert run.row.samples == 300.0
     # The manager restarts: a new intake and a new run of the same stored job, nothing in memory.
     restarted = JobRun(store.job("job"))
     restarted.row.secret, restarted.row.generation = run.row.secret, 3
-    second = ReportIntake(store, CurveBook(store, 0.0, 5.0, 5.0))
+    second = ReportIntake(store, CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0))
     second.on_datagram(captured, {"job": restarted}.get)
     second.on_datagram(datagram(9, 900.0, round_=0), {"job": restarted}.get)  # an older round of workers
     assert second.dropped["replay"] == 1 and second.dropped["stale_generation"] == 1

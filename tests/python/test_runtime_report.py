@@ -50,8 +50,8 @@ def test_the_report_of_a_real_run_adds_up(finished_run, tmp_path):
         reclaimed = store.events(("reclaim",))
         final_samples = store.job("emu").samples
         middle = (whole.since_s + whole.until_s) / 2
-        halves = [report.account(store, "someone", whole.since_s, middle),
-                  report.account(store, "someone", middle, whole.until_s)]
+        halves = [report.account(store, "someone", since=whole.since_s, until=middle),
+                  report.account(store, "someone", since=middle, until=whole.until_s)]
     finally:
         store.close()
     (job,) = whole.jobs

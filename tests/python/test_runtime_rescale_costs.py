@@ -16,7 +16,8 @@ import runtime_util
 from bft.runtime.curvebook import INPLACE, INPLACE_S_PER_BYTE, RELAUNCH, RELAUNCH_S_PER_BYTE, CurveBook
 from bft.runtime.resize import Exit, Stop
 from bft.runtime.runs import JobRun
-from bft.runtime.state import SCHEMA_VERSION, StateStore
+from bft.runtime.state import StateStore
+from bft.runtime.state_schema import SCHEMA_VERSION
 from bft.train import protocol
 from runtime_util import bft
 
@@ -272,7 +273,7 @@ def test_a_relaunch_is_measured_though_the_stopping_generation_reports_at_its_ol
     book.record(run, 4, t, method=RELAUNCH)
     send(1, seq + 1, 2, samples + 100.0, t + 0.5)  # its last step, flushed as it exits
     for node in ("n0", "n1"):
-        run.machine.exited(node, Exit.LEFT, 75, 1.0)
+        run.machine.exited(node, Exit.LEFT, code=75, now=1.0)
     run.machine.outcome(1.0, work_done=False)
     run.machine.start([f"n{k}" for k in range(4)], 2)
     run.row.generation, seq, samples = 2, 0, samples + 100.0

@@ -10,7 +10,8 @@ import sqlite3
 import pytest
 
 from bft.runtime import control
-from bft.runtime.state import SCHEMA_VERSION, StateStore
+from bft.runtime.state import StateStore
+from bft.runtime.state_schema import SCHEMA_VERSION
 from runtime_util import REPO, bft, write_trace
 
 DIGITS = REPO / "examples" / "runtime" / "ddp_digits.py"

@@ -23,8 +23,9 @@ import socket
 import sys
 from typing import Dict, List, Tuple
 
-from ..train import leave_exit_status, protocol, rendezvous
+from ..train import protocol, rendezvous
 from ..train._netif import gloo_on_the_node_address
+from ..train.worker import leave_exit_status
 
 
 def _quiet_torchrun_warnings() -> None:

@@ -1,4 +1,5 @@
-"""``bft manager``, ``bft submit``, ``bft status``, ``bft cancel``, ``bft logs``.
+"""``bft manager``, ``bft submit``, ``bft status``, ``bft cancel``, ``bft logs``, ``bft report``: the
+commands. Their arguments and the configuration file are :mod:`.cli_options`.
 
 Every usage or environment error is one line on stderr and exit status 2 (bft.cli prints it).
 """
@@ -10,245 +11,18 @@ import fcntl
 import json
 import math
 import os
-import re
 import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from .. import alloc, sim
 from .._bounded import read_json, tail_lines
 from . import control
-from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
-from .launcher import default_python
-from .nodes import SourceError, source_class, source_names
-from .resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
-from .state import StateError, StateStore
-
-
-class UsageError(Exception):
-    """One line for stderr; exit status 2."""
-
-
-def default_state_dir() -> Path:
-    if os.environ.get("BFT_STATE_DIR"):
-        return Path(os.environ["BFT_STATE_DIR"])
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "bft"
-
-
-def _state_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
-                   help="the manager's private directory (default: $BFT_STATE_DIR, else ~/.local/state/bft)")
-
-
-def add_parsers(sub) -> None:
-    from . import local, slurm  # noqa: F401 - registers the node sources
-
-    p = sub.add_parser("manager", help="run the runtime manager (or: bft manager stop)",
-                       description="Adopt idle nodes from a node source and run elastic PyTorch jobs on them, "
-                       "growing and shrinking them as the allocator decides (docs/runtime.md).")
-    p.add_argument("action", nargs="?", choices=("run", "stop"), default="run",
-                   help="run (default) or stop the manager of --state-dir")
-    _state_dir_arg(p)
-    p.add_argument("--source", default="local", help=f"node source: {', '.join(source_names())} (default local)")
-    p.add_argument("--policy", default=sim.DEFAULT_POLICY,
-                   help=f"allocation policy: {', '.join(alloc.SOLVERS)} (default {sim.DEFAULT_POLICY})")
-    p.add_argument("--resize", default=AUTO,
-                   help=f"how a job changes size unless it asks (bft submit --resize): {', '.join(RESIZE_METHODS)}, "
-                   f"or {AUTO} (default): inplace for a script that uses bft.train.ElasticState, relaunch for "
-                   "others (docs/runtime.md)")
-    p.add_argument("--inplace-timeout", type=float, default=30.0, metavar="S",
-                   help="--resize inplace: seconds a resize may take before the job is relaunched (default 30)")
-    p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=None,
-                   help="a warm standby process (torch imported) on every idle node, so a job resized in place "
-                   "starts at once there (default: on unless --resize relaunch or membership)")
-    p.add_argument("--tfwd", type=float, default=alloc.DEFAULT_TFWD_S,
-                   help=f"allocator's forward-looking time in seconds (default {alloc.DEFAULT_TFWD_S:g})")
-    p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS,
-                   help=f"most jobs admitted at once, FCFS (default {sim.DEFAULT_MAX_JOBS})")
-    p.add_argument("--grace", type=float, default=20.0,
-                   help="seconds a job has to checkpoint after SIGTERM before it is killed (default 20)")
-    p.add_argument("--max-retries", type=int, default=2, help="retries of a failing job (default 2)")
-    p.add_argument("--report-timeout", type=float, default=60.0,
-                   help="seconds a running job may go without a progress report before it is flagged and gets "
-                        "the lowest priority (default 60)")
-    p.add_argument("--scale-up-s", type=float, default=5.0, help="grow cost assumed until measured (default 5)")
-    p.add_argument("--scale-down-s", type=float, default=5.0, help="shrink cost assumed until measured (default 5)")
-    p.add_argument("--inplace-scale-up-s", type=float, default=INPLACE_SCALE_UP_S,
-                   help=f"in-place grow cost assumed until measured (default {INPLACE_SCALE_UP_S:g})")
-    p.add_argument("--inplace-scale-down-s", type=float, default=INPLACE_SCALE_DOWN_S,
-                   help=f"in-place shrink cost assumed until measured (default {INPLACE_SCALE_DOWN_S:g})")
-    p.add_argument("--bind", default="",
-                   help="address the rendezvous store and the report socket listen on (default: the address the "
-                        "source's nodes reach the manager at; 127.0.0.1 for the local source)")
-    p.add_argument("--store-port", type=int, default=0, help="rendezvous store port (default: any free)")
-    p.add_argument("--report-port", type=int, default=0, help="progress report UDP port (default: any free)")
-    p.add_argument("--metrics-textfile", type=Path, metavar="FILE",
-                   help="write Prometheus metrics to FILE (ending .prom) for node_exporter's textfile collector, "
-                   "replaced atomically every --metrics-interval (docs/runtime.md, \"Metrics\")")
-    p.add_argument("--metrics-port", type=int, metavar="PORT",
-                   help="serve Prometheus metrics over HTTP on PORT of --metrics-address (0: a free port)")
-    p.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDR",
-                   help="the one address --metrics-port listens on, never a wildcard (default 127.0.0.1; give the "
-                   "--bind address for a Prometheus on another host)")
-    p.add_argument("--metrics-interval", type=float, default=5.0, metavar="S",
-                   help="seconds between two snapshots of the metrics (default 5)")
-    p.add_argument("--config", type=Path, metavar="FILE",
-                   help="a TOML file of these options: keys are the long option names without '--' "
-                   "(max-jobs = 4, standby = false); options given on the command line override it")
-    for name in source_names():
-        source_class(name).add_arguments(p)
-
-    p = sub.add_parser("submit", help="submit a training script to the manager",
-                       description="Submit an elastic training job: SCRIPT runs under torchrun on 0 or "
-                       "MIN..MAX nodes. Arguments after -- go to the script.")
-    p.add_argument("script", type=Path, help="the training script (it imports bft.train)")
-    p.add_argument("script_args", nargs="*", metavar="-- ARGS", help="arguments for the script, after --")
-    p.add_argument("--min", type=int, default=1, dest="min_nodes", help="fewest nodes the job runs on (default 1)")
-    p.add_argument("--max", type=int, default=8, dest="max_nodes", help="most nodes (default 8)")
-    p.add_argument("--name", help="job name (default: the script's name and a number)")
-    p.add_argument("--samples", type=float, help="the job's work in samples (BFT_TARGET_SAMPLES; shows an ETA)")
-    p.add_argument("--curve", type=Path,
-                   help="JSON {\"nodes\": [...], \"throughput\": [...]}: a prior throughput curve (samples/s)")
-    p.add_argument("--configuration", action="append", default=[], metavar="NAME:EFFICIENCY[:SPEEDUP]",
-                   help="another way the script can run (structured partial backpropagation, docs/spb.md), "
-                   "repeatable: the script reads NAME from bft.train.configuration(); EFFICIENCY (0..1] is what a "
-                   "sample processed in it is worth against full backpropagation; SPEEDUP (default 1) its samples/s "
-                   "over full backpropagation's, assumed until measured")
-    p.add_argument("--retries", type=int, help="retries if the job fails (default: the manager's --max-retries)")
-    p.add_argument("--resize", metavar="METHOD",
-                   help=f"how this job changes size: {', '.join(RESIZE_CHOICES)} (default: the manager's "
-                   "--resize; docs/runtime.md)")
-    p.add_argument("--python", default=default_python(), help="Python interpreter for the job (default: this one)")
-    _state_dir_arg(p)
-
-    p = sub.add_parser("status", help="jobs, nodes, rates and progress of the manager")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    _state_dir_arg(p)
-
-    p = sub.add_parser("cancel", help="cancel a job")
-    p.add_argument("job")
-    _state_dir_arg(p)
-
-    p = sub.add_parser("report", help="accounting: node-hours harvested and used, samples, losses, per job or user",
-                       description="What the idle nodes produced over a period, from the state directory's "
-                       "state.db (docs/runtime.md, \"Accounting\"); works with or without a running manager.")
-    p.add_argument("--since", metavar="TIME",
-                   help="start of the period: YYYY-MM-DD[ HH:MM[:SS]] (local time) or seconds since the epoch "
-                   "(default: the first record)")
-    p.add_argument("--until", metavar="TIME", help="end of the period (default: now)")
-    p.add_argument("--by", choices=("job", "user"), default="job", help="one row per job (default) or per user")
-    p.add_argument("--csv", type=Path, metavar="FILE", help="write the rows as CSV to FILE ('-': standard output, "
-                   "instead of the table)")
-    p.add_argument("--png", type=Path, metavar="FILE", help="plot idle nodes in the pool and nodes used over time")
-    _state_dir_arg(p)
-
-    p = sub.add_parser("logs", help="print a job's output")
-    p.add_argument("job")
-    p.add_argument("-n", "--lines", type=int, default=50, help="last N lines (default 50; 0: all)")
-    _state_dir_arg(p)
-
-
-COMMANDS = ("manager", "submit", "status", "cancel", "logs", "report")
-
-
-# -- the configuration file -------------------------------------------------------------------------
-
-def with_config(manager_parser: argparse.ArgumentParser, argv: List[str]) -> List[str]:
-    """`bft manager ... --config FILE ...`: the file's settings as options placed before the command
-    line's own, so that those override them (argparse keeps an option's last value). The keys are the
-    manager parser's own long options without '--': the one list of flags, nothing to keep in step."""
-    if argv[:1] != ["manager"]:
-        return argv
-    path: Optional[str] = None
-    for k, token in enumerate(argv):
-        if token == "--config" and k + 1 < len(argv):
-            path = argv[k + 1]
-        elif token.startswith("--config="):
-            path = token.split("=", 1)[1]
-    if path is None:
-        return argv
-    given = {token.split("=", 1)[0] for token in argv[1:] if token.startswith("--")}
-    options, origins = [], {}
-    for flag, token, where in config_options(manager_parser, Path(path)):
-        options.append(token)
-        if flag not in given and f"--no-{flag[2:]}" not in given:
-            origins[flag] = where
-    # Where each setting that is not overridden came from: an error about its value names the line.
-    manager_parser.set_defaults(config_origins=origins)
-    return ["manager", *options, *argv[1:]]
-
-
-def located(args: argparse.Namespace, message: str) -> str:
-    """An error about an option whose value came from the configuration file, prefixed with its file
-    and line (the checks name the option: "--max-jobs must be >= 1")."""
-    flag = re.match(r"--[a-z0-9-]+", message)
-    where = getattr(args, "config_origins", {}).get(flag.group() if flag else "")
-    return f"{where}: {message}" if where else message
-
-
-def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[str, str, str]]:
-    """The options that a TOML configuration file sets, checked: (flag, command-line token, "file:line")
-    each; a bad file, key or value raises UsageError naming the file and line."""
-    try:
-        import tomllib
-    except ImportError:  # Python < 3.11
-        raise UsageError(f"--config {path}: reading TOML needs Python 3.11 or newer") from None
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"--config {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--config {path}: not UTF-8 text") from None
-    try:
-        settings = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"--config {path}: not TOML: {e}") from None
-    actions = {option[2:]: action for action in parser._actions for option in action.option_strings
-               if option.startswith("--")}
-    out: List[Tuple[str, str, str]] = []
-    for key, value in settings.items():
-        where = f"{path}:{_key_line(text, key)}"
-        action = actions.get(key)
-        if action is None or key in ("config", "help"):
-            raise UsageError(f"{where}: unknown key {key!r} (keys are bft manager's long options without '--'; "
-                             "bft manager --help lists them)")
-        flag = f"--{key}"
-        if action.nargs == 0:  # a switch: true or false
-            if not isinstance(value, bool):
-                raise UsageError(f"{where}: {key}: expected true or false, got {value!r}")
-            if isinstance(action, argparse.BooleanOptionalAction):
-                out.append((flag, flag if value else f"--no-{key}", where))
-            elif value:
-                out.append((flag, flag, where))
-            continue
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise UsageError(f"{where}: {key}: expected a string or a number, got {value!r}")
-        text_value = str(value)
-        try:
-            converted = action.type(text_value) if callable(action.type) else text_value
-        except (TypeError, ValueError, argparse.ArgumentTypeError):
-            raise UsageError(f"{where}: {key}: {value!r} is not a valid value") from None
-        if action.choices is not None and converted not in action.choices:
-            raise UsageError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, action.choices))}")
-        out.append((flag, f"{flag}={text_value}", where))  # one token: a value beginning with "-" stays a value
-    return out
-
-
-def _key_line(text: str, key: str) -> int:
-    """The line of a top-level key's assignment (tomllib keeps no positions)."""
-    pattern = re.compile(rf"""\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*[=.]""")
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("["):  # a table: the keys after it are not top-level
-            header = line.strip().strip("[]").strip()
-            if header.strip('"\'') == key:
-                return number
-            continue
-        if pattern.match(line):
-            return number
-    return 1
+from .cli_options import UsageError, default_state_dir, located, manager_options
+from .nodes import SourceError, source_class
+from .state import StateStore
+from .state_schema import JobState, StateError
 
 
 def main(args: argparse.Namespace) -> int:
@@ -298,14 +72,9 @@ def _private_dir(path: Path) -> None:
 
 
 def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
-    from .manager import Manager, ManagerOptions, new_identity
+    from .manager import Manager, new_identity
 
-    options = ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, max_jobs=args.max_jobs,
-                             bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
-                             grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
-                             inplace_scale_up_s=args.inplace_scale_up_s, inplace_scale_down_s=args.inplace_scale_down_s,
-                             max_retries=args.max_retries, report_timeout_s=args.report_timeout,
-                             inplace_timeout_s=args.inplace_timeout, standby=args.standby)
+    options = manager_options(args)
     try:
         options.check()
     except ValueError as e:
@@ -338,7 +107,8 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
         store.set_meta("identity", identity)
     source = cls.from_args(args, identity, state_dir)
     exporter = _metrics_exporter(args, store)
-    manager = Manager(state_dir, source, store, identity, options, metrics=exporter)
+    manager = Manager(state_dir=state_dir, source=source, store=store, identity=identity, options=options,
+                      metrics=exporter)
     print(f"bft manager: {identity}, state in {state_dir}, source {args.source}, policy {args.policy}, "
           f"resize {args.resize}", flush=True)
     try:
@@ -361,8 +131,8 @@ def _metrics_exporter(args: argparse.Namespace, store: StateStore):
     except ImportError:
         raise UsageError("--metrics-*: needs prometheus-client: pip install 'libbft[runtime]'") from None
     try:
-        return MetricsExporter(store, args.metrics_textfile, args.metrics_port, args.metrics_address,
-                               args.metrics_interval)
+        return MetricsExporter(store, textfile=args.metrics_textfile, port=args.metrics_port,
+                               address=args.metrics_address, interval_s=args.metrics_interval)
     except MetricsError as e:
         raise UsageError(str(e)) from None
 
@@ -508,7 +278,7 @@ def format_status(status: Dict[str, Any]) -> str:
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for j in status["jobs"]:
-        if j["state"] in ("failed", "incomplete") and j["reason"]:
+        if j["state"] in (JobState.FAILED, JobState.INCOMPLETE) and j["reason"]:
             lines.append(f"{j['id']} {j['state']}: {j['reason'].splitlines()[0]} (bft logs {j['id']})")
         elif j.get("waiting"):
             lines.append(f"{j['id']} waiting {_duration(j.get('waiting_s'))} since "
@@ -543,7 +313,7 @@ def _report(args: argparse.Namespace, state_dir: Path) -> int:
         raise UsageError(f"no manager state in {state_dir} (--state-dir)")
     store = StateStore(state_dir / "state.db", create=False, read_only=True)
     try:
-        result = report.account(store, report.owner_of(state_dir), since, until)
+        result = report.account(store, report.owner_of(state_dir), since=since, until=until)
     except ValueError as e:
         raise UsageError(str(e)) from None
     finally:

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import jobs
+from ..train import protocol
 from .resize import check_resize_choice
 from .state import JobRow
+from .state_schema import JobState
 
 SOCKET_NAME = "manager.sock"  # in the state directory
 LOCK_NAME = "manager.lock"  # held (flock) by the running manager, from before its socket exists
@@ -180,7 +182,7 @@ def manager_starting(state_dir: Path) -> bool:
         return False  # no lock file (never started), or not ours to read
 
 
-def request(state_dir: Path, obj: Dict[str, Any], timeout_s: Optional[float] = 60.0,
+def request(state_dir: Path, obj: Dict[str, Any], *, timeout_s: Optional[float] = 60.0,
             appear_s: float = 0.0) -> Dict[str, Any]:
     """Sends one request to the manager of ``state_dir``; raises ControlError if none answers. A
     manager that is still starting (it holds the lock, its socket is not up yet) is waited for, and
@@ -266,7 +268,7 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
         raise ValueError(f"--max: must be >= --min ({lo}), got {hi}")
     work = r.get("work")
     if work is not None and (isinstance(work, bool) or not isinstance(work, (int, float))
-                             or not math.isfinite(work) or work <= 0 or work > 1e18):
+                             or not math.isfinite(work) or work <= 0 or work > protocol.MAX_SAMPLES):
         raise ValueError(f"--samples: expected a positive number of samples, got {work!r}")
     retries = r.get("max_retries", default_max_retries)
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 100:
@@ -278,7 +280,7 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
     configurations = check_configurations(r.get("configurations", []))
     check_rates(curve, configurations, hi)
     return JobRow(id=name, seq=0, script=script, args=args, cwd=cwd, python=python, min_nodes=lo, max_nodes=hi,
-                  work=float(work) if work is not None else None, curve=curve, secret="", state="queued",
+                  work=float(work) if work is not None else None, curve=curve, secret="", state=JobState.QUEUED,
                   max_retries=retries, configurations=configurations, resize=resize)
 
 

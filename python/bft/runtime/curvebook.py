@@ -50,7 +50,7 @@ RELAUNCH_S_PER_BYTE = 4.8e-9
 
 
 class CurveBook:
-    def __init__(self, store: StateStore, warmup_s: float, scale_up_s: float, scale_down_s: float,
+    def __init__(self, store: StateStore, *, warmup_s: float, scale_up_s: float, scale_down_s: float,
                  inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S):
         """The costs of a relaunch (scale_*_s) and of an in-place rescale (inplace_scale_*_s) charged
         until the advisor has measured the job's own."""

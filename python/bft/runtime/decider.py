@@ -18,7 +18,8 @@ from .. import alloc, sim
 from .curvebook import CurveBook, configuration_name
 from .resize import Stop
 from .runs import JobRun
-from .state import ACTIVE_STATES, StateStore
+from .state import StateStore
+from .state_schema import ACTIVE_STATES
 
 
 @dataclass

@@ -36,7 +36,8 @@ from .._atomic import write_atomically
 from ..train import protocol, rendezvous
 from .control import same_user
 from .launcher import is_tagged
-from .state import ACTIVE_STATES, StateError, StateStore
+from .state import StateStore
+from .state_schema import ACTIVE_STATES, StateError
 
 INFO_NAME = "keeper.json"
 SOCKET_NAME = "keeper.sock"
@@ -53,7 +54,7 @@ class KeeperError(Exception):
 # -- the keeper process ---------------------------------------------------------------------------
 
 class Keeper:
-    def __init__(self, state_dir: Path, bind: str, store_port: int, report_port: int):
+    def __init__(self, state_dir: Path, *, bind: str, store_port: int, report_port: int):
         self.state_dir = state_dir
         self.store = rendezvous.HostedStore(socket.create_server((bind, store_port), backlog=512), self._secret_of,
                                             wait_for_workers=False)
@@ -201,7 +202,7 @@ class Keeper:
 def main(argv: list) -> int:
     state_dir, bind, store_port, report_port = Path(argv[0]), argv[1], int(argv[2]), int(argv[3])
     try:
-        keeper = Keeper(state_dir, bind, store_port, report_port)
+        keeper = Keeper(state_dir, bind=bind, store_port=store_port, report_port=report_port)
     except OSError as e:
         print(f"bft keeper: cannot listen on {bind}: {e}", file=sys.stderr, flush=True)
         return 2
@@ -214,7 +215,7 @@ def main(argv: list) -> int:
 class KeeperLink:
     """The manager's connection to its keeper: started if none runs, attached to if one does."""
 
-    def __init__(self, state_dir: Path, bind: str, store_port: int, report_port: int, wait_s: float = 60.0):
+    def __init__(self, state_dir: Path, *, bind: str, store_port: int, report_port: int, wait_s: float = 60.0):
         self.state_dir = state_dir
         self.adopted = self._alive_info() is not None  # a previous manager's keeper: its jobs may run on
         if not self.adopted:

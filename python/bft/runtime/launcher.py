@@ -70,13 +70,6 @@ def script_argv(spec: LaunchSpec) -> List[str]:
     return [spec.python, "-m", "bft.train.run", spec.script, *spec.args]
 
 
-def inplace_environment(store_address: str, timeout_s: float, node_address: str) -> Dict[str, str]:
-    """What an in-place worker needs besides job_environment: where the configurations are, and its
-    node's address (it has no torchrun agent to point gloo at it: bft.train.run does)."""
-    return {protocol.ENV_RESIZE: "inplace", protocol.ENV_STORE_ADDR: store_address,
-            protocol.ENV_INPLACE_TIMEOUT_S: f"{timeout_s:g}", protocol.ENV_NODE_ADDR: node_address}
-
-
 def standby_argv(python: str) -> List[str]:
     """The command line of a warm standby (bft.train.standby): it imports torch and waits for a job."""
     return [python, "-m", "bft.train.standby"]
@@ -98,7 +91,7 @@ def standby_environment(identity: str, node: str) -> Dict[str, str]:
     return {**node_environment(identity, node), protocol.ENV_STANDBY: "1"}
 
 
-def job_environment(job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
+def job_environment(*, job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
                     checkpoint_dir: Path, work: Optional[float], grace_s: float, configuration: str = "full",
                     exit_file: Optional[Path] = None) -> Dict[str, str]:
     env = {
@@ -149,8 +142,8 @@ def is_tagged(pid: int, tags: Mapping[str, str]) -> bool:
     return bool(env) and all(env.get(k.encode()) == v.encode() for k, v in tags.items()) and not _is_zombie(pid)
 
 
-def tagged_processes(identity: str, job: Optional[str] = None, node: Optional[str] = None,
-                     except_jobs: Iterable[str] = (), except_pids: Iterable[int] = (), *,
+def tagged_processes(identity: str, *, job: Optional[str] = None, node: Optional[str] = None,
+                     except_jobs: Iterable[str] = (), except_pids: Iterable[int] = (),
                      jobs: Optional[Iterable[str]] = None) -> List[int]:
     """PIDs of live processes started by the manager ``identity`` (optionally one job's, or any of
     `jobs`'; one node's; none of `except_jobs`, none of `except_pids`: workers born of standbys carry
@@ -178,7 +171,7 @@ class AdoptedAgent:
     """An agent a previous manager started (so not a child of this one): the Popen calls the manager
     makes, from its pid and the exit status the agent leaves in its exit file (bft.runtime.agent)."""
 
-    def __init__(self, pid: int, identity: str, job: str, node: str, exit_file: Path):
+    def __init__(self, *, pid: int, identity: str, job: str, node: str, exit_file: Path):
         self.pid = pid
         self.standby = standby_born(pid, identity, node)
         self._tags = _tags(identity, None if self.standby else job, node)
@@ -211,21 +204,22 @@ def signal_processes(pids: Iterable[int], sig: int) -> None:
             pass
 
 
-def terminate_tagged(identity: str, grace_s: float, job: Optional[str] = None, node: Optional[str] = None,
+def terminate_tagged(identity: str, grace_s: float, *, job: Optional[str] = None, node: Optional[str] = None,
                      except_jobs: Iterable[str] = (), except_pids: Iterable[int] = ()) -> int:
     """SIGTERM every tagged process (of `job`, of `node`, none of `except_jobs` or `except_pids`),
     SIGKILL what is left after ``grace_s``; returns how many were found."""
     except_pids = set(except_pids)
-    pids = tagged_processes(identity, job, node, except_jobs, except_pids)
+    pids = tagged_processes(identity, job=job, node=node, except_jobs=except_jobs, except_pids=except_pids)
     if not pids:
         return 0
     signal_processes(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not tagged_processes(identity, job, node, except_jobs, except_pids):
+        if not tagged_processes(identity, job=job, node=node, except_jobs=except_jobs, except_pids=except_pids):
             return len(pids)
         time.sleep(0.1)
-    signal_processes(tagged_processes(identity, job, node, except_jobs, except_pids), signal.SIGKILL)
+    signal_processes(tagged_processes(identity, job=job, node=node, except_jobs=except_jobs,
+                                      except_pids=except_pids), signal.SIGKILL)
     return len(pids)
 
 

@@ -6,86 +6,56 @@ answer to every event (a decision, a reclaim, a worker's exit, a newcomer's dead
 machine's (:mod:`.resize.machine`); how its workers are started and what their exit statuses mean is
 its method's (:mod:`.resize.methods`). This part does the I/O they ask for: it records every process
 in the state database before starting it (a restarted manager finds it), starts and signals
-processes, reaps them, publishes in-place configurations, and writes the job's log and events.
+processes (through :mod:`.workers`, their I/O), reaps them, publishes in-place configurations, and
+writes the job's log and events.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import time
-from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .curvebook import INPLACE, RELAUNCH, CurveBook
 from .jobfiles import JobFiles
-from .launcher import (
-    AdoptedAgent,
-    LaunchSpec,
-    default_python,
-    job_environment,
-    signal_processes,
-    tagged_processes,
-    terminate_tagged,
-    worker_exit_code,
-)
-from .nodes import NodeSource, SourceError
+from .launcher import worker_exit_code
+from .nodes import NodeSource
 from .reports import resize_begins
-from .resize import Configurations, Machine, Outcome, Phase, Plan, Stop, method
+from .resize import Machine, Outcome, Phase, Plan, Stop, method
 from .resize.machine import FAILURE_SETTLE_S
-from .runs import Agent, JobRun
-from .standby import Standbys
+from .runs import JobRun
 from .state import JobRow, StateStore
+from .state_schema import JobState
+from .workers import Workers
 
 
 class JobLifecycle:
-    def __init__(self, files: JobFiles, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
-                 runs: Dict[str, JobRun], pool: Dict[str, float], grace_s: float, report_timeout_s: float,
+    def __init__(self, *, files: JobFiles, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
+                 active_runs: Dict[str, JobRun], pool: Dict[str, float], grace_s: float, report_timeout_s: float,
                  mark_dirty: Callable[[float], None], inplace_timeout_s: float, standby: bool):
         self.files = files
         self.store = store
         self.source = source
-        self.identity = identity
         self.book = book
-        self.runs = runs  # the manager's: active jobs by id
+        self.active_runs = active_runs  # the manager's: active jobs by id
         self.pool = pool  # the manager's: idle node -> since
         self.draining: set = set()  # reclaimed nodes that still run something of ours
         self.grace_s = grace_s
         self.report_timeout_s = report_timeout_s
         self.mark_dirty = mark_dirty
         self.inplace_timeout_s = inplace_timeout_s
-        self.store_address = ""  # set once the keeper's endpoints are known (keeper_started)
-        self.report_address = ""
-        self._configurations: Optional[Configurations] = None
+        self.workers = Workers(files=files, store=store, source=source, identity=identity, grace_s=grace_s,
+                               inplace_timeout_s=inplace_timeout_s, standby=standby,
+                               secret_of=lambda job: bytes.fromhex(active_runs[job].row.secret))
         self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
         self._shrinks: Dict[str, Any] = {}  # within node_events(): job -> (run, its reclaimed nodes)
         self._sweep: set = set()  # jobs whose generation ended: their strays are killed once per poll
-        # Warm standbys on the pool's nodes that run nothing of a job (for methods whose workers run the
-        # script itself, as a standby does).
-        self.standbys = (Standbys(source, identity, default_python(), files.state_dir, store.log_event)
-                         if standby else None)
 
     def new_run(self, row: JobRow, **fields: Any) -> JobRun:
         """The manager's record of an active job, its resize machine set up with this manager's times."""
-        machine = Machine(self.grace_s, self.inplace_timeout_s, row.max_retries, row.retries)
+        machine = Machine(grace_s=self.grace_s, join_timeout_s=self.inplace_timeout_s, max_retries=row.max_retries,
+                          retries=row.retries)
         return JobRun(row, machine=machine, **fields)
-
-    def keeper_started(self, store_address: str, report_address: str) -> None:
-        """A keeper (a first one, or the replacement of one that died) serves the jobs' stores and
-        reports: connections to the old one's store are dropped, so the next use reaches the new one."""
-        self.store_address, self.report_address = store_address, report_address
-        if self._configurations is not None:
-            self._configurations.close()
-            self._configurations = None
-
-    @property
-    def configurations(self) -> Configurations:
-        """In-place jobs' configurations in the keeper's store (connected on first use)."""
-        if self._configurations is None:
-            self._configurations = Configurations(self.store_address, self.inplace_timeout_s,
-                                                  lambda job: bytes.fromhex(self.runs[job].row.secret))
-        return self._configurations
 
     # -- applying a decision ----------------------------------------------------------------------
 
@@ -121,12 +91,12 @@ class JobLifecycle:
         m, how, now = run.machine, method(run.method), time.monotonic()
         if how.regroups and run.target and not switch:
             leave, start = m.regroup(run.target, now)
-            self._terminate(run, leave)
+            self.workers.terminate(run, leave)
             self.launch_agents(run, start)
             return RELAUNCH
         in_place = how.in_place and not switch
         if in_place:
-            self._read_arrivals(run)  # a newcomer that arrived meanwhile is a survivor now
+            self.workers.read_arrivals(run)  # a newcomer that arrived meanwhile is a survivor now
         plan = m.resize(run.target, now, in_place=in_place)
         if plan is not None:
             self._carry_out(run, plan)
@@ -140,7 +110,7 @@ class JobLifecycle:
         row.generation = plan.generation
         self.store.update_job(row.id, generation=row.generation)
         try:
-            self.configurations.publish(row.id, row.generation, plan.members)
+            self.workers.configurations.publish(row.id, row.generation, plan.members)
         except Exception as e:  # noqa: BLE001 - the store is unreachable: relaunch instead
             run.machine.not_started(plan.start, f"rendezvous store: {e}", time.monotonic())
             self.store.log_event("inplace_failed", job=row.id, generation=row.generation, error=str(e))
@@ -159,23 +129,13 @@ class JobLifecycle:
                              joined=plan.start, left=plan.leave)
         self.launch_agents(run, plan.start)
 
-    def _read_arrivals(self, run: JobRun) -> None:
-        """Tells the machine which of its newcomers have come to their generation's rendezvous."""
-        m = run.machine
-        for node in m.pending:
-            try:
-                if self.configurations.arrived(run.id, m.workers[node].generation, node):
-                    m.arrived(node, m.workers[node].generation)
-            except Exception:  # noqa: BLE001 - the store is unreachable: the newcomer's deadline decides
-                return
-
     @contextlib.contextmanager
     def node_events(self) -> Iterator[None]:
         """Scope of a batch of node events: a reclaim concerns only the jobs that hold nodes or run
         processes, found once per batch, not among every queued job for each of thousands of reclaims;
         a job resized in place is shrunk once, at the batch's end, off all its nodes the batch reclaimed.
         (Within a batch no job gains nodes: a reclaim only shrinks.)"""
-        self._holders = [run for run in self.runs.values() if run.target or run.agents]
+        self._holders = [run for run in self.active_runs.values() if run.target or run.agents]
         self._shrinks = {}
         try:
             yield
@@ -191,10 +151,10 @@ class JobLifecycle:
     def node_reclaimed(self, node: str) -> None:
         """The batch scheduler takes `node` back: whatever of ours runs there vacates within the grace time."""
         self.draining.add(node)
-        if self.standbys is not None:
-            self.standbys.end(node)  # never holds the node up: it has nothing to save
+        if self.workers.standbys is not None:
+            self.workers.standbys.end(node)  # never holds the node up: it has nothing to save
         now = time.monotonic()
-        for run in self._holders if self._holders is not None else list(self.runs.values()):
+        for run in self._holders if self._holders is not None else list(self.active_runs.values()):
             m = run.machine
             m.reclaimed(node)
             if node not in run.agents:
@@ -217,7 +177,7 @@ class JobLifecycle:
     def _shrink_now(self, run: JobRun, reclaimed: List[str]) -> None:
         """Shrinks a job off its reclaimed nodes at once, not at the next decision: they must be free
         within their grace time."""
-        if run.id not in self.runs:
+        if run.id not in self.active_runs:
             return
         self.apply(run, [n for n in run.target if n not in self.draining], run.row.configuration)
         for node in reclaimed:
@@ -231,22 +191,11 @@ class JobLifecycle:
     def _terminate_stopping(self, run: JobRun) -> None:
         """SIGTERM to the workers of a stopping generation that have not had it."""
         if run.machine.phase is Phase.STOPPING:
-            self._terminate(run, [n for n in run.machine.workers if run.machine.workers[n].leaving])
-
-    def _terminate(self, run: JobRun, nodes: List[str]) -> None:
-        for node in nodes:
-            agent = run.agents.get(node)
-            if agent is None or agent.signalled:
-                continue
-            agent.signalled = True
-            try:
-                os.killpg(agent.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            self.workers.terminate(run, [n for n in run.machine.workers if run.machine.workers[n].leaving])
 
     def busy_nodes(self) -> Dict[str, str]:
         """node -> job, for every node where an agent of ours still runs."""
-        return {node: job for job, run in self.runs.items() for node in run.agents}
+        return {node: job for job, run in self.active_runs.items() for node in run.agents}
 
     # -- starting ---------------------------------------------------------------------------------
 
@@ -265,16 +214,16 @@ class JobLifecycle:
             self._start_generation(run)
             if events_waiting():
                 return  # (standbys are filled on a pass with nothing waiting)
-        if self.standbys is not None:
+        if self.workers.standbys is not None:
             busy = self.busy_nodes()
-            self.standbys.fill([n for n in self.pool if n not in busy and n not in self.draining])
+            self.workers.standbys.fill([n for n in self.pool if n not in busy and n not in self.draining])
 
     def _start_generation(self, run: JobRun) -> None:
         row = run.row
         row.generation += 1
         row.started_s = row.started_s or time.time()
-        row.state = "running"
-        self.store.update_job(row.id, generation=row.generation, state="running", started_s=row.started_s)
+        row.state = JobState.RUNNING
+        self.store.update_job(row.id, generation=row.generation, state=JobState.RUNNING, started_s=row.started_s)
         run.launched_at = time.monotonic()
         if run.nodeless_since is not None:
             run.nodeless_s += time.time() - run.nodeless_since
@@ -293,7 +242,7 @@ class JobLifecycle:
         run.machine.start(run.target, row.generation)
         if method(run.method).in_place:
             try:
-                self.configurations.publish(row.id, row.generation, run.target)
+                self.workers.configurations.publish(row.id, row.generation, run.target)
             except Exception as e:  # noqa: BLE001 - its workers could not start: a launch failure
                 self.store.log_event("launch_failed", job=row.id, error=f"rendezvous store: {e}")
                 for node in list(run.target):
@@ -302,50 +251,10 @@ class JobLifecycle:
         self.launch_agents(run, run.target)
 
     def launch_agents(self, run: JobRun, nodes: List[str]) -> None:
-        """Starts the job's workers on `nodes` (the machine knows them already). Their process rows are
-        recorded, in one commit, before any of them exists; their pids, or their failures, in one more."""
-        row = run.row
-        how = method(run.method)
-        job_dir = self.files.job_dir(row.id)
-        with self.store.transaction():
-            rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
-        started: Dict[str, Any] = {}
-        from_standby = set()
-        failed: Dict[str, str] = {}
-        low, high, restarts = how.node_range(row.min_nodes, row.max_nodes, len(run.target))
-        for node in nodes:
-            spec = LaunchSpec(
-                job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python,
-                node=node, node_address=self.source.address(node), store_address=self.store_address,
-                min_nodes=low, max_nodes=high, max_restarts=restarts, log_dir=job_dir / "workers")
-            exit_file = how.exit_file(job_dir, row.generation, node)
-            exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
-            env = job_environment(row.id, row.generation, node, self.identity, self.report_address, row.secret,
-                                  job_dir / "checkpoint", row.work, self.grace_s, row.configuration, exit_file)
-            env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
-            argv = how.argv(spec)
-            if how.runs_script and self.standbys is not None:
-                standby = self.standbys.take(node, row.python)
-                if standby is not None and self.standbys.assign(standby, argv, env, Path(row.cwd),
-                                                                job_dir / "output.log"):
-                    started[node] = standby
-                    from_standby.add(node)
-                    continue
-            elif self.standbys is not None:
-                self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
-            try:
-                started[node] = self.source.launch(node, argv, env, job_dir / "output.log", cwd=Path(row.cwd))
-            except (SourceError, OSError) as e:
-                failed[node] = str(e)
-        with self.store.transaction():
-            for node, proc in started.items():
-                self.store.set_proc_pid(rows[node], proc.pid)
-                run.agents[node] = Agent(row.id, row.generation, node, proc, rows[node],
-                                         standby=node in from_standby)
-            for node, error in failed.items():
-                self.store.end_proc(rows[node], None)
-                self.store.log_event("launch_failed", job=row.id, node=node, error=error)
-                run.machine.launch_failed(node, time.monotonic(), error)
+        """Starts the job's workers on `nodes` (the machine knows them already); a node where none could
+        start is a launch failure for the machine."""
+        for node, error in self.workers.start(run, nodes).items():
+            run.machine.launch_failed(node, time.monotonic(), error)
         self._terminate_stopping(run)
 
     def adopt(self, run: JobRun, procs: List[Any]) -> bool:
@@ -354,20 +263,13 @@ class JobLifecycle:
         if every one of its current generation was found alive and adopted."""
         row = run.row
         how = method(run.method)
-        job_dir = self.files.job_dir(row.id)
-        current = [p for p in procs if p["generation"] == row.generation and p["pid"]]
-        agents = {p["node"]: Agent(row.id, row.generation, p["node"],
-                                   AdoptedAgent(p["pid"], self.identity, row.id, p["node"],
-                                                how.exit_file(job_dir, row.generation, p["node"])), p["id"])
-                  for p in current}
-        for agent in agents.values():
-            agent.standby = agent.proc.standby
+        agents = self.workers.find_again(run, procs)
         if not agents or any(a.proc.poll() is not None for a in agents.values()):
             return False
         members = sorted(agents)
         if how.in_place:
             try:
-                members = self.configurations.members(row.id, row.generation) or members
+                members = self.workers.configurations.members(row.id, row.generation) or members
             except Exception:  # noqa: BLE001 - the keeper lost its store: relaunch instead of adopting
                 return False
             if set(members) != set(agents):  # a newcomer of the generation never started: relaunch
@@ -388,9 +290,7 @@ class JobLifecycle:
         with self.store.transaction():
             self._poll()
         if self._sweep:
-            # A worker that outlived its agent (torchrun gives each its own session) must not train on:
-            # the tag finds it. One scan of the host's processes for every generation that ended.
-            signal_processes(tagged_processes(self.identity, jobs=self._sweep), signal.SIGKILL)
+            self.workers.kill_strays(self._sweep)  # once for every generation that ended
             self._sweep.clear()
         if self.draining:
             busy = self.busy_nodes()
@@ -400,7 +300,7 @@ class JobLifecycle:
 
     def _poll(self) -> None:
         now = time.monotonic()
-        for run in list(self.runs.values()):
+        for run in list(self.active_runs.values()):
             m = run.machine
             if not run.agents and not m.running and run.last_report_due is None:
                 continue  # queued, backing off or between generations: nothing to reap or judge
@@ -420,9 +320,7 @@ class JobLifecycle:
             code = agent.proc.poll()
             if code is None:
                 if node in kill:
-                    terminate_tagged(self.identity, 0.0, job=run.id, node=node)
-                    if agent.standby:  # no job tag: its own process group (it leads its session)
-                        signal_processes([-agent.proc.pid], signal.SIGKILL)
+                    self.workers.kill(agent)
                 continue
             del run.agents[node]
             self.store.end_proc(agent.row, code)
@@ -432,7 +330,7 @@ class JobLifecycle:
                     code = worker_exit_code(self.files.output_tail(run.id)) or code
                 self.store.log_event("worker_exited", job=run.id, node=node, exit_code=code,
                                      generation=agent.generation, judged=judged.value)
-            m.exited(node, judged, code, now)
+            m.exited(node, judged, code=code, now=now)
             vacated = vacated or (was_leaving and node in run.target)
         self._terminate_stopping(run)
         if vacated and m.phase in (Phase.STEADY, Phase.RESIZING) and how.in_place:
@@ -444,7 +342,7 @@ class JobLifecycle:
         m = run.machine
         if not m.overdue(now):
             return
-        self._read_arrivals(run)
+        self.workers.read_arrivals(run)
         for node in m.overdue(now):
             self.store.log_event("inplace_failed", job=run.id, node=node, generation=m.workers[node].generation,
                                  error=f"not joined within {self.inplace_timeout_s:g} s")
@@ -483,12 +381,12 @@ class JobLifecycle:
         if not run.target:
             run.nodeless_since = time.time()
         if outcome is Outcome.FINISHED and completed and short:
-            self.end_job(run, "incomplete", f"the script exited at {row.samples:.0f} of {row.work:.0f} samples "
+            self.end_job(run, JobState.INCOMPLETE, f"the script exited at {row.samples:.0f} of {row.work:.0f} samples "
                                             "(it reported no more)")
         elif outcome is Outcome.FINISHED:
-            self.end_job(run, "finished", "")
+            self.end_job(run, JobState.FINISHED, "")
         elif outcome is Outcome.CANCELLED:
-            self.end_job(run, "cancelled", "cancelled by the user")
+            self.end_job(run, JobState.CANCELLED, "cancelled by the user")
         elif outcome in (Outcome.FAILED, Outcome.BACKOFF):
             row.retries = m.retries
             self.store.update_job(row.id, retries=row.retries)
@@ -496,21 +394,20 @@ class JobLifecycle:
             self.store.log_event("job_failed", job=row.id, exit_code=m.last_failure.code, retry=row.retries,
                                  reason=m.last_reason, tail=tail)
             if outcome is Outcome.FAILED:
-                self.end_job(run, "failed", f"{m.last_reason}\n{tail}")
-        if row.id in self.runs and (outcome is Outcome.QUEUED or not run.target):
-            row.state = "queued"  # it waits for nodes (or for the next manager)
-            self.store.update_job(row.id, state="queued")
+                self.end_job(run, JobState.FAILED, f"{m.last_reason}\n{tail}")
+        if row.id in self.active_runs and (outcome is Outcome.QUEUED or not run.target):
+            row.state = JobState.QUEUED  # it waits for nodes (or for the next manager)
+            self.store.update_job(row.id, state=JobState.QUEUED)
         self.mark_dirty(now)
 
-    def end_job(self, run: JobRun, state: str, reason: str) -> None:
+    def end_job(self, run: JobRun, state: JobState, reason: str) -> None:
         row = run.row
         row.state, row.reason, row.finished_s = state, reason, time.time()
         with self.store.transaction(durable=True):
             self.store.update_job(row.id, state=state, reason=reason, finished_s=row.finished_s, samples=row.samples)
             self.store.log_event(state, job=row.id, samples=row.samples)
         run.target = []
-        del self.runs[row.id]
+        del self.active_runs[row.id]
         self.book.forget(run)
-        if self._configurations is not None:
-            self._configurations.forget(row.id)
+        self.workers.forget(row.id)
         self.mark_dirty(time.monotonic())

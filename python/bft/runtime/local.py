@@ -42,7 +42,7 @@ from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
 class LocalNodeSource(NodeSource):
     name = "local"
 
-    def __init__(self, identity: str, state_dir: Path, nodes: int = 4, trace: Optional[Path] = None,
+    def __init__(self, identity: str, state_dir: Path, *, nodes: int = 4, trace: Optional[Path] = None,
                  time_scale: float = 1.0, grace_s: float = 5.0, start_s: Optional[float] = None,
                  emulate: bool = False, gpus: int = 0):
         if nodes < 1:
@@ -204,7 +204,7 @@ class LocalNodeSource(NodeSource):
     def stop(self, release: bool = True) -> None:
         self._stop.set()
 
-    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
+    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, *,
                cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         if not self._idle.get(node):
             raise SourceError(f"node {node} is not idle")

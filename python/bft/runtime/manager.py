@@ -9,15 +9,16 @@ in its own module (docs/runtime.md, "Inside the manager"):
 - :mod:`.curvebook`: the advisor, its keys, priors and configurations; the jobs as the allocator sees them;
 - :mod:`.reports`: progress datagrams in, authenticated and deduplicated;
 - :mod:`.decider`: the allocator's problem in, each job's nodes and configuration out;
-- :mod:`.lifecycle`: generations of torchrun agents started, stopped and reaped;
-- :mod:`.control`: the control socket; this module answers its requests.
+- :mod:`.lifecycle`: generations of torchrun agents started, stopped and reaped (their processes:
+  :mod:`.workers`);
+- :mod:`.control`: the control socket; this module answers its requests (``bft status``'s: :mod:`.status`);
+- :mod:`.options`: the manager's options and their defaults.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import os
 import queue
 import secrets
@@ -27,89 +28,31 @@ import threading
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from .. import alloc, sim
 from . import control
-from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S, CurveBook
+from .curvebook import CurveBook
 from .decider import Decider
 from .jobfiles import JobFiles
 from .keeper import KeeperLink
 from .launcher import terminate_tagged
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
+from .options import ManagerOptions
 from .reports import ReportIntake
-from .resize import AUTO, Phase, Stop, check_resize_choice, job_resize_method
-from .resize.machine import DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S
+from .resize import Stop, job_resize_method
 from .runs import JobRun
-from .state import ACTIVE_STATES, StateStore
+from .state import StateStore
+from .state_schema import ACTIVE_STATES, JobState
+from .status import run_status, unused_nodes, waiting_reason
 
 if TYPE_CHECKING:  # prometheus-client is imported only by a manager that exports metrics
     from .metrics import MetricsExporter
 
 
-@dataclass
-class ManagerOptions:
-    policy: str = sim.DEFAULT_POLICY  # the defaults of bft replay, from the C++ option structs
-    resize: str = AUTO  # the method of a job submitted without one (bft submit --resize)
-    tfwd_s: float = alloc.DEFAULT_TFWD_S
-    max_jobs: int = sim.DEFAULT_MAX_JOBS
-    bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
-    store_port: int = 0  # 0: any free port
-    report_port: int = 0
-    grace_s: float = DEFAULT_GRACE_S  # a job's time to checkpoint after SIGTERM before it is killed
-    scale_up_s: float = 5.0  # rescale costs the allocator assumes until the advisor measured some
-    scale_down_s: float = 5.0
-    inplace_scale_up_s: float = INPLACE_SCALE_UP_S  # the same for in-place rescales (--resize inplace)
-    inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S
-    max_retries: int = 2
-    curve_change: float = 0.15  # relative change of a learned curve that triggers a new decision
-    min_decision_interval_s: float = 2.0  # between decisions triggered by curve changes alone
-    # Reports after a (re)start that still count as warm-up. The first report of a process comes
-    # after its first step, so a short warm-up suffices (the replay's default, 30 s, is for Summit).
-    advisor_warmup_s: float = 3.0
-    # A running job with no progress report for this long is silent (lowest priority, flagged).
-    report_timeout_s: float = 60.0
-    # An in-place resize whose new process group has not formed in this long fails: relaunch instead.
-    inplace_timeout_s: float = DEFAULT_JOIN_TIMEOUT_S
-    # Warm standbys on idle nodes (for jobs resized in place); None: on unless --resize relaunch or
-    # membership (a job may still ask for inplace: it then starts without a standby).
-    standby: Optional[bool] = None
-
-    @property
-    def standbys(self) -> bool:
-        return self.standby if self.standby is not None else self.resize in (AUTO, "inplace")
-
-    def check(self) -> None:
-        if self.policy not in alloc.SOLVERS:
-            raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
-        check_resize_choice(self.resize)
-        # The command line's name of each (bft manager --help); the others are options of the API only.
-        flags = {"tfwd_s": "--tfwd", "grace_s": "--grace", "report_timeout_s": "--report-timeout",
-                 "inplace_timeout_s": "--inplace-timeout"}
-        for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s",
-                     "inplace_scale_down_s", "curve_change", "min_decision_interval_s", "report_timeout_s",
-                     "inplace_timeout_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected a finite number >= 0, "
-                                 f"got {value}")
-        # The allocator's horizon and rescale costs: within them no job the format accepts can overflow it.
-        for name in ("tfwd_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s", "inplace_scale_down_s"):
-            value = getattr(self, name)
-            if value > alloc.MAX_HORIZON_S or (name == "tfwd_s" and value == 0):
-                raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected seconds in "
-                                 f"{'(0' if name == 'tfwd_s' else '[0'}, {alloc.MAX_HORIZON_S:g}], got {value:g}")
-        if self.max_jobs < 1:
-            raise ValueError("--max-jobs must be >= 1")
-        if self.max_retries < 0:
-            raise ValueError("--max-retries must be >= 0")
-
-
 class Manager:
-    def __init__(self, state_dir: Path, source: NodeSource, store: StateStore, identity: str,
+    def __init__(self, *, state_dir: Path, source: NodeSource, store: StateStore, identity: str,
                  options: ManagerOptions, metrics: Optional[MetricsExporter] = None):
         options.check()
         self.metrics = metrics  # started and stopped by its owner (cli); the loop feeds it
@@ -121,16 +64,19 @@ class Manager:
         self.inbox: "queue.Queue[Tuple[float, str, Any]]" = queue.Queue()
         self.pool: Dict[str, float] = {}  # idle node -> since
         self.largest_pool = 0  # the most nodes the pool has held at once
-        self.runs: Dict[str, JobRun] = {}
-        self.book = CurveBook(store, options.advisor_warmup_s, options.scale_up_s, options.scale_down_s,
-                              options.inplace_scale_up_s, options.inplace_scale_down_s)
+        self.active_runs: Dict[str, JobRun] = {}
+        self.book = CurveBook(store, warmup_s=options.advisor_warmup_s, scale_up_s=options.scale_up_s,
+                              scale_down_s=options.scale_down_s, inplace_scale_up_s=options.inplace_scale_up_s,
+                              inplace_scale_down_s=options.inplace_scale_down_s)
         self.reports = ReportIntake(store, self.book)
         self.decider = Decider(self.book, store, options.policy, options.tfwd_s, options.max_jobs,
                                options.curve_change)
         self.files = JobFiles(state_dir)
-        self.jobs = JobLifecycle(self.files, store, source, identity, self.book, self.runs, self.pool,
-                                 options.grace_s, options.report_timeout_s, self._mark_dirty,
-                                 options.inplace_timeout_s, options.standbys and source.runs_scripts)
+        self.lifecycle = JobLifecycle(files=self.files, store=store, source=source, identity=identity, book=self.book,
+                                      active_runs=self.active_runs, pool=self.pool, grace_s=options.grace_s,
+                                      report_timeout_s=options.report_timeout_s, mark_dirty=self._mark_dirty,
+                                      inplace_timeout_s=options.inplace_timeout_s,
+                                      standby=options.standbys and source.runs_scripts)
         self._dirty = False
         self._dirty_since: Optional[float] = None
         self._last_decision = 0.0
@@ -144,10 +90,11 @@ class Manager:
         """Attaches to the keeper (the rendezvous store and the report socket, in a process that outlives
         the manager), starting one if none runs for this state directory."""
         bind = self.options.bind_address or self.source.listen_address()
-        self.keeper = KeeperLink(self.state_dir, bind, self.options.store_port, self.options.report_port)
+        self.keeper = KeeperLink(self.state_dir, bind=bind, store_port=self.options.store_port,
+                                 report_port=self.options.report_port)
         host = self.source.manager_address()
         info = self.keeper.info
-        self.jobs.keeper_started(f"{host}:{info['store_port']}", f"{host}:{info['report_port']}")
+        self.lifecycle.workers.keeper_started(f"{host}:{info['store_port']}", f"{host}:{info['report_port']}")
 
     def _recover(self) -> None:
         """Reconciles with what a previous manager left. If its keeper still runs, the jobs that were
@@ -163,13 +110,13 @@ class Manager:
             if not job.resize:  # stored by a manager with one method for all: fixed now, as at a submit
                 job.resize = job_resize_method(self.options.resize, job.script)
                 self.store.update_job(job.id, resize=job.resize)
-            self.runs[job.id] = self.jobs.new_run(job, running=job.configuration)
+            self.active_runs[job.id] = self.lifecycle.new_run(job, running=job.configuration)
         for p in self.store.progress():
-            run = self.runs.get(p["job"])
+            run = self.active_runs.get(p["job"])
             if run is not None:
                 self.book.replay_record(run, p)
-        adopted = [run for run in self.runs.values() if run.row.state == "running" and self.keeper.adopted
-                   and self.jobs.adopt(run, by_job.get(run.id, []))]
+        adopted = [run for run in self.active_runs.values() if run.row.state == JobState.RUNNING and self.keeper.adopted
+                   and self.lifecycle.adopt(run, by_job.get(run.id, []))]
         kept = {a.row for run in adopted for a in run.agents.values()}
         # One pass over the process table for all the others (also strays of jobs that have ended).
         # Workers born of standbys carry no job tag: spared by pid. Standbys of the previous manager end.
@@ -178,20 +125,20 @@ class Manager:
         for row in open_rows:
             if row["id"] not in kept:
                 self.store.end_proc(row["id"], None)
-        if open_rows or self.runs or stopped:  # what a previous manager left: said once, even if nothing ran
+        if open_rows or self.active_runs or stopped:  # what a previous manager left: said once, even if nothing ran
             self.store.log_event("recovered", adopted=[run.id for run in adopted], processes_stopped=stopped,
                                  process_rows_closed=len(open_rows) - len(kept))
-        for run in list(self.runs.values()):
+        for run in list(self.active_runs.values()):
             if run.row.work and run.row.samples >= run.row.work and run not in adopted:
                 # Its work was done before the last manager stopped (its workers' last word came too
                 # late): finished now, never relaunched.
-                self.jobs.end_job(run, "finished", "")
+                self.lifecycle.end_job(run, JobState.FINISHED, "")
                 continue
             if run.row.curve:
                 self.book.set_prior(run)
-            if run.row.state == "running" and run not in adopted:  # stopped now, relaunched by a decision
-                run.row.state = "queued"
-                self.store.update_job(run.id, state="queued")
+            if run.row.state == JobState.RUNNING and run not in adopted:  # stopped now, relaunched by a decision
+                run.row.state = JobState.QUEUED
+                self.store.update_job(run.id, state=JobState.QUEUED)
                 self.book.record(run, 0)
 
     def run(self) -> int:
@@ -203,7 +150,8 @@ class Manager:
         self._spawn(self.server.serve_forever, "bft-control")
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self.inbox.put((time.monotonic(), "shutdown", None)))
-        self.store.log_event("manager_started", store=self.jobs.store_address, reports=self.jobs.report_address,
+        self.store.log_event("manager_started", store=self.lifecycle.workers.store_address,
+                             reports=self.lifecycle.workers.report_address,
                              source=self.source.describe(), policy=self.options.policy, resize=self.options.resize,
                              keeper_adopted=self.keeper.adopted)
         self.source.start(lambda ev: self.inbox.put((time.monotonic(), "node", ev)))
@@ -239,35 +187,36 @@ class Manager:
             # frees or takes thousands of nodes at once (bench/README.md, "Load on the real manager"),
             # and every job reports twice a second.
             for kind, group in itertools.groupby(items, key=lambda item: item[1]):
-                batch = self.jobs.node_events() if kind == "node" else contextlib.nullcontext()
+                batch = self.lifecycle.node_events() if kind == "node" else contextlib.nullcontext()
                 with self.store.transaction() if kind in ("node", "report") else contextlib.nullcontext(), batch:
                     for item in group:
                         try:
                             self._handle(*item)
                         except Exception as e:  # noqa: BLE001 - one bad event must not take the manager down
                             self._internal_error(item[1], e)
-            self.jobs.poll()
+            self.lifecycle.poll()
             if self.metrics is not None and self.metrics.due(time.monotonic()):
-                self.metrics.update(self.status(), list(self.decider.latencies_s), self.decider.decisions)
+                self.metrics.update(self.status(), decision_latencies_s=list(self.decider.latencies_s),
+                                    decisions=self.decider.decisions)
             if self._stopping:
-                if not any(run.agents for run in self.runs.values()):
+                if not any(run.agents for run in self.active_runs.values()):
                     self._finish_shutdown()
                     return
                 continue
             # Once per pass (a decision and its launches end no job, so it holds for all three): with
             # 1,000 jobs queued, choosing the admitted ones is a pass over all of them.
-            admitted = self.decider.admitted(self.runs.values())
+            admitted = self.decider.admitted(self.active_runs.values())
             self._check_curves(admitted)
             if self._dirty:
                 self._decide(admitted)
-            self.jobs.launch_ready(admitted, lambda: not self.inbox.empty())
+            self.lifecycle.launch_ready(admitted, lambda: not self.inbox.empty())
 
     def _handle(self, arrived: float, kind: str, payload: Any) -> None:
         if kind == "node":
             self._on_node(payload)
             self._mark_dirty(arrived)
         elif kind == "report":
-            self.reports.on_datagram(payload, self.runs.get)
+            self.reports.on_datagram(payload, self.active_runs.get)
         elif kind == "control":
             request, reply = payload
             answer = self._on_control(request, reply, arrived)
@@ -295,12 +244,12 @@ class Manager:
     def _on_node(self, ev: NodeEvent) -> None:
         self.store.log_event(ev.kind, node=ev.node, grace_s=ev.grace_s)
         if ev.kind == "join":
-            self.jobs.draining.discard(ev.node)
+            self.lifecycle.draining.discard(ev.node)
             self.pool.setdefault(ev.node, time.time())
             self.largest_pool = max(self.largest_pool, len(self.pool))
         else:
             self.pool.pop(ev.node, None)
-            self.jobs.node_reclaimed(ev.node)
+            self.lifecycle.node_reclaimed(ev.node)
 
     def _check_curves(self, admitted: List[JobRun]) -> None:
         """A learned curve that moved by more than curve_change since the last decision re-decides."""
@@ -322,10 +271,10 @@ class Manager:
             self._internal_error("decision", e)
             return
         for p in placements or []:  # None: the allocator failed, the current map stays
-            self.jobs.apply(p.run, p.nodes, p.configuration)
+            self.lifecycle.apply(p.run, p.nodes, p.configuration)
         for run, reason in self.decider.refused:  # one with agents ends once they stopped (it was placed nowhere)
             if not run.agents and run.row.state in ACTIVE_STATES:
-                self.jobs.end_job(run, "failed", reason)
+                self.lifecycle.end_job(run, JobState.FAILED, reason)
 
     # -- control requests -------------------------------------------------------------------------
 
@@ -360,70 +309,42 @@ class Manager:
         job.resize = job_resize_method(job.resize or self.options.resize, job.script)
         self.store.add_job(job)
         self.store.log_event("submitted", job=job.id, min_nodes=job.min_nodes, max_nodes=job.max_nodes)
-        run = self.jobs.new_run(job)
-        self.runs[job.id] = run
+        run = self.lifecycle.new_run(job)
+        self.active_runs[job.id] = run
         if job.curve:
             self.book.set_prior(run)
         self._mark_dirty(arrived)
         return {"ok": True, "job": job.id}
 
     def _cancel(self, job: str, arrived: float) -> Dict[str, Any]:
-        run = self.runs.get(job)
+        run = self.active_runs.get(job)
         if run is None:
             row = self.store.job(job)
             if row is None:
                 raise ValueError(f"no job named {job!r}")
             raise ValueError(f"job {job!r} is {row.state} already")
         if run.agents:
-            self.jobs.stop_run(run, Stop.CANCEL)
+            self.lifecycle.stop_run(run, Stop.CANCEL)
         else:
-            self.jobs.end_job(run, "cancelled", "cancelled by the user")
+            self.lifecycle.end_job(run, JobState.CANCELLED, "cancelled by the user")
         self._mark_dirty(arrived)
         return {"ok": True, "job": job}
 
-    def _waiting_reason(self, run: JobRun, admitted: List[JobRun]) -> str:
-        """Why a job holds no nodes (bft status)."""
-        if run.silent:
-            return "no progress reports: does the script call bft.train.report()?"
-        if run not in admitted:
-            return f"admission cap reached ({self.options.max_jobs} jobs admitted, --max-jobs)"
-        if run.machine.phase is Phase.BACKOFF:
-            return (f"backing off after a failure (retry {run.row.retries} of {run.row.max_retries}): "
-                    f"{run.machine.last_reason}")
-        if run.row.min_nodes > self.largest_pool:
-            return (f"needs {run.row.min_nodes} nodes; the pool has never had more than {self.largest_pool}")
-        if run.target:
-            return "waiting for its nodes to be vacated"
-        return "waiting for idle nodes"
-
     def status(self) -> Dict[str, Any]:
-        jobs = []
-        admitted = self.decider.admitted(self.runs.values())
+        admitted = self.decider.admitted(self.active_runs.values())
+        standbys = self.lifecycle.workers.standbys
+        busy = self.lifecycle.busy_nodes()
         now = time.time()
+        jobs = []
         for row in self.store.jobs():
-            run = self.runs.get(row.id)
-            d = (run.row if run else row).status()
-            if run is not None:
-                d["nodes"] = sorted(run.agents)
-                d["target"] = list(run.target)
-                d["rate"] = run.recent_rate() if run.agents else 0.0
-                d["curve"] = self.book.curve_source(run)
-                d["rescale_costs"] = self.book.cost_status(run)
-                d["phase"] = run.machine.phase.value
-                d["resizing"] = bool(run.agents) and (run.machine.phase is Phase.RESIZING
-                                                      or run.stop_reason in (Stop.RESIZE, Stop.INPLACE_FAILED))
-                if run.machine.last_reason:
-                    d["last_stop"] = run.machine.last_reason
-                if row.work and d["rate"] > 0:
-                    d["eta_s"] = max(0.0, (row.work - d["samples"]) / d["rate"])
-                if run.silent:
-                    d["warning"] = "no progress reports: does the script call bft.train.report()?"
-                if not run.agents:
-                    d["waiting"] = self._waiting_reason(run, admitted)
-                    # Since it last held nodes (or since its submit, if it never ran).
-                    d["waiting_since"] = "stopped" if run.nodeless_since is not None else "submit"
-                    d["waiting_s"] = now - (run.nodeless_since or run.row.submitted_s)
-            jobs.append(d)
+            run = self.active_runs.get(row.id)
+            if run is None:
+                jobs.append(row.status())
+                continue
+            waiting = "" if run.agents else waiting_reason(run, admitted, max_jobs=self.options.max_jobs,
+                                                           largest_pool=self.largest_pool)
+            jobs.append(run_status(run, self.book, waiting=waiting, now=now))
+        held = {n for run in self.active_runs.values() for n in run.target} | set(busy)
         return {
             "manager": {"identity": self.identity, "pid": os.getpid(), "policy": self.options.policy,
                         "resize": self.options.resize, "decisions": self.decider.decisions,
@@ -431,28 +352,12 @@ class Manager:
                         "decision_p50_s": self.decider.latency_p50_s(),
                         "decision_latency_s": self.decider.latency_summary_s(), "stopping": self._stopping,
                         "source": self.source.describe()},
-            "nodes": {"pool": sorted(self.pool), "used": self.jobs.busy_nodes(), "unused": self._unused(admitted),
-                      "standbys": self.jobs.standbys.nodes() if self.jobs.standbys is not None else []},
+            "nodes": {"pool": sorted(self.pool), "used": busy,
+                      "unused": unused_nodes(self.pool, held, admitted, decision_pending=self._dirty,
+                                             tfwd_s=self.options.tfwd_s),
+                      "standbys": standbys.nodes() if standbys is not None else []},
             "jobs": jobs,
         }
-
-    def _unused(self, admitted: List[JobRun]) -> Dict[str, Any]:
-        """The pool's nodes no job holds or was given, and why (bft status)."""
-        held = {n for run in self.runs.values() for n in run.target} | set(self.jobs.busy_nodes())
-        nodes = sorted(n for n in self.pool if n not in held)
-        below_max = [run.id for run in admitted if len(run.target) < run.row.max_nodes and not run.silent]
-        if not nodes:
-            why = ""
-        elif not admitted:
-            why = "no job is queued"
-        elif not below_max:
-            why = "every admitted job runs at its --max"
-        elif self._dirty:
-            why = "a decision is pending"
-        else:
-            why = (f"the allocator's choice: growing {', '.join(below_max)} onto them does not pay off within "
-                   f"--tfwd ({self.options.tfwd_s:g} s) against its rescale cost")
-        return {"nodes": nodes, "why": why}
 
     # -- shutdown ---------------------------------------------------------------------------------
 
@@ -461,16 +366,16 @@ class Manager:
             return
         self._stopping = True
         self.store.log_event("manager_stopping")
-        for run in self.runs.values():
-            self.jobs.stop_run(run, Stop.SHUTDOWN)
+        for run in self.active_runs.values():
+            self.lifecycle.stop_run(run, Stop.SHUTDOWN)
 
     def _finish_shutdown(self) -> None:
         terminate_tagged(self.identity, self.options.grace_s)
-        for run in list(self.runs.values()):
+        for run in list(self.active_runs.values()):
             if run.row.work and run.row.samples >= run.row.work:
-                self.jobs.end_job(run, "finished", "")  # its work is done: never queued again
-            elif run.row.state == "running":
-                self.store.update_job(run.id, state="queued")
+                self.lifecycle.end_job(run, JobState.FINISHED, "")  # its work is done: never queued again
+            elif run.row.state == JobState.RUNNING:
+                self.store.update_job(run.id, state=JobState.QUEUED)
         self.source.stop(release=True)
         self.keeper.stop_keeper()  # nothing runs that needs the store any more
         self.store.log_event("manager_stopped")

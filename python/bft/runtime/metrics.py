@@ -28,9 +28,10 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from .state import JOB_STATES, StateStore
+from .options import METRICS_ADDRESS, METRICS_INTERVAL_S
+from .state import StateStore
+from .state_schema import ACTIVE_STATES, JOB_STATES
 
-DEFAULT_INTERVAL_S = 5.0
 # A job's series carry its name as `bft_job`: Prometheus gives every scraped series a `job` label of its
 # own (the scrape job), which would rename ours to `exported_job`.
 # Upper bounds of the histograms' buckets, in seconds: resize gaps run from half a second (in place)
@@ -38,7 +39,7 @@ DEFAULT_INTERVAL_S = 5.0
 RESIZE_GAP_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 DECISION_LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # Why a job holds no nodes, as a label value: the first words of the manager's own reason
-# (Manager._waiting_reason, the text `bft status` prints) mapped to a short, stable name.
+# (bft.runtime.status.waiting_reason, the text `bft status` prints) mapped to a short, stable name.
 WAITING_REASONS = (
     ("no progress reports", "no_reports"),
     ("admission cap reached", "admission_cap"),
@@ -128,7 +129,7 @@ class ManagerMetrics:
             else:
                 self._event_counts[event["kind"]] += 1
 
-    def update(self, status: Dict[str, Any], decision_latencies_s: List[float], decisions: int,
+    def update(self, status: Dict[str, Any], *, decision_latencies_s: List[float], decisions: int,
                now: Optional[float] = None) -> None:
         """A new snapshot from the manager's status (Manager.status()) and its decider's latencies
         (the most recent last); called from the manager's loop thread."""
@@ -184,7 +185,7 @@ class ManagerMetrics:
         nodes = GaugeMetricFamily("bft_job_nodes", "Nodes a job's processes run on now.", labels=["bft_job"])
         for job in status["jobs"]:
             by_state[job["state"]] = by_state.get(job["state"], 0) + 1
-            if job["state"] not in ("queued", "running"):
+            if job["state"] not in ACTIVE_STATES:
                 continue  # an ended job's series end with it
             samples.add_metric([job["id"]], job["samples"])
             nodes.add_metric([job["id"]], len(job.get("nodes", [])))
@@ -207,8 +208,8 @@ class ManagerMetrics:
 class MetricsExporter:
     """Writes the snapshot to a textfile and/or serves it over HTTP; owned by the manager's loop."""
 
-    def __init__(self, store: StateStore, textfile: Optional[Path] = None, port: Optional[int] = None,
-                 address: str = "127.0.0.1", interval_s: float = DEFAULT_INTERVAL_S):
+    def __init__(self, store: StateStore, *, textfile: Optional[Path] = None, port: Optional[int] = None,
+                 address: str = METRICS_ADDRESS, interval_s: float = METRICS_INTERVAL_S):
         if textfile is not None and textfile.suffix != ".prom":
             raise MetricsError(f"--metrics-textfile {textfile}: node_exporter reads only files ending in .prom")
         if port is not None and not 0 <= port <= 65535:
@@ -251,10 +252,10 @@ class MetricsExporter:
     def due(self, now: float) -> bool:
         return self.enabled and now >= self._next_update
 
-    def update(self, status: Dict[str, Any], decision_latencies_s: List[float], decisions: int) -> None:
+    def update(self, status: Dict[str, Any], *, decision_latencies_s: List[float], decisions: int) -> None:
         self._next_update = time.monotonic() + self.interval_s
         try:
-            self.metrics.update(status, decision_latencies_s, decisions)
+            self.metrics.update(status, decision_latencies_s=decision_latencies_s, decisions=decisions)
         except Exception:  # noqa: BLE001 - a metrics bug must not stop the jobs: the old snapshot stays
             if not self._snapshot_failed:
                 print(f"bft manager: internal error in a metrics snapshot (said once):\n{traceback.format_exc()}",

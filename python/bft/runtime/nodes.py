@@ -2,7 +2,10 @@
 
 A node source announces nodes that join the pool of idle nodes and nodes that the main scheduler
 reclaims, and runs a command on one of its nodes. One small class per source, like the MILP
-backends: adding a scheduler is one module and one ``register_source`` line.
+backends: adding a scheduler is one module whose class carries ``@register_source``. The built-in
+sources are the modules named in ``BUILT_IN_SOURCES``; a package outside this tree joins by
+declaring its module under the entry-point group ``bft.node_sources`` (``ENTRY_POINT_GROUP``), as
+torch's rendezvous handlers do, and ``source_names()`` finds it without an edit here.
 
 Threading: a source calls ``emit`` from any thread (its own watcher threads included); the manager
 queues the events and handles them on its event loop. ``launch`` and ``reclaim_done`` are called
@@ -13,8 +16,10 @@ from __future__ import annotations
 
 import abc
 import argparse
+import importlib
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +79,7 @@ class NodeSource(abc.ABC):
         pilot jobs); without it (the manager is restarting), leaves them for the next manager."""
 
     @abc.abstractmethod
-    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
+    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, *,
                cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         """Runs ``argv`` on ``node`` in directory ``cwd`` with ``env`` added to the environment,
         output appended to ``log_path``. The returned process runs in a session of its own;
@@ -115,22 +120,59 @@ class NodeSource(abc.ABC):
         return {"source": self.name}
 
 
+# The modules of this package that define a source (each registers itself on import).
+BUILT_IN_SOURCES = ("bft.runtime.local", "bft.runtime.slurm")
+# Out-of-tree sources: an entry point ``<name> = "<module>"`` or ``"<module>:<class>"`` in this group.
+ENTRY_POINT_GROUP = "bft.node_sources"
+
 _SOURCES: Dict[str, Type[NodeSource]] = {}
+_discovered = False
 
 
 def register_source(cls: Type[NodeSource]) -> Type[NodeSource]:
     """Registers a node source class under ``cls.name`` (usable as a decorator)."""
-    if not cls.name or cls.name in _SOURCES:
+    if not cls.name or _SOURCES.get(cls.name, cls) is not cls:
         raise ValueError(f"node source name {cls.name!r} is empty or taken")
     _SOURCES[cls.name] = cls
     return cls
 
 
+def _entry_points() -> list:
+    from importlib.metadata import entry_points
+
+    found = entry_points()
+    if hasattr(found, "select"):  # Python >= 3.10
+        return list(found.select(group=ENTRY_POINT_GROUP))
+    return list(found.get(ENTRY_POINT_GROUP, ()))  # Python 3.9: a dict of groups
+
+
+def _discover() -> None:
+    """Imports the built-in sources and loads the entry points, once. An entry point that fails to
+    load is skipped with one line on stderr: a broken plug-in must not take every source with it."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    for module in BUILT_IN_SOURCES:
+        importlib.import_module(module)
+    for ep in _entry_points():
+        try:
+            loaded = ep.load()  # importing its module runs its @register_source
+            if isinstance(loaded, type) and issubclass(loaded, NodeSource):
+                register_source(loaded)
+        except Exception as e:  # noqa: BLE001 - whatever a plug-in raises, it is reported and skipped
+            print(f"bft: node source entry point {ep.name} = {ep.value!r} (group {ENTRY_POINT_GROUP}) "
+                  f"not loaded: {type(e).__name__}: {e}", file=sys.stderr)
+
+
 def source_names() -> List[str]:
+    """Every registered source: the built-in ones and those of installed packages' entry points."""
+    _discover()
     return sorted(_SOURCES)
 
 
 def source_class(name: str) -> Type[NodeSource]:
+    _discover()
     if name not in _SOURCES:
         raise SourceError(f"unknown node source {name!r} (choose from {', '.join(source_names())})")
     return _SOURCES[name]

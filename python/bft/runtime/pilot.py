@@ -1,14 +1,17 @@
-"""The Slurm pilot: holds one node for a bft manager (docs/slurm.md).
+"""The pilot: holds one node for a bft manager, under any batch scheduler (the side of the
+manager: bft.runtime.pilots; how Slurm runs it: docs/slurm.md).
 
-It reports "start", then holds the node until Slurm takes it back. Slurm sends SIGTERM to the steps
-of a job at preemption (SIGKILL after GraceTime), at the time limit and at scancel (SIGKILL after
-KillWait); the batch shell is not signalled at preemption, so the pilot runs as step 0 of its own
-job. On the first SIGTERM it reports "term" and keeps holding, so that training steps in the
-allocation get the whole grace time; it exits at once when the source answers "release" (the
-source cancelled it) or on a second SIGTERM. It never exits by itself.
+It reports "start", then holds the node until the scheduler takes it back. A scheduler sends SIGTERM
+at preemption, at the time limit and at cancellation (SIGKILL after its grace time; under Slurm the
+pilot runs as step 0 of its job, as the batch shell is not signalled at preemption). On the first
+SIGTERM it reports "term" and keeps holding, so that training in the allocation gets the whole
+grace time; it exits at once when the source answers "release" (the source cancelled it) or on a
+second SIGTERM. It never exits by itself.
 
-The node source sends this file inline in the batch script (python3 -c), so compute nodes need
-only a python3, not libbft: it must hold no single quote and import only the standard library.
+It knows no scheduler: its environment names the variables of the scheduler that hold its job id and
+node (BFT_PILOT_JOB_VAR, BFT_PILOT_NODE_VAR; no node variable: the host name). The node source sends
+this file inline in the batch script (python3 -c), so compute nodes need only a python3, not libbft:
+it must hold no single quote and import only the standard library.
 """
 import hashlib
 import hmac
@@ -24,7 +27,8 @@ class Pilot:
     def __init__(self, env):
         self.secret = bytes.fromhex(env.pop("BFT_PILOT_SECRET"))  # out of the environment of what runs here
         self.host, self.port = env["BFT_PILOT_ADDR"].rsplit(":", 1)
-        self.job, self.node = env["SLURM_JOB_ID"], env["SLURMD_NODENAME"]
+        self.job = env[env["BFT_PILOT_JOB_VAR"]]
+        self.node = env.get(env.get("BFT_PILOT_NODE_VAR") or "", "") or socket.gethostname()
         self.identity = env["BFT_PILOT_IDENTITY"]
         self.terms = 0
 

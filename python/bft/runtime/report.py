@@ -111,7 +111,7 @@ def _steps(intervals: List[Interval], since: float, until: float) -> List[Tuple[
     return out
 
 
-def account(store: StateStore, owner: str, since: Optional[float] = None, until: Optional[float] = None,
+def account(store: StateStore, owner: str, *, since: Optional[float] = None, until: Optional[float] = None,
             now: Optional[float] = None) -> Report:
     """The report of the state database `store` over [since, until] (default: all of its history)."""
     now = time.time() if now is None else now

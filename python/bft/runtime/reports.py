@@ -87,7 +87,7 @@ class ReportIntake:
         run.reported_at = time.monotonic()
         run.silent = False
         run.last_seq[r.rank] = r.seq
-        self.store.set_report_seq(run.id, r.rank, r.generation, r.round, r.seq)
+        self.store.set_report_seq(run.id, rank=r.rank, generation=r.generation, round_=r.round, seq=r.seq)
         run.rank_samples[r.rank] = r.samples
         if r.state_bytes:
             self.book.state_bytes[run.id] = r.state_bytes

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ..train import protocol
-from .resize.machine import DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S, Machine, Phase
+from .resize import Machine, Phase, Stop
 from .state import JobRow
 
 
@@ -36,7 +36,9 @@ class JobRun:
     agents: Dict[str, Agent] = field(default_factory=dict)  # node -> live agent
     # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
     # (Its retries and their limit are the row's: set in __post_init__.)
-    machine: Machine = field(default_factory=lambda: Machine(DEFAULT_GRACE_S, DEFAULT_JOIN_TIMEOUT_S, 0))
+    machine: Machine = field(default_factory=lambda: Machine(grace_s=protocol.DEFAULT_GRACE_S,
+                                                             join_timeout_s=protocol.DEFAULT_INPLACE_TIMEOUT_S,
+                                                             max_retries=0))
     # A script that exited 0 before its last report came: the job is judged at this time (monotonic).
     last_report_due: Optional[float] = None
     last_report: Optional[protocol.Report] = None
@@ -84,10 +86,10 @@ class JobRun:
         return self.row.resize
 
     @property
-    def stop_reason(self) -> str:
-        """Why its workers are being stopped ("" unless they are)."""
+    def stop_reason(self) -> Optional[Stop]:
+        """Why its workers are being stopped (None unless they are)."""
         m = self.machine
-        return m.reason.value if m.phase is Phase.STOPPING and m.reason is not None else ""
+        return m.reason if m.phase is Phase.STOPPING else None
 
     def recent_rate(self, window_s: float = 10.0) -> float:
         """Samples per second over the last `window_s` of reports (0 with fewer than two)."""

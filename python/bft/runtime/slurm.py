@@ -2,9 +2,10 @@
 
 The source keeps ``--slurm-pending`` pilot jobs pending in a preemptible partition or QOS. When
 Slurm starts one, its node joins the pool; when Slurm takes the node back (preemption, time limit,
-cancellation, failure), the node is reclaimed. The pilot reports both at once over a TCP socket
-the source listens on (messages signed with a per-manager secret); a poll of ``squeue`` every few
-seconds is the safety net for lost messages. Commands run inside the pilot's allocation with
+cancellation, failure), the node is reclaimed. The pilot (scheduler-neutral: :mod:`.pilots`, whose
+report listener this source composes) reports both at once, signed with a per-manager secret; a
+poll of ``squeue`` every few seconds is the safety net for lost messages. The Slurm commands and the
+pilot's batch script are :mod:`.slurm_commands`. Commands run inside the pilot's allocation with
 ``srun --jobid=<pilot> --overlap``, so Slurm accounts them and kills them with the pilot. Every
 pilot carries the manager's identity in its job name, so a restarted manager adopts its running
 pilots and cancels the surplus. Site setup and measurements: docs/slurm.md.
@@ -14,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import logging
 import os
 import re
-import secrets
 import socket
 import subprocess
 import threading
@@ -27,10 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .._atomic import write_atomically
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
-from .slurm_commands import SlurmCommands
-from .slurm_reports import MAX_CONNECTIONS, PilotReportServer
+from .pilots import PilotReports
+from .slurm_commands import JOB_VAR, NODE_VAR, SlurmCommands
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +45,7 @@ class _Pilot:
 
 
 @register_source
-class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
+class SlurmNodeSource(NodeSource):
     """Idle nodes of a Slurm cluster, held by single-node pilot jobs in a preemptible partition/QOS."""
 
     name = "slurm"
@@ -94,20 +92,21 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         self.job_name = f"bft-pilot.{identity}"
         self.user = getpass.getuser()
         self.grace_s = 0.0
+        self._slurm = SlurmCommands(identity=identity, job_name=self.job_name, user=self.user, partition=partition,
+                                    qos=qos, account=account, time_limit=time_limit, time_min=time_min,
+                                    pilot_output=pilot_output)
+        self._reports = PilotReports(scheduler=self.name, identity=identity, on_report=self._on_pilot_report)
         self._emit: Optional[Emit] = None
         self._lock = threading.RLock()
         self._pilots: Dict[str, _Pilot] = {}
         self._addresses: Dict[str, str] = {}
         self._stopping = threading.Event()
         self._releasing = False  # stop(release=True) in progress: every pilot may exit at once
-        self._threads: List[threading.Thread] = []
-        self._listener: Optional[socket.socket] = None
-        self._secret = b""
+        self._poller: Optional[threading.Thread] = None
         self._failures = 0  # pilots in a row that ended without ever reporting "start"
         self._next_submit_s = 0.0
         self._submitted: Optional[List[str]] = None  # during start(): what it submitted, to undo a failure
         self._ended: Dict[str, None] = {}  # pilots seen gone (insertion-ordered, bounded): replays of them are ignored
-        self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -147,64 +146,45 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
             pilot_output=args.slurm_pilot_output,
         )
 
-    # ---- state kept across manager restarts ---------------------------------------------------
-
-    def _load_or_create_state(self) -> None:
-        """The signing secret and the port survive a restart, so adopted pilots keep reporting."""
-        path = self.state_dir / "slurm-source.json"
-        saved = {}
-        if path.exists():
-            try:
-                saved = json.loads(path.read_text())
-            except (OSError, ValueError) as e:
-                raise SourceError(f"slurm: cannot read {path}: {e}") from None
-        self._secret = bytes.fromhex(saved.get("secret", "")) or secrets.token_bytes(32)
-        if self.port == 0:
-            self.port = int(saved.get("port", 0))
-        self._listener = self._bind()
-        self.port = self._listener.getsockname()[1]
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, json.dumps({"secret": self._secret.hex(), "port": self.port}).encode())
-
     # ---- NodeSource ---------------------------------------------------------------------------
 
     def start(self, emit: Emit) -> None:
-        self._check_slurm()
-        self._load_or_create_state()
+        self.grace_s = self._slurm.check()
+        # The signing secret and the port survive a restart, so adopted pilots keep reporting.
+        self._reports.open(self.state_dir / "slurm-source.json", self.listen_address(), self.port)
+        self.port = self._reports.port
         self._emit = emit
         self._stopping.clear()
         self._submitted = []
         try:
             self._reconcile(*self._observe())  # adopt running pilots, cancel surplus, submit
         except SourceError:
-            self._cancel(self._submitted)  # no half-started state
-            self._listener.close()
-            self._listener = None
+            self._slurm.cancel(self._submitted)  # no half-started state
+            self._reports.close()
             raise
         finally:
             self._submitted = None
-        for target, name in ((self._listen_loop, "bft-slurm-listen"), (self._poll_loop, "bft-slurm-poll")):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._reports.serve()
+        self._poller = threading.Thread(target=self._poll_loop, name="bft-slurm-poll", daemon=True)
+        self._poller.start()
 
     def stop(self, release: bool = True) -> None:
         with self._lock:
             self._releasing = release  # pilots that report "term" now are told to exit at once
         self._stopping.set()
-        for t in self._threads:
-            if t.name == "bft-slurm-poll":
-                t.join()
+        if self._poller is not None:
+            self._poller.join()
+            self._poller = None
         if release:
             # By name, not by the ids we know: also catches a pilot submitted just before a crash.
             try:
-                self._run(["scancel", f"--user={self.user}", f"--name={self.job_name}"])
+                self._slurm.run(["scancel", f"--user={self.user}", f"--name={self.job_name}"])
             except SourceError as e:
                 log.warning("%s", e)
             deadline, left = time.monotonic() + 60.0, None
             while time.monotonic() < deadline:
                 try:
-                    left = self._squeue()
+                    left = self._slurm.squeue()
                     if not left:
                         break
                 except SourceError as e:
@@ -212,18 +192,13 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
                 time.sleep(0.2)
             else:
                 log.warning("slurm: pilot jobs %s still in the queue 60 s after scancel", sorted(left or {}))
-        if self._listener is not None:
-            self._listener.close()  # ends the listening thread within its accept timeout
-            self._listener = None
-        for t in self._threads:
-            t.join()
-        self._threads = []
+        self._reports.close()  # answers "release" to the end: pilots that report "term" meanwhile exit at once
         with self._lock:
             if release:
                 self._pilots.clear()
             self._releasing = False
 
-    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path,
+    def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, *,
                cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         with self._lock:
             pilot = next((p for p in self._pilots.values() if p.node == node and p.state == "running"), None)
@@ -244,7 +219,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
 
     def address(self, node: str) -> str:
         if node not in self._addresses:
-            out = self._run(["scontrol", "show", "node", "--oneliner", node])
+            out = self._slurm.run(["scontrol", "show", "node", "--oneliner", node])
             m = re.search(r"\bNodeAddr=(\S+)", out)
             if not m:
                 raise SourceError(f"slurm: scontrol show node {node} gives no NodeAddr")
@@ -264,7 +239,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
             ids = [p.job_id for p in self._pilots.values() if p.node == node and p.state == "reclaimed"]
             for i in ids:
                 self._pilots[i].state = "cancelling"
-        self._cancel(ids)
+        self._slurm.cancel(ids)
 
     def nodes(self) -> List[str]:
         with self._lock:
@@ -329,13 +304,13 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
         """squeue's view of our pilots, and which of the running-but-unannounced ones have their
         pilot step up. Slurm signals a preemption to a job's steps only: a pilot whose step is not
         up yet would miss it, so the poll announces a node only once the step runs."""
-        jobs = self._squeue()
+        jobs = self._slurm.squeue()
         with self._lock:
             unannounced = [j for j, (state, _) in jobs.items()
                            if state == "RUNNING" and self._pilots.get(j, _Pilot(j, "pending")).state == "pending"]
         stepped = set()
         if unannounced:
-            out = self._run(["squeue", "--noheader", "--steps", f"--jobs={','.join(unannounced)}", "--format=%i"])
+            out = self._slurm.run(["squeue", "--noheader", "--steps", f"--jobs={','.join(unannounced)}", "--format=%i"])
             for step in out.split():
                 job, _, step_id = step.partition(".")
                 if step_id.isdigit():
@@ -382,7 +357,7 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
                 for j in to_cancel:
                     self._pilots[j].state = "cancelling"
             deficit = target - len(waiting)
-        self._cancel(to_cancel)
+        self._slurm.cancel(to_cancel)
         if deficit > 0 and self._failures >= 3:
             # Pilots die before reporting (no python3 on the nodes, manager unreachable, ...):
             # back off instead of flooding the queue.
@@ -395,7 +370,8 @@ class SlurmNodeSource(SlurmCommands, PilotReportServer, NodeSource):
                         "(see --slurm-pilot-output)", self._failures, delay)
             deficit = 1
         for _ in range(max(0, deficit)):
-            job_id = self._submit()
+            job_id = self._slurm.submit(self._reports.pilot_environment(
+                manager_address=self._manager_address, job_var=JOB_VAR, node_var=NODE_VAR))
             if self._submitted is not None:
                 self._submitted.append(job_id)
             with self._lock:

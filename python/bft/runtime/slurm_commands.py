@@ -1,8 +1,7 @@
 """The Slurm commands the Slurm node source runs (sbatch, squeue, scancel, scontrol, sinfo,
 sacctmgr), each with a time limit and Slurm's own first line as the error, and the pilot job's
-batch script. A mixin of :class:`bft.runtime.slurm.SlurmNodeSource`, whose attributes it reads:
-``identity``, ``job_name``, ``user``, ``partition``, ``qos``, ``account``, ``time_limit``,
-``time_min``, ``pilot_output``, ``port``, ``_manager_address``, ``_secret``; it sets ``grace_s``.
+batch script: what Slurm supplies to the scheduler-neutral pilot (:mod:`.pilots`). The source
+composes one :class:`SlurmCommands`, built from the pilots' options alone.
 """
 
 from __future__ import annotations
@@ -12,24 +11,23 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .nodes import SourceError
+from .pilots import pilot_program
 
 log = logging.getLogger(__name__)
 
 _COMMAND_TIMEOUT_S = 30.0
 
-# The pilot program (pilot.py beside this file) travels inline in single quotes: compute nodes need
-# only a python3. The batch shell only starts it as step 0 (Slurm does not signal the shell at
-# preemption).
-_PILOT_PY = (Path(__file__).parent / "pilot.py").read_text()
-assert "'" not in _PILOT_PY, "pilot.py must hold no single quote"
+# The pilot program travels inline in single quotes: compute nodes need only a python3. The batch
+# shell only starts it as step 0 (Slurm does not signal the shell at preemption).
 PILOT_SCRIPT = f"""#!/bin/sh
 # libbft pilot job: holds this node for a bft manager (see docs/slurm.md).
-exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{_PILOT_PY}'
+exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{pilot_program()}'
 """
+# Slurm's variables that name a pilot's job and node (pilot.py reads them by these names).
+JOB_VAR, NODE_VAR = "SLURM_JOB_ID", "SLURMD_NODENAME"
 
 
 def _first_line(text: str) -> str:
@@ -38,7 +36,13 @@ def _first_line(text: str) -> str:
 
 
 class SlurmCommands:
-    def _run(self, argv: Sequence[str], stdin: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> str:
+    def __init__(self, *, identity: str, job_name: str, user: str, partition: str, qos: str, account: str,
+                 time_limit: str, time_min: str, pilot_output: str):
+        self.identity, self.job_name, self.user = identity, job_name, user
+        self.partition, self.qos, self.account = partition, qos, account
+        self.time_limit, self.time_min, self.pilot_output = time_limit, time_min, pilot_output
+
+    def run(self, argv: Sequence[str], stdin: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> str:
         """Runs a Slurm command; its stdout, or SourceError with Slurm's own first line."""
         try:
             r = subprocess.run(
@@ -64,8 +68,9 @@ class SlurmCommands:
                 opts.append(f"{flag}={value}")
         return opts
 
-    def _check_slurm(self) -> None:
-        """Everything a pilot submission needs, checked without submitting one."""
+    def check(self) -> float:
+        """Everything a pilot submission needs, checked without submitting one; the grace time a
+        pilot's node has between Slurm's SIGTERM and its SIGKILL."""
         missing = [c for c in ("sbatch", "squeue", "scancel", "scontrol", "srun") if shutil.which(c) is None]
         if missing:
             raise SourceError(f"slurm: {', '.join(missing)} not found on PATH (is the Slurm client installed?)")
@@ -76,23 +81,24 @@ class SlurmCommands:
         # --test-only validates partition, QOS, account, time limits and the user's rights on them
         # exactly as a submission would, and submits nothing.
         try:
-            self._run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
+            self.run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
         except SourceError as e:
             what = ", ".join(f"{k} {v}" for k, v in (("partition", self.partition), ("qos", self.qos),
                                                       ("account", self.account), ("time", self.time_limit)) if v)
             raise SourceError(f"slurm: cannot submit pilot jobs as user {self.user} ({what}): "
                               f"{str(e).split(' failed: ', 1)[-1]}") from None
         part = self.partition or self._default_partition()
-        out = self._run(["scontrol", "show", "partition", "--oneliner", part])
+        out = self.run(["scontrol", "show", "partition", "--oneliner", part])
         m = re.search(r"\bGraceTime=(\d+)", out)
-        self.grace_s = float(m.group(1)) if m else 0.0
+        grace_s = float(m.group(1)) if m else 0.0
         if self.qos:
-            self.grace_s = max(self.grace_s, self._qos_grace_s())
-        if self.grace_s == 0:
+            grace_s = max(grace_s, self._qos_grace_s())
+        if grace_s == 0:
             # No preemption grace (e.g. backfill-only pilots): a time limit or a cancellation
             # still leaves KillWait between SIGTERM and SIGKILL.
-            m = re.search(r"^KillWait\s*=\s*(\d+)", self._run(["scontrol", "show", "config"]), re.M)
-            self.grace_s = float(m.group(1)) if m else 0.0
+            m = re.search(r"^KillWait\s*=\s*(\d+)", self.run(["scontrol", "show", "config"]), re.M)
+            grace_s = float(m.group(1)) if m else 0.0
+        return grace_s
 
     def _qos_grace_s(self) -> float:
         """The QOS's GraceTime (preempt/qos); 0 where there is no accounting database to ask."""
@@ -108,15 +114,15 @@ class SlurmCommands:
         return float(((d * 24 + h) * 60 + mi) * 60 + sec)
 
     def _default_partition(self) -> str:
-        out = self._run(["sinfo", "--noheader", "--format=%P"])
+        out = self.run(["sinfo", "--noheader", "--format=%P"])
         for p in out.split():
             if p.endswith("*"):
                 return p[:-1]
         raise SourceError("slurm: no --slurm-partition given and the cluster has no default partition")
 
-    def _squeue(self) -> Dict[str, Tuple[str, str]]:
+    def squeue(self) -> Dict[str, Tuple[str, str]]:
         """This manager's pilot jobs: {job id: (squeue state, node)}."""
-        out = self._run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}",
+        out = self.run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}",
                          "--format=%i|%T|%N"])
         jobs = {}
         for line in out.splitlines():
@@ -125,20 +131,18 @@ class SlurmCommands:
                 jobs[parts[0]] = (parts[1], parts[2])
         return jobs
 
-    def _submit(self) -> str:
-        env = dict(os.environ)
-        env.update(BFT_PILOT_SECRET=self._secret.hex(), BFT_PILOT_ADDR=f"{self._manager_address}:{self.port}",
-                   BFT_PILOT_IDENTITY=self.identity)
+    def submit(self, pilot_env: Mapping[str, str]) -> str:
+        """Submits one pilot with `pilot_env` (PilotReports.pilot_environment); its job id."""
+        env = {**os.environ, **pilot_env}
         # Only these variables reach the pilot (the secret travels in the environment, not on a
         # command line that `ps` shows); Slurm adds its own SLURM_* variables.
-        out = self._run(["sbatch", "--parsable", *self._pilot_options(), f"--output={self.pilot_output}",
-                         "--export=PATH,BFT_PILOT_SECRET,BFT_PILOT_ADDR,BFT_PILOT_IDENTITY"],
-                        stdin=PILOT_SCRIPT, env=env)
+        out = self.run(["sbatch", "--parsable", *self._pilot_options(), f"--output={self.pilot_output}",
+                        f"--export={','.join(['PATH', *pilot_env])}"], stdin=PILOT_SCRIPT, env=env)
         return out.strip().split(";")[0]
 
-    def _cancel(self, job_ids: Sequence[str]) -> None:
+    def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             try:
-                self._run(["scancel", *job_ids])
+                self.run(["scancel", *job_ids])
             except SourceError as e:  # a job that ended meanwhile is not an error worth more than a log line
                 log.warning("%s", e)

@@ -31,7 +31,7 @@ RETRY_S = 30.0
 
 
 class Standbys:
-    def __init__(self, source: NodeSource, identity: str, python: str, state_dir: Path,
+    def __init__(self, *, source: NodeSource, identity: str, python: str, state_dir: Path,
                  log_event: Callable[..., None]):
         """`state_dir`: where `standby.log` goes; `log_event`: the manager's event log."""
         self.source = source
@@ -74,7 +74,7 @@ class Standbys:
         return proc
 
     @staticmethod
-    def assign(proc: subprocess.Popen, argv: Sequence[str], env: Mapping[str, str], cwd: Path,
+    def assign(proc: subprocess.Popen, *, argv: Sequence[str], env: Mapping[str, str], cwd: Path,
                log_path: Path) -> bool:
         """Gives a taken standby its job (bft.train.standby's assignment line); False if it is gone."""
         line = json.dumps({"argv": list(argv), "env": dict(env), "cwd": str(cwd), "log": str(log_path)}) + "\n"

@@ -39,19 +39,18 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import (
+from . import _reporter, rendezvous
+from . import protocol as p
+from .worker import (
     EXIT_INPLACE_FAILED,
-    _exit_now,
-    _grace_s,
-    _install_handler,
-    _reporter,
-    _stop_requested,
     checkpoint,
     exit_for_resize,
-    rendezvous,
+    exit_now,
+    grace_s,
+    install_handler,
     resume,
+    stop_requested,
 )
-from . import protocol as p
 
 # Seconds between two looks at the store's current generation (a lookup is a round trip to the
 # store; the step-boundary all-reduce then makes every rank act on the same step).
@@ -97,9 +96,9 @@ def backend(device: Any) -> str:
 
 def _inplace_timeout_s() -> float:
     try:
-        return max(1.0, float(os.environ.get(p.ENV_INPLACE_TIMEOUT_S, "30")))
+        return max(1.0, float(os.environ.get(p.ENV_INPLACE_TIMEOUT_S, p.DEFAULT_INPLACE_TIMEOUT_S)))
     except ValueError:
-        return 30.0
+        return p.DEFAULT_INPLACE_TIMEOUT_S
 
 
 class ElasticState:
@@ -115,7 +114,7 @@ class ElasticState:
         self.checkpoint_every_s = checkpoint_every_s
         self._dist = dist
         self._torch = torch
-        _install_handler()
+        install_handler()
         self.device = device()
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
@@ -188,7 +187,7 @@ class ElasticState:
             # only once it has stepped.
             _reporter.REPORTER.state_bytes = self.state_bytes
             self._size_reported = True
-        stop = _stop_requested.is_set()
+        stop = stop_requested.is_set()
         seen = self.generation
         now = time.monotonic()
         if self._inplace:
@@ -243,7 +242,7 @@ class ElasticState:
             return bool(stopping)
         if self._partial_stop_since is None:
             self._partial_stop_since = now
-        return now - self._partial_stop_since >= _grace_s() / 2
+        return now - self._partial_stop_since >= grace_s() / 2
 
     @property
     def state_bytes(self) -> int:
@@ -323,7 +322,7 @@ class ElasticState:
                 if store.check(keys):
                     self._nodes = nodes
                     return generation, nodes
-                if _stop_requested.is_set():  # stopped while waiting (SIGTERM): no need to wait on
+                if stop_requested.is_set():  # stopped while waiting (SIGTERM): no need to wait on
                     if self._nodes:  # a survivor: it holds the state of its last step
                         self.save()
                     exit_for_resize()
@@ -368,7 +367,7 @@ class ElasticState:
                 pass
         print(f"bft.train: in-place resize failed at generation {self.generation} ({error}); exiting for a "
               "relaunch from the last checkpoint", file=sys.stderr, flush=True)
-        _exit_now(EXIT_INPLACE_FAILED)
+        exit_now(EXIT_INPLACE_FAILED)
 
 
 # Tensors are broadcast in buckets of at most this many bytes (one tensor larger than it alone): few

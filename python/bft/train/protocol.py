@@ -29,6 +29,9 @@ ENV_REPORT_ADDR = "BFT_REPORT_ADDR"  # host:port of the report receiver
 ENV_JOB_SECRET = "BFT_JOB_SECRET"  # hex key of the reports' HMAC
 ENV_CHECKPOINT_DIR = "BFT_CHECKPOINT_DIR"
 ENV_GRACE_S = "BFT_GRACE_S"  # seconds between SIGTERM and SIGKILL
+# The defaults of both sides (bft manager --grace, --inplace-timeout; a worker without the variable).
+DEFAULT_GRACE_S = 20.0
+DEFAULT_INPLACE_TIMEOUT_S = 30.0
 ENV_TARGET_SAMPLES = "BFT_TARGET_SAMPLES"  # the job's work, if the user gave one
 ENV_CONFIGURATION = "BFT_CONFIGURATION"  # the configuration to run in ("full" or a declared name)
 ENV_REPORT_INTERVAL_S = "BFT_REPORT_INTERVAL_S"  # optional: seconds between reports (default 0.5)
@@ -36,7 +39,7 @@ ENV_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where a process the manager started lea
 # In-place resizes (--resize inplace): the workers' rendezvous store, and how long a resize may take.
 ENV_RESIZE = "BFT_RESIZE"  # the manager's resize method
 ENV_STORE_ADDR = "BFT_STORE_ADDR"  # host:port of the job's rendezvous store (the keeper's)
-ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize (default 30)
+ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize
 ENV_DIST_BACKEND = "BFT_DIST_BACKEND"  # "gloo" or "nccl": the workers' backend, if not the device's default
 ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gloo binds its interface)
 # A warm standby (bft.train.standby) carries it from its start: a worker born of one has no job tag
@@ -44,6 +47,7 @@ ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gl
 ENV_STANDBY = "BFT_STANDBY"
 
 MAGIC = "BFT1"
+MAX_SAMPLES = 1e18  # the most samples a job's work (bft submit --samples) or a report's count may say
 MAX_DATAGRAM = 512
 _FIELDS = 12
 
@@ -105,7 +109,7 @@ def decode(datagram: bytes, secret: bytes) -> Report:
                    parts[7] == "1", float(parts[8]), float(parts[9]), int(parts[10]))
     except ValueError as e:
         raise ValueError(f"bad field: {e}") from None
-    if not (r.samples >= 0 and r.samples < 1e18 and 0 <= r.rank < r.world <= 1_000_000 and r.time_s > 0
+    if not (r.samples >= 0 and r.samples < MAX_SAMPLES and 0 <= r.rank < r.world <= 1_000_000 and r.time_s > 0
             and r.time_s < 1e11 and 0 <= r.state_bytes < 10**15):
         raise ValueError("a field is out of range")
     return r

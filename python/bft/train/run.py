@@ -13,8 +13,9 @@ import runpy
 import sys
 import traceback
 
-from . import leave_exit_status, protocol
+from . import protocol
 from ._netif import gloo_on_the_node_address
+from .worker import leave_exit_status
 
 
 def main() -> int:

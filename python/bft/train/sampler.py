@@ -35,6 +35,9 @@ from __future__ import annotations
 import random
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
+from .worker import rank as worker_rank
+from .worker import world_size as worker_world_size
+
 __all__ = ["ElasticSampler"]
 
 
@@ -119,12 +122,8 @@ class ElasticSampler:
         return out
 
     def __iter__(self) -> Iterator[int]:
-        # Here, not at the top: bft.train imports this module before it defines rank().
-        from . import rank as env_rank
-        from . import world_size as env_world_size
-
-        world = _whole("world_size", env_world_size() if self.world_size is None else self.world_size, 1)
-        rank = env_rank() if self.rank is None else self.rank
+        world = _whole("world_size", worker_world_size() if self.world_size is None else self.world_size, 1)
+        rank = worker_rank() if self.rank is None else self.rank
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
             raise ValueError(f"rank: {rank!r} is outside 0..{world - 1} (world_size {world})")
         return self._stream(self.samples + rank, world)

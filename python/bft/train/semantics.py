@@ -43,6 +43,9 @@ from __future__ import annotations
 import abc
 from typing import Any, Callable, Iterable, List, Optional
 
+from .worker import rank as worker_rank
+from .worker import world_size as worker_world_size
+
 __all__ = ["FixedGlobalBatch", "FixedPerWorkerBatch", "linear_scaling"]
 
 # Gradients are summed in buckets of this many bytes: one all-reduce per bucket bounds the extra
@@ -62,16 +65,6 @@ def _positive(name: str, value: Any) -> int:
     return value
 
 
-def _world() -> int:
-    from . import world_size
-
-    return world_size()
-
-
-def _rank() -> int:
-    from . import rank
-
-    return rank()
 
 
 def linear_scaling(reference_world: int) -> LrRule:
@@ -103,8 +96,8 @@ class _Semantics(abc.ABC):
     def positions(self, position: int, rank: Optional[int] = None, world: Optional[int] = None) -> List[int]:
         """The stream positions rank ``rank`` of ``world`` processes in the step that starts at
         ``position``: ``position + rank``, ``position + rank + world``, ... below the step's end."""
-        world = _world() if world is None else _positive("world", world)
-        rank = _rank() if rank is None else rank
+        world = worker_world_size() if world is None else _positive("world", world)
+        rank = worker_rank() if rank is None else rank
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
             raise ValueError(f"rank: {rank!r} is outside 0..{world - 1} (world {world})")
         return list(range(position + rank, position + self.samples_per_step(world), world))
@@ -115,7 +108,7 @@ class _Semantics(abc.ABC):
         micro-batch holding them all without ``micro_batch``; none when the rank has no sample).
         ``same_count``: as many on every rank, the short ones padded with empty micro-batches, for
         models whose forward and backward are collectives (FSDP's all-gathers and reduce-scatters)."""
-        world = _world() if world is None else world
+        world = worker_world_size() if world is None else world
         start = sampler.samples
         mine = self.positions(start, rank, world)
         step = sampler.indices(start, start + self.samples_per_step(world)) if mine else []
@@ -157,7 +150,7 @@ class _Semantics(abc.ABC):
         """Sets each parameter group's learning rate for ``world`` ranks from the rate it had when this
         was first called (kept in the group, so it survives checkpoints). Call it after building or
         restoring the optimizer and after each resize."""
-        world = _world() if world is None else world
+        world = worker_world_size() if world is None else world
         for group in optimizer.param_groups:
             group.setdefault(BASE_LR_KEY, group["lr"])
             group["lr"] = self.learning_rate(group[BASE_LR_KEY], world)
@@ -200,9 +193,9 @@ class FixedPerWorkerBatch(_Semantics):
         self.lr_rule = lr_rule
 
     def samples_per_step(self, world: Optional[int] = None) -> int:
-        return self.batch * (_world() if world is None else _positive("world", world))
+        return self.batch * (worker_world_size() if world is None else _positive("world", world))
 
     def learning_rate(self, base_lr: float, world: Optional[int] = None) -> float:
         if self.lr_rule is None:
             return base_lr
-        return float(self.lr_rule(base_lr, _world() if world is None else world))
+        return float(self.lr_rule(base_lr, worker_world_size() if world is None else world))

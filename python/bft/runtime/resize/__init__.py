@@ -1,20 +1,24 @@
-"""A job's resize, owned in one place: the state machine (:mod:`.machine`: phases, the answer to
-every event, how failures are counted) and the resize methods behind one interface
-(:mod:`.methods`: relaunch, inplace, membership), with the in-place configurations in the keeper's
-store (:mod:`.configurations`). The lifecycle drives them and carries out what they answer."""
+"""A job's resize, owned in one place: the state machine (:mod:`.machine`: the answer to every
+event, how failures are counted; its phases, stop reasons and verdicts in :mod:`.states`) and the
+resize methods behind one interface (:mod:`.methods`: relaunch, inplace, membership), with the
+in-place configurations in the keeper's store (:mod:`.configurations`). The lifecycle drives them
+and carries out what they answer."""
 
 from .configurations import Configurations
-from .machine import Exit, Machine, Outcome, Phase, Plan, Stop
+from .machine import Machine
 from .methods import (
     AUTO,
     METHODS,
     RESIZE_CHOICES,
     RESIZE_METHODS,
     Method,
+    ResizeMethod,
     check_resize_choice,
     job_resize_method,
     method,
 )
+from .states import Exit, Outcome, Phase, Plan, Stop
 
 __all__ = ["AUTO", "Configurations", "Exit", "METHODS", "Machine", "Method", "Outcome", "Phase", "Plan",
-           "RESIZE_CHOICES", "RESIZE_METHODS", "Stop", "check_resize_choice", "job_resize_method", "method"]
+           "RESIZE_CHOICES", "RESIZE_METHODS", "ResizeMethod", "Stop", "check_resize_choice", "job_resize_method",
+           "method"]

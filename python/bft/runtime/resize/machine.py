@@ -26,12 +26,11 @@ at its kill time; a back-off ends.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-DEFAULT_GRACE_S = 20.0  # a worker's time to checkpoint after SIGTERM (bft manager --grace)
-DEFAULT_JOIN_TIMEOUT_S = 30.0  # an in-place newcomer's time to arrive (bft manager --inplace-timeout)
+from .states import USER_STOPS, Exit, Failure, Outcome, Phase, Plan, Stop, Worker
+
 # A crash that follows a membership change by less than this is the change's failure (a peer that
 # went away mid-collective), not the script's: judged as an in-place failure, not a crash.
 RESIZE_BLAST_S = 5.0
@@ -44,85 +43,6 @@ BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 60.0
 # Extra time a stopped worker has beyond the grace time before it is killed (torchrun's own shutdown).
 KILL_MARGIN_S = 10.0
-
-
-class Phase(str, enum.Enum):
-    IDLE = "idle"  # no worker runs: queued, or waiting for its nodes to be vacated
-    STEADY = "steady"  # one generation runs on its members, nothing pending
-    RESIZING = "resizing"  # in place: a generation published, newcomers on their way or leavers leaving
-    STOPPING = "stopping"  # every worker is being stopped; `reason` says why
-    BACKOFF = "backoff"  # after a counted failure: no start before `deadline`
-    ENDED = "ended"  # finished, failed or cancelled
-
-
-class Stop(str, enum.Enum):
-    """Why a generation is stopped. The user's reasons (cancel, shutdown) override the others; among
-    the others the first one given sticks."""
-
-    RESIZE = "resize"  # relaunched at a new size or in a new configuration
-    PREEMPTED = "preempted"  # its nodes were reclaimed and none are left to it
-    INPLACE_FAILED = "inplace_failed"  # an in-place resize was given up: relaunch from the checkpoint
-    FAILED = "failed"  # a worker failed on its own
-    DONE = "done"  # the script finished
-    CANCEL = "cancel"
-    SHUTDOWN = "shutdown"
-
-
-USER_STOPS = (Stop.CANCEL, Stop.SHUTDOWN)
-
-
-class Exit(str, enum.Enum):
-    """A method's reading of one worker's exit status (``Method.judge``)."""
-
-    DONE = "done"  # 0: the script finished
-    LEFT = "left"  # it was asked to stop and did (EXIT_RESIZE, or torchrun stopped on SIGTERM)
-    INPLACE_FAILED = "inplace_failed"  # EXIT_INPLACE_FAILED: a peer vanished or a phase timed out
-    CRASHED = "crashed"  # anything else: killed, crashed, or never started
-
-
-class Outcome(str, enum.Enum):
-    """What becomes of the job once its generation has ended (``Machine.outcome``)."""
-
-    RELAUNCH = "relaunch"  # started again on its target as soon as its nodes are clear
-    QUEUED = "queued"  # no nodes (preempted, or the manager stops): waits in the queue
-    BACKOFF = "backoff"  # a counted failure: started again after the back-off
-    FINISHED = "finished"
-    FAILED = "failed"  # out of retries
-    CANCELLED = "cancelled"
-
-
-@dataclass
-class Worker:
-    """The machine's view of one worker process (one per node)."""
-
-    node: str
-    generation: int  # the generation it serves
-    joins_by: Optional[float] = None  # a newcomer: arrives at `generation` by then, or the resize fails
-    leaving: bool = False  # asked to go (a leaver, or any worker of a stopping generation)
-    kill_at: Optional[float] = None  # killed if it still runs then (set once it is leaving)
-
-
-@dataclass
-class Plan:
-    """An in-place resize the lifecycle carries out: publish `members` as `generation`, carry the
-    process rows of `carried` over to it, start `start`, let `leave` go."""
-
-    generation: int
-    members: List[str]
-    start: List[str]
-    carried: List[str]
-    leave: List[str]
-
-
-@dataclass
-class Failure:
-    """The first thing that went wrong in the current generation, for the verdict at its end."""
-
-    kind: Exit  # CRASHED or INPLACE_FAILED
-    node: str
-    at: float
-    code: Optional[int] = None  # the exit status, when a worker exited
-    detail: str = ""
 
 
 @dataclass
@@ -298,7 +218,7 @@ class Machine:
                     w.joins_by = None
             self._settle()
 
-    def exited(self, node: str, kind: Exit, code: Optional[int], now: float) -> None:
+    def exited(self, node: str, kind: Exit, *, code: Optional[int], now: float) -> None:
         """The worker on `node` exited; `kind` is the method's reading of `code`."""
         w = self.workers.pop(node, None)
         if w is None:

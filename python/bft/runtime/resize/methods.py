@@ -14,16 +14,28 @@ nothing else branches on a method's name.
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from ...train import EXIT_INPLACE_FAILED, EXIT_RESIZE
-from ..launcher import AGENTS_DIR, LaunchSpec, inplace_environment, script_argv, torchrun_argv
-from .machine import Exit
+from ...train import EXIT_INPLACE_FAILED, EXIT_RESIZE, protocol
+from ..launcher import AGENTS_DIR, LaunchSpec, script_argv, torchrun_argv
+from .states import Exit
+
+
+class ResizeMethod(str, enum.Enum):
+    """The methods' names (a job row's ``resize`` column, ``--resize``)."""
+
+    RELAUNCH = "relaunch"
+    MEMBERSHIP = "membership"
+    INPLACE = "inplace"
+
+    def __str__(self) -> str:  # its value in messages and f-strings, as the bare string was
+        return self.value
 
 
 class Method:
-    name = ""
+    name: ResizeMethod
     in_place = False  # a resize keeps the survivors' processes
     regroups = False  # a resize stops leavers and starts newcomers in the same generation (torchrun's range)
     runs_script = False  # the worker is the script itself: a warm standby can become it
@@ -53,11 +65,11 @@ class Method:
 
 
 class Relaunch(Method):
-    name = "relaunch"
+    name = ResizeMethod.RELAUNCH
 
 
 class Membership(Method):
-    name = "membership"
+    name = ResizeMethod.MEMBERSHIP
     regroups = True
 
     def node_range(self, min_nodes: int, max_nodes: int, nodes: int) -> Tuple[int, int, int]:
@@ -65,7 +77,7 @@ class Membership(Method):
 
 
 class InPlace(Method):
-    name = "inplace"
+    name = ResizeMethod.INPLACE
     in_place = True
     runs_script = True
 
@@ -73,7 +85,10 @@ class InPlace(Method):
         return script_argv(spec)
 
     def environment(self, store_address: str, join_timeout_s: float, node_address: str) -> Dict[str, str]:
-        return inplace_environment(store_address, join_timeout_s, node_address)
+        # Where the configurations are, and its node's address (it has no torchrun agent to point gloo
+        # at it: bft.train.run does).
+        return {protocol.ENV_RESIZE: self.name.value, protocol.ENV_STORE_ADDR: store_address,
+                protocol.ENV_INPLACE_TIMEOUT_S: f"{join_timeout_s:g}", protocol.ENV_NODE_ADDR: node_address}
 
     def exit_file(self, job_dir: Path, generation: int, node: str) -> Path:
         # An in-place worker stays across generations: one file per node, removed before a worker starts.

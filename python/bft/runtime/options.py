@@ -1,0 +1,78 @@
+"""The manager's options and their defaults, in one place: ``bft manager``'s argument table
+(:mod:`.cli_options`) reads its defaults from ``DEFAULTS``, and the API (``Manager``) takes the same
+dataclass, so a default is never restated."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import alloc, sim
+from ..train.protocol import DEFAULT_GRACE_S, DEFAULT_INPLACE_TIMEOUT_S
+from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
+from .resize import AUTO, ResizeMethod, check_resize_choice
+
+
+@dataclass
+class ManagerOptions:
+    policy: str = sim.DEFAULT_POLICY  # the defaults of bft replay, from the C++ option structs
+    resize: str = AUTO  # the method of a job submitted without one (bft submit --resize)
+    tfwd_s: float = alloc.DEFAULT_TFWD_S
+    max_jobs: int = sim.DEFAULT_MAX_JOBS
+    bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
+    store_port: int = 0  # 0: any free port
+    report_port: int = 0
+    grace_s: float = DEFAULT_GRACE_S  # a job's time to checkpoint after SIGTERM before it is killed
+    scale_up_s: float = 5.0  # relaunch costs the allocator assumes until the advisor measured some
+    scale_down_s: float = 5.0
+    inplace_scale_up_s: float = INPLACE_SCALE_UP_S  # the same for in-place rescales (--resize inplace)
+    inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S
+    max_retries: int = 2
+    curve_change: float = 0.15  # relative change of a learned curve that triggers a new decision
+    min_decision_interval_s: float = 2.0  # between decisions triggered by curve changes alone
+    # Reports after a (re)start that still count as warm-up. The first report of a process comes
+    # after its first step, so a short warm-up suffices (the replay's default, 30 s, is for Summit).
+    advisor_warmup_s: float = 3.0
+    # A running job with no progress report for this long is silent (lowest priority, flagged).
+    report_timeout_s: float = 60.0
+    # An in-place resize whose new process group has not formed in this long fails: relaunch instead.
+    inplace_timeout_s: float = DEFAULT_INPLACE_TIMEOUT_S
+    # Warm standbys on idle nodes (for jobs resized in place); None: on unless --resize relaunch or
+    # membership (a job may still ask for inplace: it then starts without a standby).
+    standby: Optional[bool] = None
+
+    @property
+    def standbys(self) -> bool:
+        return self.standby if self.standby is not None else self.resize in (AUTO, ResizeMethod.INPLACE)
+
+    def check(self) -> None:
+        if self.policy not in alloc.SOLVERS:
+            raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
+        check_resize_choice(self.resize)
+        # The command line's name of each (bft manager --help); the others are options of the API only.
+        flags = {"tfwd_s": "--tfwd", "grace_s": "--grace", "report_timeout_s": "--report-timeout",
+                 "inplace_timeout_s": "--inplace-timeout"}
+        for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s",
+                     "inplace_scale_down_s", "curve_change", "min_decision_interval_s", "report_timeout_s",
+                     "inplace_timeout_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected a finite number >= 0, "
+                                 f"got {value}")
+        # The allocator's horizon and rescale costs: within them no job the format accepts can overflow it.
+        for name in ("tfwd_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s", "inplace_scale_down_s"):
+            value = getattr(self, name)
+            if value > alloc.MAX_HORIZON_S or (name == "tfwd_s" and value == 0):
+                raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected seconds in "
+                                 f"{'(0' if name == 'tfwd_s' else '[0'}, {alloc.MAX_HORIZON_S:g}], got {value:g}")
+        if self.max_jobs < 1:
+            raise ValueError("--max-jobs must be >= 1")
+        if self.max_retries < 0:
+            raise ValueError("--max-retries must be >= 0")
+
+
+DEFAULTS = ManagerOptions()
+# The Prometheus exporter's (bft manager --metrics-*; bft.runtime.metrics).
+METRICS_ADDRESS = "127.0.0.1"
+METRICS_INTERVAL_S = 5.0

@@ -1,0 +1,169 @@
+"""A job's worker processes, the I/O half of the job lifecycle: started on their nodes (from a warm
+standby or through the node source), each recorded in the state database before it exists (a
+restarted manager finds it), signalled, killed, and found again by a restarted manager; and the
+in-place jobs' configurations in the keeper's store, which the workers read.
+
+What to start and when, and what an exit means, is the lifecycle's and its resize machine's
+(:mod:`.lifecycle`, :mod:`.resize`); this part only carries it out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+from .jobfiles import JobFiles
+from .launcher import (
+    AdoptedAgent,
+    LaunchSpec,
+    default_python,
+    job_environment,
+    signal_processes,
+    tagged_processes,
+    terminate_tagged,
+)
+from .nodes import NodeSource, SourceError
+from .resize import Configurations, method
+from .runs import Agent, JobRun
+from .standby import Standbys
+from .state import StateStore
+
+
+class Workers:
+    def __init__(self, *, files: JobFiles, store: StateStore, source: NodeSource, identity: str, grace_s: float,
+                 inplace_timeout_s: float, standby: bool, secret_of: Callable[[str], bytes]):
+        """`secret_of(job)`: the job's secret, which its connection to the keeper's store is admitted with."""
+        self.files = files
+        self.store = store
+        self.source = source
+        self.identity = identity
+        self.grace_s = grace_s
+        self.inplace_timeout_s = inplace_timeout_s
+        self.store_address = ""  # set once the keeper's endpoints are known (keeper_started)
+        self.report_address = ""
+        self.secret_of = secret_of
+        self._configurations: Optional[Configurations] = None
+        # Warm standbys on the pool's nodes that run nothing of a job (for methods whose workers run the
+        # script itself, as a standby does).
+        self.standbys = (Standbys(source=source, identity=identity, python=default_python(),
+                                  state_dir=files.state_dir, log_event=store.log_event) if standby else None)
+
+    def keeper_started(self, store_address: str, report_address: str) -> None:
+        """A keeper (a first one, or the replacement of one that died) serves the jobs' stores and
+        reports: connections to the old one's store are dropped, so the next use reaches the new one."""
+        self.store_address, self.report_address = store_address, report_address
+        if self._configurations is not None:
+            self._configurations.close()
+            self._configurations = None
+
+    @property
+    def configurations(self) -> Configurations:
+        """In-place jobs' configurations in the keeper's store (connected on first use)."""
+        if self._configurations is None:
+            self._configurations = Configurations(self.store_address, self.inplace_timeout_s, self.secret_of)
+        return self._configurations
+
+    def read_arrivals(self, run: JobRun) -> None:
+        """Tells the job's machine which of its newcomers have come to their generation's rendezvous."""
+        m = run.machine
+        for node in m.pending:
+            try:
+                if self.configurations.arrived(run.id, m.workers[node].generation, node):
+                    m.arrived(node, m.workers[node].generation)
+            except Exception:  # noqa: BLE001 - the store is unreachable: the newcomer's deadline decides
+                return
+
+    def forget(self, job: str) -> None:
+        """The job has ended: its connection to the store is closed."""
+        if self._configurations is not None:
+            self._configurations.forget(job)
+
+    def start(self, run: JobRun, nodes: List[str]) -> Dict[str, str]:
+        """Starts the job's workers on `nodes`; the nodes where none could start, with why. Their
+        process rows are recorded, in one commit, before any of them exists; their pids, or their
+        failures, in one more."""
+        row = run.row
+        how = method(run.method)
+        job_dir = self.files.job_dir(row.id)
+        with self.store.transaction():
+            rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
+        started: Dict[str, Any] = {}
+        from_standby = set()
+        failed: Dict[str, str] = {}
+        low, high, restarts = how.node_range(row.min_nodes, row.max_nodes, len(run.target))
+        for node in nodes:
+            spec = LaunchSpec(
+                job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python,
+                node=node, node_address=self.source.address(node), store_address=self.store_address,
+                min_nodes=low, max_nodes=high, max_restarts=restarts, log_dir=job_dir / "workers")
+            exit_file = how.exit_file(job_dir, row.generation, node)
+            exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
+            env = job_environment(job=row.id, generation=row.generation, node=node, identity=self.identity,
+                                  report_address=self.report_address, secret=row.secret,
+                                  checkpoint_dir=job_dir / "checkpoint", work=row.work, grace_s=self.grace_s,
+                                  configuration=row.configuration, exit_file=exit_file)
+            env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
+            argv = how.argv(spec)
+            if how.runs_script and self.standbys is not None:
+                standby = self.standbys.take(node, row.python)
+                if standby is not None and self.standbys.assign(standby, argv=argv, env=env, cwd=Path(row.cwd),
+                                                                log_path=job_dir / "output.log"):
+                    started[node] = standby
+                    from_standby.add(node)
+                    continue
+            elif self.standbys is not None:
+                self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
+            try:
+                started[node] = self.source.launch(node, argv, env, job_dir / "output.log", cwd=Path(row.cwd))
+            except (SourceError, OSError) as e:
+                failed[node] = str(e)
+        with self.store.transaction():
+            for node, proc in started.items():
+                self.store.set_proc_pid(rows[node], proc.pid)
+                run.agents[node] = Agent(job=row.id, generation=row.generation, node=node, proc=proc, row=rows[node],
+                                         standby=node in from_standby)
+            for node, error in failed.items():
+                self.store.end_proc(rows[node], None)
+                self.store.log_event("launch_failed", job=row.id, node=node, error=error)
+        return failed
+
+    def find_again(self, run: JobRun, procs: List[Any]) -> Dict[str, Agent]:
+        """The workers of the job's current generation that a previous manager started, from its open
+        process rows `procs` (alive or not: the caller judges)."""
+        row = run.row
+        how = method(run.method)
+        job_dir = self.files.job_dir(row.id)
+        agents = {}
+        for p in procs:
+            if p["generation"] != row.generation or not p["pid"]:
+                continue
+            proc = AdoptedAgent(pid=p["pid"], identity=self.identity, job=row.id, node=p["node"],
+                                exit_file=how.exit_file(job_dir, row.generation, p["node"]))
+            agents[p["node"]] = Agent(job=row.id, generation=row.generation, node=p["node"], proc=proc, row=p["id"],
+                                      standby=proc.standby)
+        return agents
+
+    def terminate(self, run: JobRun, nodes: Iterable[str]) -> None:
+        """SIGTERM, once, to the job's workers on `nodes` (they checkpoint and exit)."""
+        for node in nodes:
+            agent = run.agents.get(node)
+            if agent is None or agent.signalled:
+                continue
+            agent.signalled = True
+            try:
+                os.killpg(agent.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def kill(self, agent: Agent) -> None:
+        """SIGKILL to a worker and whatever it started."""
+        terminate_tagged(self.identity, 0.0, job=agent.job, node=agent.node)
+        if agent.standby:  # no job tag: its own process group (it leads its session)
+            signal_processes([-agent.proc.pid], signal.SIGKILL)
+
+    def kill_strays(self, jobs: Iterable[str]) -> None:
+        """SIGKILL to every process still tagged with one of `jobs`: a worker that outlived its agent
+        (torchrun gives each its own session) must not train on. One scan of the host's processes."""
+        signal_processes(tagged_processes(self.identity, jobs=jobs), signal.SIGKILL)
