@@ -14,8 +14,8 @@ import pytest
 import bft
 from bft import alloc, cli, sim
 from bft._core import alloc as core
-from bft.runtime import cli as runtime_cli
-from bft.runtime.manager import ManagerOptions
+from bft.runtime import cli_options as runtime_cli
+from bft.runtime.options import ManagerOptions
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "alloc.md"
 TRACE = "time,node,state\n0,a,idle\n0,b,idle\n100,b,busy\n200,b,idle\n"
