@@ -92,7 +92,8 @@ def test_any_submit_request_is_a_job_or_a_value_error(tmp_path, data):
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.dictionaries(st.sampled_from([name for name, _, _ in jobs.job_fields()] + ["other"]), json_values, max_size=14))
+@given(st.dictionaries(st.sampled_from([name for name, _, _ in jobs.job_fields()] + ["other"]), json_values,
+                       max_size=14))
 def test_any_job_dict_is_a_job_or_a_value_error(fields):
     try:
         jobs.from_dict(fields)

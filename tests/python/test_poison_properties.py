@@ -68,7 +68,7 @@ def test_every_job_and_flag_the_entry_accepts_is_one_the_allocator_takes(world, 
     run = JobRun(store.add_job(row))
     book = CurveBook(store, warmup_s=0.0, scale_up_s=options.scale_up_s, scale_down_s=options.scale_down_s)
     book.set_prior(run)
-    decider = Decider(book, store, "exact", options.tfwd_s, max_jobs=10, curve_change=0.15)
+    decider = Decider(book, store, policy="exact", tfwd_s=options.tfwd_s, max_jobs=10, curve_change=0.15)
     pool = [f"n{k}" for k in range(max_nodes)]
     placements = decider.decide([run], pool, time.monotonic())
     assert decider.refused == [] and placements is not None, (request, options)

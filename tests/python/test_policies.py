@@ -96,7 +96,7 @@ def test_the_manager_says_which_declared_inputs_it_cannot_supply(name, tmp_path)
     store = StateStore(tmp_path / "state.db")
     try:
         book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
-        decider = Decider(book, store, name, tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+        decider = Decider(book, store, policy=name, tfwd_s=10.0, max_jobs=10, curve_change=0.15)
         runs = [make_run(store, "job", max_nodes=2)]
         for _ in range(2):
             decider.decide(decider.admitted(runs), ["n0", "n1"], 0.0)

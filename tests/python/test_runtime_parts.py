@@ -52,7 +52,7 @@ def decide(decider: Decider, runs, pool=NODES):
 
 def test_an_unmeasured_job_is_probed_on_its_fair_share_not_given_every_node(store):
     book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
-    decider = Decider(book, store, "exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+    decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
     measured = make_run(store, "measured")
     # Sublinear: its best per-node rate (1 node) is what the optimistic prior gives a new job at every size.
     measure(book, measured, {1: 1000.0, 2: 1500.0, 4: 2000.0})
@@ -78,7 +78,7 @@ def test_a_probe_grows_as_far_as_the_advisor_extrapolates_until_a_curve_is_fitte
 
 def test_a_silent_job_gets_only_nodes_no_other_job_can_use(store):
     book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
-    decider = Decider(book, store, "exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+    decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
     silent = make_run(store, "silent", max_nodes=4)
     silent.silent = True
     silent.target = list(NODES)  # it held every node when it was found silent
@@ -89,7 +89,8 @@ def test_a_silent_job_gets_only_nodes_no_other_job_can_use(store):
     assert len(got["silent"]) <= 1  # what is left over
     assert book.curve_source(silent) == "silent"
     # Behind every reporting job for admission, whatever its age.
-    assert [r.id for r in Decider(book, store, "exact", 10.0, 1, 0.15).admitted([silent, reporting])] == ["reporting"]
+    decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=1, curve_change=0.15)
+    assert [r.id for r in decider.admitted([silent, reporting])] == ["reporting"]
 
 
 def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
@@ -100,7 +101,8 @@ def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
     store.close()
     store = StateStore(path)  # a restarted manager
     runs = [JobRun(row) for row in reversed(store.jobs())]
-    decider = Decider(CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0), store, "exact", 10.0, 2, 0.15)
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=2, curve_change=0.15)
     assert [r.id for r in decider.admitted(runs)] == ["first", "second"]
     store.close()
 
@@ -272,7 +274,7 @@ def test_a_job_the_allocator_refuses_is_placed_nowhere_and_the_others_are_decide
     # and a learned one at 2e14 make tfwd_s x rate exceed the allocator's 1e15; the whole decision
     # used to fail with a ValueError that killed the manager.
     book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
-    decider = Decider(book, store, "exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
+    decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
     given = make_run(store, "given")
     given.row.curve = {"nodes": [1, 4], "throughput": [9e14, 9e14]}
     book.set_prior(given)
@@ -293,7 +295,7 @@ def test_a_job_the_allocator_refuses_is_placed_nowhere_and_the_others_are_decide
 
 def test_a_decision_no_single_job_explains_still_raises_for_the_manager_to_log(store):
     book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
-    decider = Decider(book, store, "exact", tfwd_s=0.0, max_jobs=10, curve_change=0.15)  # every job is fine
+    decider = Decider(book, store, policy="exact", tfwd_s=0.0, max_jobs=10, curve_change=0.15)  # every job is fine
     with pytest.raises(ValueError, match="tfwd_s must be a finite number > 0"):
         decide(decider, [make_run(store, "a")])
     assert decider.refused == []

@@ -32,7 +32,7 @@ class Placement:
 
 
 class Decider:
-    def __init__(self, book: CurveBook, store: StateStore, policy: str, tfwd_s: float, max_jobs: int,
+    def __init__(self, book: CurveBook, store: StateStore, *, policy: str, tfwd_s: float, max_jobs: int,
                  curve_change: float):
         self.book = book
         self.store = store

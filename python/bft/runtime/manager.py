@@ -69,8 +69,8 @@ class Manager:
                               scale_down_s=options.scale_down_s, inplace_scale_up_s=options.inplace_scale_up_s,
                               inplace_scale_down_s=options.inplace_scale_down_s)
         self.reports = ReportIntake(store, self.book)
-        self.decider = Decider(self.book, store, options.policy, options.tfwd_s, options.max_jobs,
-                               options.curve_change)
+        self.decider = Decider(self.book, store, policy=options.policy, tfwd_s=options.tfwd_s,
+                               max_jobs=options.max_jobs, curve_change=options.curve_change)
         self.files = JobFiles(state_dir)
         self.lifecycle = JobLifecycle(files=self.files, store=store, source=source, identity=identity, book=self.book,
                                       active_runs=self.active_runs, pool=self.pool, grace_s=options.grace_s,
