@@ -80,13 +80,13 @@ def test_the_slurm_demo_counts_stepping_apart_from_running(tmp_path):
     samples = 0.0
     for k in range(21):  # generation 1 on one node, a report every 0.5 s from 0 to 10 s
         samples += 50.0
-        store.add_progress("job", 1, 0.5 * k, 1, samples, samples)
+        store.add_progress("job", generation=1, time_s=0.5 * k, nodes=1, samples=samples, advisor_samples=samples)
     # A relaunch: no step from 10 to 20 s (the new generation's first record at 20 s ends no stepping
     # interval), then two nodes stepping until 30 s, with one stall of 3 s in the middle.
     for k in range(21):
         t = 20.0 + 0.5 * k + (3.0 if k > 10 else 0.0)
         samples += 0.0 if k == 0 else 100.0
-        store.add_progress("job", 2, t, 2, samples, samples)
+        store.add_progress("job", generation=2, time_s=t, nodes=2, samples=samples, advisor_samples=samples)
     for node, started, ended in (("n0", 0.0, 10.0), ("n0", 12.0, 33.0), ("n1", 12.0, 33.0)):
         row = store.add_proc("job", 1, node)
         store.db.execute("UPDATE procs SET started_s = ?, ended_s = ? WHERE id = ?", (started, ended, row))

@@ -48,7 +48,7 @@ def drive(book: CurveBook, run: JobRun, steps: List[Step], stalls=STALLS) -> Non
         if k == 0:
             book.launched(run, nodes)
         else:
-            book.record(run, nodes, t, method=method)
+            book.record(run, nodes, time_s=t, method=method)
         stall = stalls[method]
         if fails:
             book.launched(run, nodes)
@@ -57,7 +57,7 @@ def drive(book: CurveBook, run: JobRun, steps: List[Step], stalls=STALLS) -> Non
         while t < start + 60.0:
             run.advisor_samples += RATE * nodes * max(0.0, min(2.0, t + 2.0 - (start + stall)))
             t += 2.0
-            book.record(run, nodes, t)
+            book.record(run, nodes, time_s=t)
 
 
 def test_in_place_and_relaunch_costs_are_measured_apart_and_the_next_method_is_charged(tmp_path):
@@ -189,7 +189,7 @@ def test_a_restarted_manager_rebuilds_the_same_costs(tmp_path_factory, steps, cu
     run = make_run(store)
     drive(book, run, steps)
     if cut:  # killed during a rescale: its overhead not measured yet
-        book.record(run, steps[-1][0] + cut, run.advisor_time + 1.0, method=INPLACE)
+        book.record(run, steps[-1][0] + cut, time_s=run.advisor_time + 1.0, method=INPLACE)
     run.machine.start(["n0"], 1)
     before = (book.advisor.save(), book.cost_status(run), book.methods)
     store.close()
@@ -270,7 +270,7 @@ def test_a_relaunch_is_measured_though_the_stopping_generation_reports_at_its_ol
         seq, t, samples = seq + 1, t + 2.0, samples + 400.0
         send(1, seq, 2, samples, t)
     run.machine.resize(["n0", "n1", "n2", "n3"], 0.0, in_place=False)  # grow to 4 by relaunch (JobLifecycle.apply)
-    book.record(run, 4, t, method=RELAUNCH)
+    book.record(run, 4, time_s=t, method=RELAUNCH)
     send(1, seq + 1, 2, samples + 100.0, t + 0.5)  # its last step, flushed as it exits
     for node in ("n0", "n1"):
         run.machine.exited(node, Exit.LEFT, code=75, now=1.0)
@@ -302,7 +302,7 @@ def test_an_in_place_shrink_is_measured_though_the_leaver_has_not_exited_yet(tmp
     run.machine.resize(["n0"], 0.0, in_place=True)  # shrunk in place to n0: n1 leaves at its next step
     run.row.generation = 2
     run.last_seq.clear()
-    book.record(run, 1, t, method=INPLACE)
+    book.record(run, 1, time_s=t, method=INPLACE)
     for _ in range(30):  # the survivor reports in generation 2 while the leaver is still being reaped
         seq, t, samples = seq + 1, t + 2.0, samples + 200.0
         send(2, seq, 1, samples, t)

@@ -82,7 +82,7 @@ class CurveBook:
         profile = self._profile(self.key(run))
         return profile.current_nodes if profile is not None else 0
 
-    def record(self, run: JobRun, nodes: int, time_s: Optional[float] = None, method: Optional[str] = None) -> None:
+    def record(self, run: JobRun, nodes: int, *, time_s: Optional[float] = None, method: Optional[str] = None) -> None:
         """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) in the
         configuration it runs in, at its current count, and stores the same record, so a restarted
         manager rebuilds the advisor exactly. `method` (RESCALE_METHODS): how the rescale this record
@@ -98,8 +98,9 @@ class CurveBook:
         count = run.configuration_samples.get(run.running, 0.0)
         method = self.methods.get(run.id, RELAUNCH)
         self._report(run, now, nodes, count, run.running, method)
-        self.store.add_progress(run.id, run.row.generation, now, nodes, run.row.samples, run.advisor_samples,
-                                run.running, count, method)
+        self.store.add_progress(run.id, generation=run.row.generation, time_s=now, nodes=nodes,
+                                samples=run.row.samples, advisor_samples=run.advisor_samples,
+                                configuration=run.running, configuration_samples=count, method=method)
 
     def launched(self, run: JobRun, nodes: int) -> None:
         """A generation of the job starts on `nodes` nodes, every process new: a start if the advisor

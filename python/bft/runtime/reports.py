@@ -123,7 +123,8 @@ class ReportIntake:
         # stopped, and those that come while leavers of an in-place shrink exit, do not undo it.
         run.machine.progress(r.generation)
         live = len(run.machine.live)
-        self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or r.world, now)
+        self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or r.world,
+                         time_s=now)
 
 
 def _moves_gap_start(run: JobRun, r: protocol.Report) -> bool:

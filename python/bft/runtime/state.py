@@ -178,7 +178,7 @@ class StateStore:
 
     # -- progress -------------------------------------------------------------------------------
 
-    def add_progress(self, job: str, generation: int, time_s: float, nodes: int, samples: float,
+    def add_progress(self, job: str, *, generation: int, time_s: float, nodes: int, samples: float,
                      advisor_samples: float, configuration: str = "full",
                      configuration_samples: Optional[float] = None, method: str = "relaunch") -> None:
         """From time_s on the job runs on `nodes` in `configuration`: its own count (`samples`), the
