@@ -43,6 +43,22 @@ RescaleMethod RescaleMethodFromString(const std::string& label) {
   throw InvalidArgument("unknown rescale method '" + label + "' (expected 'relaunch' or 'inplace')");
 }
 
+const char* ToString(Objective objective) {
+  switch (objective) {
+    case Objective::kThroughput:
+      return "throughput";
+    case Objective::kSpeedup:
+      return "speedup";
+  }
+  return "?";
+}
+
+Objective ObjectiveFromString(const std::string& label) {
+  for (const Objective o : {Objective::kThroughput, Objective::kSpeedup})
+    if (label == ToString(o)) return o;
+  throw InvalidArgument("objective '" + label + "': expected throughput or speedup");
+}
+
 const RescaleCosts& JobProfile::MethodCosts(RescaleMethod method) const {
   for (const RescaleCosts& c : costs)
     if (c.method == method) return c;
@@ -474,7 +490,7 @@ void ProfilingAdvisor::SetModel(const std::string& job_id, const std::string& mo
   impl_->ShareWithModel(job, 0);
 }
 
-AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes) const {
+AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes, Objective objective) const {
   if (max_nodes < 1)
     throw InvalidArgument("throughput estimate for job '" + job_id + "': max_nodes " +
                           std::to_string(max_nodes) + " must be >= 1");
@@ -507,6 +523,14 @@ AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes)
     est[k] = std::max(0.0, impl_->Estimate(job, n));
     obj[k] = n >= 1 ? est[k] * (1.0 + impl_->options.exploration_bonus * impl_->RelSd(job, n)) : est[k];
   }
+  if (objective == Objective::kSpeedup) {
+    // The unit is the job's own estimate at 1 node, as uncertain as the rest of the curve; the
+    // bonus stays on the numerator, so exploration is valued in the same relative terms as for
+    // throughput.
+    const double one = impl_->Estimate(job, 1);
+    if (one > 0.0)
+      for (double& v : obj) v /= one;
+  }
   AdvisorCurves out;
   out.throughput = ThroughputCurve(nodes, std::move(est));
   out.objective = ThroughputCurve(std::move(nodes), std::move(obj));
@@ -517,8 +541,9 @@ ThroughputCurve ProfilingAdvisor::ThroughputEstimate(const std::string& job_id, 
   return Curves(job_id, max_nodes).throughput;
 }
 
-ThroughputCurve ProfilingAdvisor::ObjectiveCurve(const std::string& job_id, int max_nodes) const {
-  return Curves(job_id, max_nodes).objective;
+ThroughputCurve ProfilingAdvisor::ObjectiveCurve(const std::string& job_id, int max_nodes,
+                                                 Objective objective) const {
+  return Curves(job_id, max_nodes, objective).objective;
 }
 
 double ProfilingAdvisor::RelativeUncertainty(const std::string& job_id, int n) const {

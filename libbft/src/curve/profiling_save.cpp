@@ -13,7 +13,6 @@
 namespace bft::curve::internal {
 namespace {
 
-
 std::string D(double v) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", v);
