@@ -6,7 +6,9 @@ its own one-node value), a policy and an accounting. In each cell the oracle rep
 replay once per perturbation ("seed" k: the advisor's single_interval_rel_sd times 1 + 0.001 k; the
 replay itself is deterministic, so this shows how far a tiny change of the rule moves the result).
 
-1. Choosing: every --candidate (advisor options, as bft replay --advisor, comma-separated) is replayed
+1. Choosing: every --candidate (advisor options, as bft replay --advisor, comma-separated; the item
+   `models` declares each job's model from its name, sim.model_from_name, so that jobs of one model share
+   their curve's shape: learned_diagnose --models-from-names) is replayed
    on the cells of the first --choose-on node sets; its score is, over those cells, the worst of the
    median over seeds of min(samples ratio, jobs-finished ratio, 1 / mean-turnaround ratio), learned
    against oracle. The candidate with the best score is chosen (the first one given on a tie).
@@ -32,7 +34,8 @@ from workload_args import OBJECTIVES, with_objective
 
 POLICIES = ("exact", "completion_aware")
 ACCOUNTINGS = ("continuous", "reference")
-DEFAULT_CANDIDATES = ("exploration_bonus=1", "exploration_bonus=0.5", "exploration_bonus=2")
+DEFAULT_CANDIDATES = ("exploration_bonus=1", "exploration_bonus=0.5", "models", "models,exploration_bonus=0.5")
+MODELS = "models"  # a candidate's item: jobs of one model share priors
 SEED_STEP = 1e-3  # a seed's relative change of single_interval_rel_sd
 
 
@@ -49,6 +52,12 @@ def _ratios(learned, oracle) -> tuple:
         o = oracle.summary[key]
         return learned.summary[key] / o if o else float("nan")
     return ratio("samples_done"), ratio("jobs_finished"), ratio("mean_turnaround_s")
+
+
+def _candidate(text: str) -> tuple:
+    """(advisor options, whether jobs of one model share priors) of a --candidate."""
+    items = [s for s in text.split(",") if s]
+    return advisor_options([s for s in items if s != MODELS]), MODELS in items
 
 
 def _worst(r: tuple) -> float:
@@ -82,7 +91,7 @@ def main() -> int:
     try:
         candidates = args.candidate or list(DEFAULT_CANDIDATES)
         for c in candidates:  # checked before anything is replayed, as bft replay checks them
-            advisor_options(c.split(","))
+            _candidate(c)
         sets = _split(args.node_sets, "--node-sets")
         if not 1 <= args.choose_on < len(sets):
             raise ValueError(f"--choose-on: {args.choose_on} must be in 1..{len(sets) - 1} (some node sets held out)")
@@ -109,18 +118,20 @@ def main() -> int:
             specs = with_objective(sim.read_jobs(args.jobs), objective)
             workloads[objective] = specs[: args.first_jobs] if args.first_jobs else specs
 
-        def replay(cell, curves, advisor=None):
+        def replay(cell, curves, advisor=None, models=False):
             node_set, objective, policy, accounting = cell
-            return sim.replay(trace, workloads[objective], policy, curves, nodes=node_sets[node_set],
+            specs = workloads[objective]
+            return sim.replay(trace, specs, policy, curves, nodes=node_sets[node_set],
                               max_jobs=args.max_jobs, start_s=args.start, end_s=args.end, advisor=advisor,
-                              accounting=accounting, record_job_progress=False)
+                              accounting=accounting, record_job_progress=False,
+                              models=[sim.model_from_name(s.name) for s in specs] if models else None)
 
         def learned(cell, oracle, candidate):
             out = []
             for k in range(args.seeds):
-                o = advisor_options(candidate.split(","))
-                o.single_interval_rel_sd *= 1.0 + SEED_STEP * k
-                out.append(_ratios(replay(cell, "learned", o), oracle))
+                options, models = _candidate(candidate)
+                options.single_interval_rel_sd *= 1.0 + SEED_STEP * k
+                out.append(_ratios(replay(cell, "learned", options, models), oracle))
             return out
 
         cells = [(s, ob, po, ac) for s in sets for ob in objectives for po in policies for ac in accountings]
