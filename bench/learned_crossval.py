@@ -127,6 +127,8 @@ def main() -> int:
                               models=[sim.model_from_name(s.name) for s in specs] if models else None)
 
         def learned(cell, oracle, candidate):
+            print(f"learned_crossval: {candidate} on {' '.join(cell)} ({time.time() - began:.0f} s)", file=sys.stderr,
+                  flush=True)
             out = []
             for k in range(args.seeds):
                 options, models = _candidate(candidate)
@@ -134,9 +136,9 @@ def main() -> int:
                 out.append(_ratios(replay(cell, "learned", options, models), oracle))
             return out
 
+        began = time.time()
         cells = [(s, ob, po, ac) for s in sets for ob in objectives for po in policies for ac in accountings]
         choosing = [c for c in cells if sets.index(c[0]) < args.choose_on]
-        began = time.time()
         oracles = {c: replay(c, "oracle") for c in cells}
         scores = {}
         for candidate in candidates:
