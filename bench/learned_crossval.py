@@ -34,7 +34,8 @@ from workload_args import OBJECTIVES, with_objective
 
 POLICIES = ("exact", "completion_aware")
 ACCOUNTINGS = ("continuous", "reference")
-DEFAULT_CANDIDATES = ("exploration_bonus=1", "exploration_bonus=0.5", "models", "models,exploration_bonus=0.5")
+DEFAULT_CANDIDATES = ("exploration_bonus=1", "exploration_bonus=0.5", "models,exploration_bonus=1",
+                      "models,exploration_bonus=0.5")
 MODELS = "models"  # a candidate's item: jobs of one model share priors
 SEED_STEP = 1e-3  # a seed's relative change of single_interval_rel_sd
 

@@ -91,6 +91,19 @@ def test_a_speedup_book_values_each_job_over_its_own_one_node_rate_as_the_replay
         CurveBook(store, 0.0, 5.0, 5.0, objective="speed")
 
 
+def test_a_new_job_of_a_script_starts_from_the_shape_its_predecessor_measured(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    first = make_run(store, "first", max_nodes=8)
+    book.update_priors([first])
+    measure(book, first, {1: 1000.0, 2: 1600.0, 4: 2400.0})
+    second = make_run(store, "second", max_nodes=8)  # the same script (runtime_util.make_run)
+    book.update_priors([first, second])
+    assert book.advisor.profile("second").model == first.row.script
+    # Nothing measured of its own: its siblings' sublinear curve, not the linear prior.
+    estimate = book.advisor.throughput_estimate("second", 4)
+    assert estimate(4) / estimate(1) < 3.0
+
+
 def test_a_silent_job_gets_only_nodes_no_other_job_can_use(store):
     book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
     decider = Decider(book, store, "exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)

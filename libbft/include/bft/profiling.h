@@ -64,8 +64,10 @@ struct AdvisorOptions {
   // of the relative uncertainty per doubling of distance from the nearest measured size.
   double single_interval_rel_sd = 0.1;
   double rel_sd_per_doubling = 0.1;
-  // ObjectiveCurve(n) = ThroughputEstimate(n) * (1 + exploration_bonus * rel_sd(n)).
-  double exploration_bonus = 1.0;
+  // ObjectiveCurve(n) = ThroughputEstimate(n) * (1 + exploration_bonus * rel_sd(n)): an upper
+  // confidence bound at exploration_bonus standard deviations. 0.5 was chosen by cross-validation
+  // against 1 (docs/curve.md, "The rule").
+  double exploration_bonus = 0.5;
   FitOptions fit = AdvisorFitOptions();  // how the curve is fitted from the per-size estimates
   bool IsValid(std::string* error) const;
 };

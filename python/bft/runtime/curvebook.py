@@ -69,6 +69,7 @@ class CurveBook:
         self.probe_growth = advisor_options.fit.extrapolation_limit
         self.default_costs = {RELAUNCH: (scale_up_s, scale_down_s), INPLACE: (inplace_scale_up_s, inplace_scale_down_s)}
         self.methods: Dict[str, str] = {}  # job -> how its latest rescale was done (as the advisor heard it)
+        self.models: Dict[str, str] = {}  # job -> the model declared to the advisor (its script)
         self.state_bytes: Dict[str, int] = {}  # job -> the bytes of state its resizes move, as it reported
 
     # -- keys and records -------------------------------------------------------------------------
@@ -141,6 +142,7 @@ class CurveBook:
             self.advisor.forget(self.key(run, configuration))
         self.state_bytes.pop(run.id, None)
         self.methods.pop(run.id, None)
+        self.models.pop(run.id, None)
 
     # -- priors -----------------------------------------------------------------------------------
 
@@ -153,9 +155,15 @@ class CurveBook:
 
     def update_priors(self, runs: Iterable[JobRun]) -> None:
         """A job with no measurement yet is assumed to scale linearly at the best per-node rate measured
-        so far on this machine: optimistic, so the allocator gives it nodes and the advisor learns it."""
+        so far on this machine: optimistic, so the allocator gives it nodes and the advisor learns it.
+        Jobs that run one script are declared one model (curve.ProfilingAdvisor.set_model), so a new
+        one starts from the shape its predecessors measured, as the replay's jobs of one model do
+        (docs/curve.md, "The rule"); a job whose own sizes disagree with that shape drops it."""
         best, unmeasured = 0.0, []
         for run in runs:
+            if self.models.get(run.id) != run.row.script:
+                self.advisor.set_model(run.id, run.row.script)
+                self.models[run.id] = run.row.script
             profile = self._profile(run.id)
             if profile is not None and profile.sizes:
                 best = max(best, max(s.samples_per_s / s.nodes for s in profile.sizes))

@@ -145,7 +145,8 @@ TEST(CurveAdvisor, CurvesHaveSparseBreakpointsWhateverThePoolSize) {
       }
       if (n >= 1) {
         EXPECT_DOUBLE_EQ(c.objective.values()[k],
-                         c.throughput.values()[k] * (1.0 + adv.RelativeUncertainty("job", n)))
+                         c.throughput.values()[k] *
+                             (1.0 + adv.options().exploration_bonus * adv.RelativeUncertainty("job", n)))
             << n;
       }
     }
