@@ -17,7 +17,7 @@ The figure compared is the mean turnaround when every replay finishes every job,
 
     PYTHONPATH=build/dev/python .venv/bin/python bench/learned_diagnose.py \\
         --trace ../shared/data/summit-idle-nodes-2021-02.csv.gz \\
-        --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --nodes 0:1024
+        --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --nodes 0:1024 [--objective speedup]
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ def main() -> int:
         name, key, better = "samples done", "samples_done", 1.0
         value = {k: r.summary[key] for k, r in runs.items()}
     oracle = value["oracle"]
-    print(f"policy {args.policy}; models shared: {args.models_from_names}; every job finishes: {all_finish}; "
+    print(f"objective {args.objective}; policy {args.policy}; models shared: {args.models_from_names}; "
+          f"every job finishes: {all_finish}; "
           f"compared: {name}")
     # Idle node-time used while jobs were active: a learned allocator that under-values growth leaves
     # nodes idle that the oracle's used (what the conservative extrapolation did, docs/sim.md).

@@ -28,6 +28,7 @@ AdvisorCurves = _c.AdvisorCurves
 SizeEstimate = _c.SizeEstimate
 RescaleOverhead = _c.RescaleOverhead
 RescaleMethod = _c.RescaleMethod
+Objective = _c.Objective
 RescaleCosts = _c.RescaleCosts
 ProbeSuggestion = _c.ProbeSuggestion
 JobProfile = _c.JobProfile
@@ -38,6 +39,7 @@ status_name = _c.status_name
 num_parameters = _c.num_parameters
 measured_rescale_costs = _c.measured_rescale_costs
 rescale_method_from_string = _c.rescale_method_from_string
+objective_from_string = _c.objective_from_string
 rescale_method_name = _c.rescale_method_name
 
 
@@ -85,6 +87,7 @@ __all__ = [
     "JobProfile",
     "Model",
     "ModelFit",
+    "Objective",
     "ProbeSuggestion",
     "ProfilingAdvisor",
     "RescaleCosts",
@@ -98,6 +101,7 @@ __all__ = [
     "model_from_string",
     "model_name",
     "num_parameters",
+    "objective_from_string",
     "rescale_method_from_string",
     "rescale_method_name",
     "status_name",

@@ -75,6 +75,12 @@ void BindCurve(py::module_& m) {
       m, "RescaleMethod", "How a rescale was done: a relaunch (the default) or in place",
       {{"RELAUNCH", curve::RescaleMethod::kRelaunch}, {"INPLACE", curve::RescaleMethod::kInPlace}});
   m.def("rescale_method_from_string", &curve::RescaleMethodFromString, py::arg("label"));
+  BindEnum<curve::Objective>(
+      m, "Objective",
+      "What the allocator maximises for a job: its throughput, or its speedup over its own "
+      "one-node rate",
+      {{"THROUGHPUT", curve::Objective::kThroughput}, {"SPEEDUP", curve::Objective::kSpeedup}});
+  m.def("objective_from_string", &curve::ObjectiveFromString, py::arg("label"));
   m.def(
       "rescale_method_name", [](curve::RescaleMethod method) { return std::string(curve::ToString(method)); },
       py::arg("method"));
@@ -282,9 +288,11 @@ void BindCurve(py::module_& m) {
       .def("set_model", &ProfilingAdvisor::SetModel, py::arg("job_id"), py::arg("model"))
       .def("throughput_estimate", &ProfilingAdvisor::ThroughputEstimate, py::arg("job_id"),
            py::arg("max_nodes"))
-      .def("objective_curve", &ProfilingAdvisor::ObjectiveCurve, py::arg("job_id"), py::arg("max_nodes"))
+      .def("objective_curve", &ProfilingAdvisor::ObjectiveCurve, py::arg("job_id"), py::arg("max_nodes"),
+           py::arg("objective") = curve::Objective::kThroughput)
       .def("curves", &ProfilingAdvisor::Curves, py::arg("job_id"), py::arg("max_nodes"),
-           "both curves at once: .throughput and .objective")
+           py::arg("objective") = curve::Objective::kThroughput,
+           "both curves at once: .throughput and .objective (in `objective`'s units, an Objective)")
       .def("relative_uncertainty", &ProfilingAdvisor::RelativeUncertainty, py::arg("job_id"), py::arg("n"))
       .def("probe_suggestions", &ProfilingAdvisor::ProbeSuggestions, py::arg("job_id"), py::arg("max_nodes"),
            py::arg("max_suggestions") = 3)

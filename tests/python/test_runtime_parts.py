@@ -76,6 +76,34 @@ def test_a_probe_grows_as_far_as_the_advisor_extrapolates_until_a_curve_is_fitte
     assert book.probe_limit(run, fair_share=3) is None  # proven: the allocator decides freely
 
 
+def test_a_speedup_book_values_each_job_over_its_own_one_node_rate_as_the_replay_does(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0, objective="speedup")
+    learned = make_run(store, "learned", max_nodes=8)
+    measure(book, learned, {2: 500.0, 4: 900.0, 8: 1500.0})
+    job = book.allocation_job(learned, top=8)
+    speedup = book.advisor.curves("learned", 8, curve.Objective.SPEEDUP)
+    assert list(job.objective.values) == list(speedup.objective.values)
+    assert list(job.throughput.values) == list(book.advisor.curves("learned", 8).throughput.values)
+    given = make_run(store, "given", max_nodes=4)
+    given.row.curve = {"nodes": [1, 2, 4], "throughput": [100.0, 180.0, 300.0]}
+    assert list(book.allocation_job(given, top=4).objective.values) == [1.0, 1.8, 3.0]
+    with pytest.raises(ValueError, match="objective 'speed': expected throughput or speedup"):
+        CurveBook(store, 0.0, 5.0, 5.0, objective="speed")
+
+
+def test_a_new_job_of_a_script_starts_from_the_shape_its_predecessor_measured(store):
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    first = make_run(store, "first", max_nodes=8)
+    book.update_priors([first])
+    measure(book, first, {1: 1000.0, 2: 1600.0, 4: 2400.0})
+    second = make_run(store, "second", max_nodes=8)  # the same script (runtime_util.make_run)
+    book.update_priors([first, second])
+    assert book.advisor.profile("second").model == first.row.script
+    # Nothing measured of its own: its siblings' sublinear curve, not the linear prior.
+    estimate = book.advisor.throughput_estimate("second", 4)
+    assert estimate(4) / estimate(1) < 3.0
+
+
 def test_a_silent_job_gets_only_nodes_no_other_job_can_use(store):
     book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
     decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)

@@ -250,6 +250,21 @@ def test_learned_replay_shares_what_jobs_of_one_model_measured():
         sim.replay(trace, jobs, "exact", "learned", models=["m"])
 
 
+def test_learned_replay_values_a_speedup_objective_in_learned_speedup():
+    trace, jobs = sim.generate_synthetic(seed=3, nodes=64, mean_idle_nodes=20, duration_s=43200, jobs=10)
+
+    def outcome(specs, curves):
+        s = sim.replay(trace, specs, "exact", curves).summary
+        return s["samples_done"], s["rescales"]
+
+    throughput = outcome(jobs, "learned")
+    for spec in jobs:  # each job's objective: its throughput over its own one-node rate
+        spec.objective = [v / spec.throughput_at(1) for v in spec.throughput]
+    # The workload's objective no longer being ignored, the learned allocator maximises another sum
+    # (the speedups, each in units of the advisor's estimate at 1 node), as the oracle does.
+    assert outcome(jobs, "learned") != throughput
+
+
 def test_the_halves_of_learned_mode_are_replay_modes():
     trace = sim.parse_trace(TINY_TRACE)
     jobs = sim.parse_jobs(json.dumps(JOB))

@@ -64,8 +64,10 @@ struct AdvisorOptions {
   // of the relative uncertainty per doubling of distance from the nearest measured size.
   double single_interval_rel_sd = 0.1;
   double rel_sd_per_doubling = 0.1;
-  // ObjectiveCurve(n) = ThroughputEstimate(n) * (1 + exploration_bonus * rel_sd(n)).
-  double exploration_bonus = 1.0;
+  // ObjectiveCurve(n) = ThroughputEstimate(n) * (1 + exploration_bonus * rel_sd(n)): an upper
+  // confidence bound at exploration_bonus standard deviations. 0.5 was chosen by cross-validation
+  // against 1 (docs/curve.md, "The rule").
+  double exploration_bonus = 0.5;
   FitOptions fit = AdvisorFitOptions();  // how the curve is fitted from the per-size estimates
   bool IsValid(std::string* error) const;
 };
@@ -135,8 +137,19 @@ struct JobProfile {
   std::string model;                      // SetModel ("" = none)
 };
 
+// What the allocator maximises for a job, in terms of the job's own throughput X (docs/curve.md,
+// "Objectives"). kThroughput: X(n). kSpeedup: X(n) / X(1), relative to the job's own one-node
+// rate, which is learned like the rest of its curve (the advisor's estimate at 1 node): a
+// relative objective needs no number the job has not measured, so the replay and the runtime
+// learn it as they learn throughput.
+enum class Objective { kThroughput, kSpeedup };
+const char* ToString(Objective objective);  // "throughput", "speedup"
+// Throws InvalidArgument naming the label and the valid ones.
+Objective ObjectiveFromString(const std::string& label);
+
 // A job's curves for the allocator: `throughput` (its Job::throughput) and `objective` (its
-// Job::objective: the throughput with the exploration bonus), on the same breakpoints.
+// Job::objective: the throughput with the exploration bonus, in the units of the Objective asked
+// for), on the same breakpoints.
 struct AdvisorCurves {
   ThroughputCurve throughput;
   ThroughputCurve objective;
@@ -197,11 +210,13 @@ class ProfilingAdvisor {
   // So a curve has O(log max_nodes) breakpoints, whatever max_nodes is.
   ThroughputCurve ThroughputEstimate(const std::string& job_id, int max_nodes) const;
   // ThroughputEstimate plus the exploration bonus (see AdvisorOptions::exploration_bonus), on the
-  // same breakpoints.
-  ThroughputCurve ObjectiveCurve(const std::string& job_id, int max_nodes) const;
+  // same breakpoints, in `objective`'s units (kSpeedup: divided by ThroughputEstimate at 1 node).
+  ThroughputCurve ObjectiveCurve(const std::string& job_id, int max_nodes,
+                                 Objective objective = Objective::kThroughput) const;
   // Both at once (one pass; what an allocator needs per job and event): equal to
-  // {ThroughputEstimate(job_id, max_nodes), ObjectiveCurve(job_id, max_nodes)}.
-  AdvisorCurves Curves(const std::string& job_id, int max_nodes) const;
+  // {ThroughputEstimate(job_id, max_nodes), ObjectiveCurve(job_id, max_nodes, objective)}.
+  AdvisorCurves Curves(const std::string& job_id, int max_nodes,
+                       Objective objective = Objective::kThroughput) const;
   // Relative uncertainty of ThroughputEstimate at n (n >= 1).
   double RelativeUncertainty(const std::string& job_id, int n) const;
   // Up to max_suggestions unmeasured node counts in 1..max_nodes worth probing, best first.

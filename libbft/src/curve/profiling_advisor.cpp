@@ -1,8 +1,6 @@
 // The job profiling advisor: see bft/profiling.h for the protocol and docs/curve.md for the rules.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -10,63 +8,19 @@
 #include "bft/profiling.h"
 #include "grid.h"
 #include "num.h"
+#include "profiling_state.h"
 
 namespace bft::curve {
 namespace {
 
+using internal::Interval;
+using internal::JobState;
+using internal::ModelState;
+using internal::SizeData;
+
 constexpr int kMaxRescalesKept = 64;
 
-struct Interval {
-  double t_end = 0.0;
-  double duration_s = 0.0;
-  double samples = 0.0;
-  double mult = 1.0;  // drift discount
-};
-
-struct SizeData {
-  std::vector<Interval> intervals;  // oldest first
-  int drift_count = 0;              // consecutive deviating intervals at the end of `intervals`
-};
-
-struct JobState {
-  bool has_report = false;
-  int nodes = 0;
-  double last_t = 0.0;
-  double last_cum = 0.0;
-  // The current segment: since the last rescale (or the first report).
-  double seg_t = 0.0;
-  double seg_cum = 0.0;
-  int seg_from = 0;
-  int seg_intervals = 0;
-  bool overhead_pending = false;
-  // An interval of the current segment has shown progress: until one has, the segment is still
-  // stalled (a restart), so the interval in which progress resumes is warm-up too.
-  bool seg_progressed = false;
-  // The segment began while the previous rescale's overhead was still unmeasured (e.g. a
-  // preemption and a regrowth at the same moment): its stall mixes both losses, so it is not
-  // recorded as the cost of this rescale.
-  bool seg_compound = false;
-  RescaleMethod seg_method = RescaleMethod::kRelaunch;  // how the rescale that began the segment was done
-  bool has_prior = false;
-  double prior = 0.0;
-  std::string model;  // SetModel: jobs of one model share what they measured ("" = none)
-  std::map<int, SizeData> sizes;
-  std::vector<RescaleOverhead> rescales;
-  // Derived (recomputed after every change): the per-size estimates and the fit.
-  std::vector<SizeEstimate> estimates;
-  FitResult fit;
-  bool fit_ok = false;
-};
-
 using internal::Num;
-
-// What the jobs of one model measured: at each size, the latest steady estimate of any of them
-// (kept after the jobs are forgotten), and the curve fitted through it.
-struct ModelState {
-  std::map<int, double> rates;
-  FitResult fit;
-  bool fit_ok = false;
-};
 
 }  // namespace
 
@@ -84,6 +38,22 @@ RescaleMethod RescaleMethodFromString(const std::string& label) {
   for (RescaleMethod m : kRescaleMethods)
     if (label == ToString(m)) return m;
   throw InvalidArgument("unknown rescale method '" + label + "' (expected 'relaunch' or 'inplace')");
+}
+
+const char* ToString(Objective objective) {
+  switch (objective) {
+    case Objective::kThroughput:
+      return "throughput";
+    case Objective::kSpeedup:
+      return "speedup";
+  }
+  return "?";
+}
+
+Objective ObjectiveFromString(const std::string& label) {
+  for (const Objective o : {Objective::kThroughput, Objective::kSpeedup})
+    if (label == ToString(o)) return o;
+  throw InvalidArgument("objective '" + label + "': expected throughput or speedup");
 }
 
 const RescaleCosts& JobProfile::MethodCosts(RescaleMethod method) const {
@@ -117,11 +87,8 @@ bool AdvisorOptions::IsValid(std::string* error) const {
   return true;
 }
 
-struct ProfilingAdvisor::Impl {
-  AdvisorOptions options;
-  std::map<std::string, JobState> jobs;
-  std::map<std::string, ModelState> models;
-
+// The state (internal::AdvisorState: what Save writes) and the rules that derive estimates from it.
+struct ProfilingAdvisor::Impl : internal::AdvisorState {
   void RefitModel(ModelState* model) const {
     model->fit_ok = false;
     model->fit = FitResult();
@@ -520,7 +487,7 @@ void ProfilingAdvisor::SetModel(const std::string& job_id, const std::string& mo
   impl_->ShareWithModel(job, 0);
 }
 
-AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes) const {
+AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes, Objective objective) const {
   if (max_nodes < 1)
     throw InvalidArgument("throughput estimate for job '" + job_id + "': max_nodes " +
                           std::to_string(max_nodes) + " must be >= 1");
@@ -553,6 +520,14 @@ AdvisorCurves ProfilingAdvisor::Curves(const std::string& job_id, int max_nodes)
     est[k] = std::max(0.0, impl_->Estimate(job, n));
     obj[k] = n >= 1 ? est[k] * (1.0 + impl_->options.exploration_bonus * impl_->RelSd(job, n)) : est[k];
   }
+  if (objective == Objective::kSpeedup) {
+    // The unit is the job's own estimate at 1 node, as uncertain as the rest of the curve; the
+    // bonus stays on the numerator, so exploration is valued in the same relative terms as for
+    // throughput.
+    const double one = impl_->Estimate(job, 1);
+    if (one > 0.0)
+      for (double& v : obj) v /= one;
+  }
   AdvisorCurves out;
   out.throughput = ThroughputCurve(nodes, std::move(est));
   out.objective = ThroughputCurve(std::move(nodes), std::move(obj));
@@ -563,8 +538,9 @@ ThroughputCurve ProfilingAdvisor::ThroughputEstimate(const std::string& job_id, 
   return Curves(job_id, max_nodes).throughput;
 }
 
-ThroughputCurve ProfilingAdvisor::ObjectiveCurve(const std::string& job_id, int max_nodes) const {
-  return Curves(job_id, max_nodes).objective;
+ThroughputCurve ProfilingAdvisor::ObjectiveCurve(const std::string& job_id, int max_nodes,
+                                                 Objective objective) const {
+  return Curves(job_id, max_nodes, objective).objective;
 }
 
 double ProfilingAdvisor::RelativeUncertainty(const std::string& job_id, int n) const {
@@ -662,259 +638,13 @@ std::vector<std::string> ProfilingAdvisor::Jobs() const {
 
 void ProfilingAdvisor::Forget(const std::string& job_id) { impl_->jobs.erase(job_id); }
 
-// ---- Save / Load: a line-oriented text format. Numbers are written with 17 significant digits
-// (exact round trip); job ids are percent-encoded (every byte outside [A-Za-z0-9._-]).
-namespace {
-
-std::string D(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-std::string Encode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-// 2: rescales carry lost samples; 3: jobs carry whether the segment progressed and is compound,
-// and the models' shared rates and the jobs' models (model, jobmodel lines); 4: rescales and jobs
-// (their segment's rescale) carry the rescale method.
-constexpr const char* kHeader = "bft-profiling-advisor 4";
-constexpr const char* kHeaderVersion3 = "bft-profiling-advisor 3";
-constexpr const char* kHeaderVersion2 = "bft-profiling-advisor 2";
-constexpr const char* kHeaderVersion1 = "bft-profiling-advisor 1";
-const char* const kWhere = "advisor state";
-
-std::string Decode(const std::string& s, long line) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
-      throw ParseError(kWhere, line, "bad percent-encoding in job id '" + s + "'");
-    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-    i += 2;
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string ProfilingAdvisor::Save() const {
-  const AdvisorOptions& o = impl_->options;
-  std::ostringstream os;
-  os << kHeader << "\n";
-  os << "options " << D(o.warmup_s) << ' ' << o.warmup_intervals << ' ' << D(o.half_life_s) << ' '
-     << D(o.drift_threshold) << ' ' << o.drift_intervals << ' ' << D(o.drift_discount) << ' '
-     << o.max_intervals_per_size << ' ' << D(o.prior_samples_per_node_s) << ' ' << D(o.single_interval_rel_sd)
-     << ' ' << D(o.rel_sd_per_doubling) << ' ' << D(o.exploration_bonus) << "\n";
-  os << "fit " << ToString(o.fit.model) << ' ' << ToString(o.fit.selection) << ' ' << o.fit.max_iterations
-     << ' ' << D(o.fit.tolerance) << ' ' << D(o.fit.duplicate_tolerance) << ' '
-     << D(o.fit.extrapolation_discount) << ' ' << D(o.fit.extrapolation_limit) << "\n";
-  for (const auto& [name, model] : impl_->models)
-    for (const auto& [n, rate] : model.rates)
-      os << "model " << Encode(name) << ' ' << n << ' ' << D(rate) << "\n";
-  for (const auto& [id, j] : impl_->jobs) {
-    os << "job " << Encode(id) << ' ' << j.has_report << ' ' << j.nodes << ' ' << D(j.last_t) << ' '
-       << D(j.last_cum) << ' ' << D(j.seg_t) << ' ' << D(j.seg_cum) << ' ' << j.seg_from << ' '
-       << j.seg_intervals << ' ' << j.overhead_pending << ' ' << j.has_prior << ' ' << D(j.prior) << ' '
-       << j.seg_progressed << ' ' << j.seg_compound << ' ' << ToString(j.seg_method) << "\n";
-    if (!j.model.empty()) os << "jobmodel " << Encode(j.model) << "\n";
-    for (const auto& [n, sd] : j.sizes) {
-      os << "size " << n << ' ' << sd.drift_count << ' ' << sd.intervals.size() << "\n";
-      for (const Interval& iv : sd.intervals)
-        os << "iv " << D(iv.t_end) << ' ' << D(iv.duration_s) << ' ' << D(iv.samples) << ' ' << D(iv.mult)
-           << "\n";
-    }
-    for (const RescaleOverhead& r : j.rescales)
-      os << "rescale " << D(r.time_s) << ' ' << r.from_nodes << ' ' << r.to_nodes << ' ' << D(r.overhead_s)
-         << ' ' << D(r.lost_samples) << ' ' << ToString(r.method) << "\n";
-  }
-  os << "end\n";
-  return os.str();
-}
+std::string ProfilingAdvisor::Save() const { return internal::SaveState(*impl_); }
 
 ProfilingAdvisor ProfilingAdvisor::Load(const std::string& state) {
-  std::istringstream in(state);
-  std::string text;
-  long line = 0;
-  auto next = [&](bool required) {
-    while (std::getline(in, text)) {
-      ++line;
-      if (!text.empty() && text.back() == '\r') text.pop_back();
-      if (!text.empty()) return true;
-    }
-    if (required) throw ParseError(kWhere, line + 1, "unexpected end of input (missing 'end')");
-    return false;
-  };
-  auto fields = [&](const char* tag, std::size_t count) {
-    std::istringstream ls(text);
-    std::vector<std::string> f;
-    std::string w;
-    while (ls >> w) f.push_back(w);
-    if (f.empty() || f[0] != tag || f.size() != count + 1)
-      throw ParseError(kWhere, line,
-                       std::string("expected '") + tag + "' with " + std::to_string(count) +
-                           " fields, got '" + text + "'");
-    return f;
-  };
-  auto num = [&](const std::string& s) {
-    try {
-      std::size_t pos = 0;
-      const double v = std::stod(s, &pos);
-      if (pos != s.size()) throw std::invalid_argument(s);
-      return v;
-    } catch (const std::exception&) {
-      throw ParseError(kWhere, line, "'" + s + "' is not a number");
-    }
-  };
-  auto integer = [&](const std::string& s) {
-    const double v = num(s);
-    if (v != std::floor(v) || std::abs(v) > 2e9)
-      throw ParseError(kWhere, line, "'" + s + "' is not an integer");
-    return static_cast<int>(v);
-  };
-  auto finite = [&](double v, const char* what) {
-    if (!std::isfinite(v)) throw ParseError(kWhere, line, std::string(what) + " is not finite");
-    return v;
-  };
-  auto method = [&](const std::string& s) {
-    try {
-      return RescaleMethodFromString(s);
-    } catch (const InvalidArgument& e) {
-      throw ParseError(kWhere, line, e.what());
-    }
-  };
-  if (!next(false) ||
-      (text != kHeader && text != kHeaderVersion3 && text != kHeaderVersion2 && text != kHeaderVersion1))
-    throw ParseError(kWhere, std::max(line, 1L),
-                     std::string("not an advisor state (expected '") + kHeader + "')");
-  const bool version1 = text == kHeaderVersion1;
-  const bool version4 = text == kHeader;
-  const bool version3 = version4 || text == kHeaderVersion3;
-  next(true);
-  auto f = fields("options", 11);
-  AdvisorOptions o;
-  o.warmup_s = num(f[1]);
-  o.warmup_intervals = integer(f[2]);
-  o.half_life_s = num(f[3]);
-  o.drift_threshold = num(f[4]);
-  o.drift_intervals = integer(f[5]);
-  o.drift_discount = num(f[6]);
-  o.max_intervals_per_size = integer(f[7]);
-  o.prior_samples_per_node_s = num(f[8]);
-  o.single_interval_rel_sd = num(f[9]);
-  o.rel_sd_per_doubling = num(f[10]);
-  o.exploration_bonus = num(f[11]);
-  next(true);
-  f = fields("fit", 7);
-  try {
-    o.fit.model = ModelFromString(f[1]);
-    o.fit.selection = SelectionFromString(f[2]);
-  } catch (const InvalidArgument& e) {
-    throw ParseError(kWhere, line, e.what());
-  }
-  o.fit.max_iterations = integer(f[3]);
-  o.fit.tolerance = num(f[4]);
-  o.fit.duplicate_tolerance = num(f[5]);
-  o.fit.extrapolation_discount = num(f[6]);
-  o.fit.extrapolation_limit = num(f[7]);
-  std::string error;
-  if (!o.IsValid(&error)) throw ParseError(kWhere, line, error);
-  ProfilingAdvisor adv(o);
-  JobState* job = nullptr;
-  SizeData* size = nullptr;
-  std::size_t size_left = 0;
-  while (true) {
-    next(true);
-    const std::string tag = text.substr(0, text.find(' '));
-    if (size_left > 0 && tag != "iv")
-      throw ParseError(kWhere, line, "expected " + std::to_string(size_left) + " more 'iv' lines");
-    if (tag == "end") break;
-    if (tag == "job") {
-      f = fields("job", version4 ? 15 : version3 ? 14 : 12);
-      const std::string id = Decode(f[1], line);
-      if (id.empty() || adv.impl_->jobs.count(id) != 0)
-        throw ParseError(kWhere, line, "empty or repeated job id '" + id + "'");
-      job = &adv.impl_->jobs[id];
-      job->has_report = integer(f[2]) != 0;
-      job->nodes = integer(f[3]);
-      job->last_t = finite(num(f[4]), "last_t");
-      job->last_cum = finite(num(f[5]), "last_cum");
-      job->seg_t = finite(num(f[6]), "seg_t");
-      job->seg_cum = finite(num(f[7]), "seg_cum");
-      job->seg_from = integer(f[8]);
-      job->seg_intervals = integer(f[9]);
-      job->overhead_pending = integer(f[10]) != 0;
-      job->has_prior = integer(f[11]) != 0;
-      job->prior = finite(num(f[12]), "prior");
-      // Older states knew neither: their segment counts as progressing and not compound (the old rule).
-      job->seg_progressed = version3 ? integer(f[13]) != 0 : true;
-      job->seg_compound = version3 && integer(f[14]) != 0;
-      // Older states knew only relaunches.
-      job->seg_method = version4 ? method(f[15]) : RescaleMethod::kRelaunch;
-      if (job->nodes < 0 || job->seg_from < 0 || job->last_cum < 0.0 ||
-          (job->has_prior && !(job->prior > 0.0)))
-        throw ParseError(kWhere, line, "invalid job state for '" + id + "'");
-    } else if (tag == "model") {
-      f = fields("model", 3);
-      const std::string name = Decode(f[1], line);
-      const int n = integer(f[2]);
-      const double rate = finite(num(f[3]), "model rate");
-      if (name.empty() || n < 1 || !(rate > 0.0))
-        throw ParseError(kWhere, line, "invalid model line '" + text + "'");
-      if (!adv.impl_->models[name].rates.emplace(n, rate).second)
-        throw ParseError(kWhere, line, "repeated size " + std::to_string(n) + " of model '" + name + "'");
-    } else if (tag == "jobmodel") {
-      if (job == nullptr) throw ParseError(kWhere, line, "'jobmodel' before any 'job'");
-      f = fields("jobmodel", 1);
-      job->model = Decode(f[1], line);
-    } else if (tag == "size") {
-      if (job == nullptr) throw ParseError(kWhere, line, "'size' before any 'job'");
-      f = fields("size", 3);
-      const int n = integer(f[1]);
-      const int count = integer(f[3]);
-      if (n < 1 || count < 0 || job->sizes.count(n) != 0)
-        throw ParseError(kWhere, line, "invalid or repeated size");
-      size = &job->sizes[n];
-      size->drift_count = integer(f[2]);
-      if (size->drift_count < 0 || size->drift_count > count)
-        throw ParseError(kWhere, line, "invalid drift count");
-      size_left = static_cast<std::size_t>(count);
-    } else if (tag == "iv") {
-      if (size == nullptr || size_left == 0) throw ParseError(kWhere, line, "unexpected 'iv' line");
-      f = fields("iv", 4);
-      Interval iv{finite(num(f[1]), "t_end"), finite(num(f[2]), "duration"), finite(num(f[3]), "samples"),
-                  finite(num(f[4]), "mult")};
-      if (!(iv.duration_s > 0.0) || iv.samples < 0.0 || iv.mult < 0.0)
-        throw ParseError(kWhere, line, "invalid interval");
-      size->intervals.push_back(iv);
-      --size_left;
-    } else if (tag == "rescale") {
-      if (job == nullptr) throw ParseError(kWhere, line, "'rescale' before any 'job'");
-      f = fields("rescale", version1 ? 4 : version4 ? 6 : 5);
-      // Version 1 kept no lost samples: they are estimated below from the rate at to_nodes.
-      job->rescales.push_back({finite(num(f[1]), "time"), integer(f[2]), integer(f[3]),
-                               finite(num(f[4]), "overhead"),
-                               version1 ? 0.0 : finite(num(f[5]), "lost samples"),
-                               version4 ? method(f[6]) : RescaleMethod::kRelaunch});
-    } else {
-      throw ParseError(kWhere, line, "unknown line '" + text + "'");
-    }
-  }
+  bool version1 = false;
+  internal::AdvisorState parsed = internal::LoadState(state, &version1);
+  ProfilingAdvisor adv(parsed.options);
+  static_cast<internal::AdvisorState&>(*adv.impl_) = std::move(parsed);
   for (auto& [name, model] : adv.impl_->models) adv.impl_->RefitModel(&model);
   for (auto& [id, j] : adv.impl_->jobs) {
     adv.impl_->Refresh(&j);

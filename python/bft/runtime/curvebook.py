@@ -51,10 +51,16 @@ RELAUNCH_S_PER_BYTE = 4.8e-9
 
 class CurveBook:
     def __init__(self, store: StateStore, *, warmup_s: float, scale_up_s: float, scale_down_s: float,
-                 inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S):
+                 inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S,
+                 objective: str = "throughput"):
         """The costs of a relaunch (scale_*_s) and of an in-place rescale (inplace_scale_*_s) charged
-        until the advisor has measured the job's own."""
+        until the advisor has measured the job's own. `objective` ("throughput" or "speedup",
+        curve.Objective): what the allocator maximises for every job, as the replay learns it: a speedup
+        is over the job's own one-node rate, learned (the advisor's estimate at 1 node) or, for a job
+        judged on its --curve, that curve's; a job with configurations is valued in throughput (their
+        curves have no common one-node unit), as in the replay."""
         self.store = store
+        self.objective = curve.objective_from_string(objective)
         advisor_options = curve.AdvisorOptions()
         advisor_options.warmup_s = warmup_s
         self.advisor = curve.ProfilingAdvisor(advisor_options)
@@ -63,6 +69,7 @@ class CurveBook:
         self.probe_growth = advisor_options.fit.extrapolation_limit
         self.default_costs = {RELAUNCH: (scale_up_s, scale_down_s), INPLACE: (inplace_scale_up_s, inplace_scale_down_s)}
         self.methods: Dict[str, str] = {}  # job -> how its latest rescale was done (as the advisor heard it)
+        self.models: Dict[str, str] = {}  # job -> the model declared to the advisor (its script)
         self.state_bytes: Dict[str, int] = {}  # job -> the bytes of state its resizes move, as it reported
 
     # -- keys and records -------------------------------------------------------------------------
@@ -136,6 +143,7 @@ class CurveBook:
             self.advisor.forget(self.key(run, configuration))
         self.state_bytes.pop(run.id, None)
         self.methods.pop(run.id, None)
+        self.models.pop(run.id, None)
 
     # -- priors -----------------------------------------------------------------------------------
 
@@ -148,9 +156,15 @@ class CurveBook:
 
     def update_priors(self, runs: Iterable[JobRun]) -> None:
         """A job with no measurement yet is assumed to scale linearly at the best per-node rate measured
-        so far on this machine: optimistic, so the allocator gives it nodes and the advisor learns it."""
+        so far on this machine: optimistic, so the allocator gives it nodes and the advisor learns it.
+        Jobs that run one script are declared one model (curve.ProfilingAdvisor.set_model), so a new
+        one starts from the shape its predecessors measured, as the replay's jobs of one model do
+        (docs/curve.md, "The rule"); a job whose own sizes disagree with that shape drops it."""
         best, unmeasured = 0.0, []
         for run in runs:
+            if self.models.get(run.id) != run.row.script:
+                self.advisor.set_model(run.id, run.row.script)
+                self.models[run.id] = run.row.script
             profile = self._profile(run.id)
             if profile is not None and profile.sizes:
                 best = max(best, max(s.samples_per_s / s.nodes for s in profile.sizes))
@@ -181,12 +195,16 @@ class CurveBook:
 
     def _curves(self, run: JobRun, top: int) -> Tuple[Any, Any]:
         """(throughput, objective) of full backpropagation: the advisor's once it has fitted a curve,
-        else the user's curve if one was given, else the advisor's optimistic prior."""
+        else the user's curve if one was given, else the advisor's optimistic prior; the objective in
+        the units of the book's objective."""
+        objective = curve.Objective.THROUGHPUT if run.row.configurations else self.objective
         if self.curve_source(run) == "user":
             c = curve.ThroughputCurve([int(n) for n in run.row.curve["nodes"]],
                                       [float(v) for v in run.row.curve["throughput"]])
+            if objective == curve.Objective.SPEEDUP and c(1) > 0:
+                return c, curve.ThroughputCurve(list(c.nodes), [v / c(1) for v in c.values])
             return c, c
-        both = self.advisor.curves(run.id, top)
+        both = self.advisor.curves(run.id, top, objective)
         return both.throughput, both.objective
 
     def _configuration_curves(self, run: JobRun, configuration: Dict[str, Any], top: int,

@@ -145,7 +145,8 @@ TEST(CurveAdvisor, CurvesHaveSparseBreakpointsWhateverThePoolSize) {
       }
       if (n >= 1) {
         EXPECT_DOUBLE_EQ(c.objective.values()[k],
-                         c.throughput.values()[k] * (1.0 + adv.RelativeUncertainty("job", n)))
+                         c.throughput.values()[k] *
+                             (1.0 + adv.options().exploration_bonus * adv.RelativeUncertainty("job", n)))
             << n;
       }
     }
@@ -357,6 +358,26 @@ TEST(CurveAdvisor, ExplorationBonusAndProbesFavourUnmeasuredSizes) {
       EXPECT_GE(probes[i - 1].score, probes[i].score);
     }
   }
+}
+
+TEST(CurveAdvisor, SpeedupIsTheObjectiveOverTheJobsOwnOneNodeEstimate) {
+  ProfilingAdvisor adv;
+  SimJob job;
+  job.truth = Amdahlish;
+  job.Run(adv, 2, 600.0);
+  job.Run(adv, 8, 600.0);
+  const AdvisorCurves rate = adv.Curves("job", 32);
+  const AdvisorCurves speedup = adv.Curves("job", 32, Objective::kSpeedup);
+  // Same throughput and breakpoints; the objective in units of the estimate at 1 node, which was
+  // never measured (learned like the rest of the curve, not given).
+  EXPECT_EQ(speedup.throughput.values(), rate.throughput.values());
+  ASSERT_EQ(speedup.objective.nodes(), rate.objective.nodes());
+  const double one = rate.throughput.Evaluate(1);
+  for (std::size_t k = 0; k < rate.objective.values().size(); ++k)
+    EXPECT_DOUBLE_EQ(speedup.objective.values()[k], rate.objective.values()[k] / one);
+  EXPECT_EQ(adv.ObjectiveCurve("job", 32, Objective::kSpeedup).values(), speedup.objective.values());
+  EXPECT_EQ(ObjectiveFromString(ToString(Objective::kSpeedup)), Objective::kSpeedup);
+  EXPECT_THROW(ObjectiveFromString("speed"), InvalidArgument);
 }
 
 TEST(CurveAdvisor, SaveLoadRoundTrips) {

@@ -345,6 +345,22 @@ void Engine::Charge(JobState& job, double samples) {
   job.loss += samples;
 }
 
+// What a learned replay asks the advisor for: the speedup when the workload's objective is the
+// job's throughput over its own one-node rate (relative 1e-6 at every breakpoint), else the
+// throughput. The workload's curves are the oracle's knowledge: only the objective's definition
+// carries over, and its unit (X(1)) is learned like the rest of the curve. A job with
+// configurations is valued in throughput (their objectives have no common unit to learn).
+curve::Objective LearnedObjective(const JobSpec& spec) {
+  const double one = spec.throughput.Evaluate(1);
+  if (!spec.configurations.empty() || !(one > 0.0)) return curve::Objective::kThroughput;
+  for (const int n : spec.objective.nodes()) {
+    if (n < 1) continue;
+    const double rate = spec.throughput.Evaluate(n);
+    if (std::abs(spec.objective.Evaluate(n) * one - rate) > 1e-6 * rate) return curve::Objective::kThroughput;
+  }
+  return curve::Objective::kSpeedup;
+}
+
 // Learned mode: the job as the advisors see it. Each configuration's curves come from its own
 // advisor (curves only as far as the replay has nodes: the allocator never evaluates beyond the
 // pool); the rescale costs are the measured means of the configuration it runs now, once measured,
@@ -365,7 +381,7 @@ alloc::Job Engine::LearnedJob(int j) {
     job.scale_down_s = state.allocator_scale_down_s;
     return job;
   }
-  curve::AdvisorCurves curves = advisors_[0].Curves(spec.name, top);
+  curve::AdvisorCurves curves = advisors_[0].Curves(spec.name, top, LearnedObjective(spec));
   alloc::Job job = ToAllocJob(spec, std::move(curves.objective), std::move(curves.throughput),
                               state.allocator_scale_up_s, state.allocator_scale_down_s);
   if (opt_.configurations == ConfigurationMode::kFullOnly) job.configurations.clear();
