@@ -117,12 +117,14 @@ TEST(AdvisorRescaleMethods, EachMethodsCostsNeverDependOnTheOthersRescales) {
     same(base.MethodCosts(kInPlace), slow_relaunch.MethodCosts(kInPlace));
     same(base.MethodCosts(kRelaunch), slow_inplace.MethodCosts(kRelaunch));
     // ... while the slowed method's own costs grow.
-    if (base.MethodCosts(kRelaunch).scale_ups > 0)
+    if (base.MethodCosts(kRelaunch).scale_ups > 0) {
       EXPECT_GT(slow_relaunch.MethodCosts(kRelaunch).mean_scale_up_s,
                 base.MethodCosts(kRelaunch).mean_scale_up_s);
-    if (base.MethodCosts(kInPlace).scale_ups > 0)
+    }
+    if (base.MethodCosts(kInPlace).scale_ups > 0) {
       EXPECT_GT(slow_inplace.MethodCosts(kInPlace).mean_scale_up_s,
                 base.MethodCosts(kInPlace).mean_scale_up_s);
+    }
   }
 }
 
