@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bft.runtime import cli_options
+from bft.runtime.options import DEFAULTS, ManagerOptions
 from runtime_util import bft
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is in the standard library from 3.11")
@@ -113,6 +114,10 @@ def test_a_manager_runs_with_its_file_and_the_flags_that_override_it(harness, tm
 
 def test_bft_manager_without_options_runs_with_the_managers_own_defaults(manager_parser):
     """Every default is ManagerOptions' (bft.runtime.options): the argument table reads it, restates none."""
-    from bft.runtime.options import DEFAULTS
-
     assert cli_options.manager_options(manager_parser.parse_args([])) == DEFAULTS
+
+
+def test_the_objective_reaches_the_managers_options_and_a_wrong_one_is_named(manager_parser):
+    assert cli_options.manager_options(manager_parser.parse_args(["--objective", "speedup"])).objective == "speedup"
+    with pytest.raises(ValueError, match="--objective: objective 'latency'"):
+        ManagerOptions(objective="latency").check()

@@ -88,7 +88,7 @@ def test_a_speedup_book_values_each_job_over_its_own_one_node_rate_as_the_replay
     given.row.curve = {"nodes": [1, 2, 4], "throughput": [100.0, 180.0, 300.0]}
     assert list(book.allocation_job(given, top=4).objective.values) == [1.0, 1.8, 3.0]
     with pytest.raises(ValueError, match="objective 'speed': expected throughput or speedup"):
-        CurveBook(store, 0.0, 5.0, 5.0, objective="speed")
+        CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0, objective="speed")
 
 
 def test_a_new_job_of_a_script_starts_from_the_shape_its_predecessor_measured(store):

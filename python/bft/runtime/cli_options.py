@@ -53,6 +53,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=DEFAULTS.standby,
                    help="a warm standby process (torch imported) on every idle node, so a job resized in place "
                    "starts at once there (default: on unless --resize relaunch or membership)")
+    p.add_argument("--objective", choices=("throughput", "speedup"), default=DEFAULTS.objective,
+                   help="what the allocator maximises for each job: throughput (samples/s) or speedup (over the "
+                   f"job's own one-node rate, learned like its curve; docs/curve.md) (default {DEFAULTS.objective})")
     p.add_argument("--tfwd", type=float, default=DEFAULTS.tfwd_s,
                    help=f"allocator's forward-looking time in seconds (default {DEFAULTS.tfwd_s:g})")
     p.add_argument("--max-jobs", type=int, default=DEFAULTS.max_jobs,
@@ -148,7 +151,8 @@ def add_parsers(sub) -> None:
 
 def manager_options(args: argparse.Namespace) -> ManagerOptions:
     """The manager's options from ``bft manager``'s parsed arguments (unchecked: ManagerOptions.check)."""
-    return ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, max_jobs=args.max_jobs,
+    return ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, objective=args.objective,
+                          max_jobs=args.max_jobs,
                           bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
                           grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
                           inplace_scale_up_s=args.inplace_scale_up_s, inplace_scale_down_s=args.inplace_scale_down_s,

@@ -67,7 +67,7 @@ class Manager:
         self.active_runs: Dict[str, JobRun] = {}
         self.book = CurveBook(store, warmup_s=options.advisor_warmup_s, scale_up_s=options.scale_up_s,
                               scale_down_s=options.scale_down_s, inplace_scale_up_s=options.inplace_scale_up_s,
-                              inplace_scale_down_s=options.inplace_scale_down_s)
+                              inplace_scale_down_s=options.inplace_scale_down_s, objective=options.objective)
         self.reports = ReportIntake(store, self.book)
         self.decider = Decider(self.book, store, policy=options.policy, tfwd_s=options.tfwd_s,
                                max_jobs=options.max_jobs, curve_change=options.curve_change)

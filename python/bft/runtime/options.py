@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import alloc, sim
+from .. import alloc, curve, sim
 from ..train.protocol import DEFAULT_GRACE_S, DEFAULT_INPLACE_TIMEOUT_S
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
 from .resize import AUTO, ResizeMethod, check_resize_choice
@@ -19,6 +19,9 @@ class ManagerOptions:
     policy: str = sim.DEFAULT_POLICY  # the defaults of bft replay, from the C++ option structs
     resize: str = AUTO  # the method of a job submitted without one (bft submit --resize)
     tfwd_s: float = alloc.DEFAULT_TFWD_S
+    # What the allocator maximises for each job, learned as the replay learns it (curve.Objective):
+    # "throughput" (samples/s) or "speedup" (over the job's own one-node rate).
+    objective: str = "throughput"
     max_jobs: int = sim.DEFAULT_MAX_JOBS
     bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
     store_port: int = 0  # 0: any free port
@@ -50,6 +53,10 @@ class ManagerOptions:
         if self.policy not in alloc.SOLVERS:
             raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
         check_resize_choice(self.resize)
+        try:
+            curve.objective_from_string(self.objective)
+        except ValueError as e:
+            raise ValueError(f"--objective: {e}") from None
         # The command line's name of each (bft manager --help); the others are options of the API only.
         flags = {"tfwd_s": "--tfwd", "grace_s": "--grace", "report_timeout_s": "--report-timeout",
                  "inplace_timeout_s": "--inplace-timeout"}
