@@ -9,8 +9,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from bft import sim
-
-OBJECTIVES = ("throughput", "speedup")
+from bft.curve import OBJECTIVES
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:

@@ -40,6 +40,8 @@ num_parameters = _c.num_parameters
 measured_rescale_costs = _c.measured_rescale_costs
 rescale_method_from_string = _c.rescale_method_from_string
 objective_from_string = _c.objective_from_string
+# The objectives' names as objective_from_string reads them (bft manager --objective, the benches').
+OBJECTIVES = tuple(name.lower() for name in Objective.__members__)
 rescale_method_name = _c.rescale_method_name
 
 
@@ -87,6 +89,7 @@ __all__ = [
     "JobProfile",
     "Model",
     "ModelFit",
+    "OBJECTIVES",
     "Objective",
     "ProbeSuggestion",
     "ProfilingAdvisor",

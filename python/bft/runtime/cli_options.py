@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from .. import alloc
+from .. import alloc, curve
 from .launcher import default_python
 from .nodes import source_class, source_names
 from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions
@@ -53,7 +53,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=DEFAULTS.standby,
                    help="a warm standby process (torch imported) on every idle node, so a job resized in place "
                    "starts at once there (default: on unless --resize relaunch or membership)")
-    p.add_argument("--objective", choices=("throughput", "speedup"), default=DEFAULTS.objective,
+    p.add_argument("--objective", choices=curve.OBJECTIVES, default=DEFAULTS.objective,
                    help="what the allocator maximises for each job: throughput (samples/s) or speedup (over the "
                    f"job's own one-node rate, learned like its curve; docs/curve.md) (default {DEFAULTS.objective})")
     p.add_argument("--tfwd", type=float, default=DEFAULTS.tfwd_s,
