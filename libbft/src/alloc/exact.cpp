@@ -37,6 +37,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // tolerance (values are in [0, 1]). Without it the exact solver excluded such a count and returned a
 // worse allocation than the MILPs as optimal.
 constexpr double kFairnessTolerance = 1e-9;
+bool MeetsThreshold(double normalized, double tau) { return normalized >= tau - kFairnessTolerance; }
 
 struct JobChoices {
   std::vector<int> key_n;
@@ -136,8 +137,7 @@ std::vector<char> AllowedCounts(const JobData& d, Goal goal, double tau) {
   std::vector<char> allowed(static_cast<std::size_t>(top) + 1, 0);
   for (int n = 0; n <= top; ++n) {
     allowed[n] = Feasible(d, n);
-    if (allowed[n] && goal == Goal::kMaxMinFair)
-      allowed[n] = NormalizedValue(d, n) >= tau - kFairnessTolerance;
+    if (allowed[n] && goal == Goal::kMaxMinFair) allowed[n] = MeetsThreshold(NormalizedValue(d, n), tau);
   }
   return allowed;
 }
@@ -164,7 +164,7 @@ double MaxMinThreshold(const Prepared& prepared) {
     for (int j = 0; j < num_jobs; ++j) {
       int n = 0;
       const int size = static_cast<int>(ratio[j].size());
-      while (n < size && !(ratio[j][n] >= tau - kFairnessTolerance)) ++n;
+      while (n < size && !MeetsThreshold(ratio[j][n], tau)) ++n;
       if (n == size) return false;
       need += n;
       if (need > prepared.pool_size) return false;
