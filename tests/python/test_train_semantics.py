@@ -210,11 +210,11 @@ def test_elastic_run_trains_the_same_model_as_a_fixed_one(tmp_path):
 
 @pytest.mark.runtime  # a manager, 4 virtual nodes and a paced job of 900 steps: 2 min on the shared VM
 def test_elastic_run_resized_in_place_by_the_manager_trains_the_same_model_as_a_fixed_one(harness):
-    """The manager grows the job toward 3 nodes, shrinks it to 2 and grows it to 4, in place, as an
-    idle-node trace frees and takes back nodes (the manager may stop at 2 on the way up: it probes an
-    unmeasured curve at most twice its largest measured size, and it may shrink the job again where a
-    loaded machine measured a larger size as no faster). After every step, however many ran at each
-    size, the parameters equal those of a 1-rank run to within TOLERANCE."""
+    """The manager grows the job to 3 nodes, shrinks it to 2 when the trace takes a node back and may
+    grow it to 4 later, in place (how far it grows is its choice: it probes an unmeasured curve at most
+    twice its largest measured size, and a loaded machine may measure a larger size as no faster).
+    After every step, however many ran at each size, the parameters equal those of a 1-rank run to
+    within TOLERANCE."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (20, "n1", "idle"), (20, "n2", "idle"),
                                                      (45, "n2", "busy"), (65, "n2", "idle"), (65, "n3", "idle")])
     params = harness.root / "params.txt"
@@ -229,8 +229,10 @@ def test_elastic_run_resized_in_place_by_the_manager_trains_the_same_model_as_a_
     assert len(harness.events("launch", job="el")) == 1  # every resize was in place
     elastic, worlds = _read_params(params)
     sizes = [w for k, w in enumerate(worlds) if k == 0 or worlds[k - 1] != w]
-    # Where it ends is the allocator's choice on the curve it measured (CI once ended at 1: [1, 3, 2, 1, 2, 4, ..., 1]).
-    assert sizes[0] == 1 and max(sizes) == 4 and 3 in sizes, sizes
+    # How far it grows is the allocator's choice on the curve it measured on a loaded machine (CI saw
+    # [1, 3, 2, 1, 2, 4, ..., 1] and [1, 3, 2]); what this test needs is an in-place grow to an uneven
+    # world, a shrink, and three sizes, so that steps at different worlds meet in one model.
+    assert sizes[0] == 1 and len(set(sizes)) >= 3 and max(sizes) >= 3, sizes
     assert any(b < a for a, b in zip(sizes, sizes[1:])), f"no shrink in {sizes}"
     harness.stop(proc)
     assert harness.leftovers() == []
