@@ -114,6 +114,11 @@ Allocation FromMilpOutcome(const Problem& problem, const Prepared& prepared, con
     allocation = FromCounts(problem, keep, KeepCounts(keep));
     allocation.message = "no solution from the MILP solver (" + outcome.message +
                          "); every job keeps its nodes where its bounds allow";
+    // Every allocation problem has a solution (under max-min too: the exact solver's counts meet
+    // every bound), so a backend's "infeasible" is its numerical failure, not a proof.
+    if (outcome.termination == milp::Termination::kInfeasible ||
+        outcome.termination == milp::Termination::kInfeasibleOrUnbounded)
+      allocation.message += "; the backend's infeasibility is wrong: the problem always has a solution";
   } else if (node_level) {
     allocation = FromMap(problem, prepared, outcome.job_of_pool_node);
     allocation.message = outcome.message;

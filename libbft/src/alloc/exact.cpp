@@ -32,12 +32,6 @@ namespace bft::alloc::internal {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-// Normalised values equal in exact arithmetic (a third of two jobs' curves) can differ in their last
-// bits: a count within this of the max-min threshold meets it, as it would within a MILP's feasibility
-// tolerance (values are in [0, 1]). Without it the exact solver excluded such a count and returned a
-// worse allocation than the MILPs as optimal.
-constexpr double kFairnessTolerance = 1e-9;
-bool MeetsThreshold(double normalized, double tau) { return normalized >= tau - kFairnessTolerance; }
 
 struct JobChoices {
   std::vector<int> key_n;

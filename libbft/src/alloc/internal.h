@@ -67,6 +67,12 @@ std::vector<int> LinearityBreaks(const JobData& job, bool around_current);
 // Normalised value min(1, O(n) / O(max_nodes)) used by the max-min goal; 1 for a job whose curve is
 // 0 at max_nodes (it has nothing to gain, so it never limits the minimum).
 double NormalizedValue(const JobData& job, int n);
+// Normalised values equal in exact arithmetic (a third of two jobs' curves) can differ in their last
+// bits: a count within this of the max-min threshold meets it, as it would within a MILP's feasibility
+// tolerance (values are in [0, 1]). Without it the exact solver excluded such a count and returned a
+// worse allocation than the MILPs as optimal. The MILPs' fairness bounds use the same predicate.
+constexpr double kFairnessTolerance = 1e-9;
+inline bool MeetsThreshold(double normalized, double tau) { return normalized >= tau - kFairnessTolerance; }
 // A configuration's value at n nodes (efficiency x objective; 0 is the job's own curves) and its rate curve.
 double ConfigurationValue(const Job& job, int configuration, int n);
 const curve::ThroughputCurve& ConfigurationRate(const Job& job, int configuration);

@@ -15,12 +15,14 @@
 //   n_j <= c_j + (M_j - c_j) g_j,  n_j >= c_j (1 - s_j),  g_j + s_j <= 1,
 //   x_jk >= 1 - s_j for the job's current nodes, x_jk <= g_j for every other node (no migration),
 //   maximise sum_j w_j (tfwd y_j - up_j g_j - down_j s_j).
-// Max-min goal: first maximise t <= 1 subject to O_j(n_j) >= t O_j(max_nodes), then fix t (less
-// 1e-7) and maximise the weighted objective.
+// Max-min goal: the fair minimum tau is computed exactly (MaxMinThreshold, the exact solver's
+// threshold search), then the weighted objective is maximised over the counts the exact solver
+// allows: n_j at least the least count with O_j(n) >= (tau - kFairnessTolerance) O_j(max_nodes), and
+// that value bound itself where the curve dips below it above that count.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -29,8 +31,6 @@
 namespace bft::alloc::internal {
 
 namespace {
-
-constexpr double kFairSlack = 1e-7;
 
 struct JobVars {
   bool fixed_zero = true;  // the job cannot run (its max is below its min once capped by the pool)
@@ -57,13 +57,64 @@ std::vector<int> Breakpoints(const JobData& d, bool around_current) {
   return xs;
 }
 
+// The max-min goal's restriction, computed exactly before any model is built. The fair minimum tau is
+// a count-level quantity: any counts that fit the pool are reachable without migration (FromCounts),
+// so the node model's rules do not change it, and MaxMinThreshold (the exact solver's search) finds
+// it. A first MILP maximising t did so before, with rows t O_j(max_nodes) whose coefficients spanned
+// the curves' range and a t that had to be fixed again within an absolute slack the backends did not
+// hold (docs/alloc.md, "Numerical range").
+struct FairBounds {
+  double tau = 0.0;
+  std::vector<int> least;  // per job: the least count the exact solver allows (-1: no restriction)
+  // Per job whose curve dips below tau above `least`: the bound on its value that cuts those counts
+  // (in the curve's units); 0 for the others.
+  std::vector<double> value_floor;
+};
+
+FairBounds MaxMinBounds(const Prepared& prepared) {
+  FairBounds fair;
+  fair.tau = MaxMinThreshold(prepared);
+  fair.least.assign(prepared.jobs.size(), -1);
+  fair.value_floor.assign(prepared.jobs.size(), 0.0);
+  if (fair.tau - kFairnessTolerance <= 0.0) return fair;  // every count meets it
+  for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
+    const JobData& d = prepared.jobs[j];
+    if (!(d.normalizer > 0.0) || d.max_nodes < d.min_nodes) continue;  // normalised value 1, or tau is 0
+    // Above the least allowed count, the values allowed and those cut: the value bound goes halfway
+    // between them, as far from both as it can be, not at the threshold, where the binding job's own
+    // value sits (CBC called such problems infeasible within its tolerance).
+    double least_allowed = 0.0, most_cut = -1.0;
+    for (int n = 0; n <= d.max_nodes; ++n) {
+      if (!Feasible(d, n)) continue;
+      const bool allowed = MeetsThreshold(NormalizedValue(d, n), fair.tau);
+      if (allowed && fair.least[j] < 0) {
+        fair.least[j] = n;
+        least_allowed = d.value[n];
+      } else if (allowed) {
+        least_allowed = std::min(least_allowed, d.value[n]);
+      } else if (fair.least[j] >= 0) {
+        most_cut = std::max(most_cut, d.value[n]);
+      }
+    }
+    if (most_cut >= 0.0) fair.value_floor[j] = 0.5 * (most_cut + least_allowed);
+  }
+  return fair;
+}
+
+// The max-min restriction under that goal (with jobs), else none.
+std::optional<FairBounds> FairBoundsFor(const Prepared& prepared, const SolveOptions& options) {
+  if (options.goal != Goal::kMaxMinFair || prepared.jobs.empty()) return std::nullopt;
+  return MaxMinBounds(prepared);
+}
+
 // Variables and constraints every job has in both formulations (n_j is created here as well).
 // Objective: with fold_penalty (count level), y_j is the job's whole contribution
 // w_j (tfwd O_j(n) - penalty_j(n)) as one piecewise-linear function of n, exact at every integer
 // n since it has breakpoints at c - 1, c, c + 1; the grow/shrink indicators then stay out of the
 // objective. Without it (node level, as in the paper), y_j = O_j(n_j) and the penalty is charged
-// through g_j and s_j. The max-min goal adds v_j = O_j(n_j) where y_j is not already that.
-void AddJobs(const Prepared& prepared, bool fold_penalty, bool need_value, Formulation* f) {
+// through g_j and s_j. The max-min goal adds v_j = O_j(n_j) where y_j is not already that and its
+// value is bounded (a curve that dips).
+void AddJobs(const Prepared& prepared, bool fold_penalty, const FairBounds* fair, Formulation* f) {
   const int num_jobs = static_cast<int>(prepared.jobs.size());
   f->vars.resize(num_jobs);
   for (int j = 0; j < num_jobs; ++j) {
@@ -76,8 +127,11 @@ void AddJobs(const Prepared& prepared, bool fold_penalty, bool need_value, Formu
     }
     v.fixed_zero = false;
     const int top = d.max_nodes;
-    v.n = f->model.AddInteger(0, top, "n_" + tag);
-    v.r = f->model.AddBinary("r_" + tag);
+    // Under max-min the counts below the least allowed one are cut by n_j's bound (and r_j = 1: a
+    // count of 0 is worth 0); bounds, not rows, so that no backend tolerance applies to them.
+    const int least = fair != nullptr ? fair->least[j] : -1;
+    v.n = f->model.AddInteger(std::max(0, least), top, "n_" + tag);
+    v.r = least > 0 ? f->model.AddInteger(1, 1, "r_" + tag) : f->model.AddBinary("r_" + tag);
     f->model.AddConstraint(milp::LinExpr(v.n) - d.min_nodes * milp::LinExpr(v.r) >= 0.0, "min_" + tag);
     f->model.AddConstraint(milp::LinExpr(v.n) - top * milp::LinExpr(v.r) <= 0.0, "max_" + tag);
     if (top > d.current && !fold_penalty) {
@@ -101,7 +155,8 @@ void AddJobs(const Prepared& prepared, bool fold_penalty, bool need_value, Formu
     }
     v.y = f->model.AddPiecewiseLinear(v.n, xs, ys, (fold_penalty ? "f_" : "O_") + tag);
     v.value = v.y;
-    if (fold_penalty && need_value) v.value = f->model.AddPiecewiseLinear(v.n, xs, values, "O_" + tag);
+    if (fold_penalty && fair != nullptr && fair->value_floor[j] > 0.0)
+      v.value = f->model.AddPiecewiseLinear(v.n, xs, values, "O_" + tag);
     if (fold_penalty) {
       f->objective += milp::LinExpr(v.y);
     } else {
@@ -115,50 +170,24 @@ void AddJobs(const Prepared& prepared, bool fold_penalty, bool need_value, Formu
   }
 }
 
-// Solves f->model with the goal; fills `result` with the final solve.
-milp::Result SolveGoal(const Prepared& prepared, const SolveOptions& options, Formulation* f,
+// Solves f->model with the goal. Under max-min (fair != nullptr) the weighted objective is maximised
+// over the counts the exact solver allows: AddJobs bounded n_j below by its least allowed count, which
+// holds exactly whatever the curves' range (a bound on the value variable alone was lost within the
+// tolerance of its piecewise rows when the job's own curve spans decades); the value bound itself is
+// added only where the curve dips above that count.
+milp::Result SolveGoal(const SolveOptions& options, const FairBounds* fair, Formulation* f,
                        std::string* note) {
   const std::unique_ptr<milp::Backend> backend = milp::MakeBackend(options.milp_backend);
-  if (options.goal == Goal::kMaxMinFair && !prepared.jobs.empty()) {
-    // Normalised values are capped at 1 (see Goal::kMaxMinFair), hence t <= 1.
-    milp::Var t = f->model.AddContinuous(0.0, 1.0, "t");
-    for (std::size_t j = 0; j < prepared.jobs.size(); ++j) {
-      const double top = prepared.jobs[j].normalizer;
-      if (!(top > 0.0)) continue;  // normalised value 1 whatever the count
-      const std::string tag = std::to_string(j);
-      if (f->vars[j].fixed_zero) {
-        f->model.AddConstraint(milp::LinExpr(t) <= 0.0, "fair_" + tag);
-      } else {
-        f->model.AddConstraint(milp::LinExpr(f->vars[j].value) - top * milp::LinExpr(t) >= 0.0,
-                               "fair_" + tag);
-      }
-    }
-    f->model.Maximize(milp::LinExpr(t));
-    const auto start = std::chrono::steady_clock::now();
-    const milp::Result first = backend->Solve(f->model, options.milp);
-    if (!first.has_solution) return first;
-    const double tau = first.Value(t);
+  if (fair != nullptr) {
     std::ostringstream os;
-    os << "max-min phase: min normalised value " << tau << " (" << milp::ToString(first.termination) << "); ";
+    os << "max-min threshold " << fair->tau << " (exact); ";
     *note = os.str();
-    f->model.AddConstraint(milp::LinExpr(t) >= std::max(0.0, tau - kFairSlack), "t_fixed");
-    f->model.Maximize(f->objective);
-    // The time limit is for the whole allocation: the second phase gets what the first left.
-    milp::SolveOptions second_options = options.milp;
-    const double used_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!std::isinf(second_options.time_limit_s)) {
-      second_options.time_limit_s = std::max(1e-3, second_options.time_limit_s - used_s);
+    for (std::size_t j = 0; j < fair->least.size(); ++j) {
+      const JobVars& v = f->vars[j];
+      if (fair->value_floor[j] > 0.0 && !v.fixed_zero)
+        f->model.AddConstraint(milp::LinExpr(v.value) >= fair->value_floor[j],
+                               "fair_value_" + std::to_string(j));
     }
-    milp::Result second = backend->Solve(f->model, second_options);
-    // The outcome reflects both phases: a first phase that stopped short of optimal (a time limit
-    // with an incumbent) leaves the fair minimum unproven, whatever the second phase reports.
-    if (first.termination != milp::Termination::kOptimal &&
-        second.termination == milp::Termination::kOptimal) {
-      second.termination = first.termination;
-      second.message = "the max-min phase stopped without proving its optimum (" + first.message +
-                       "); the throughput phase: " + second.message;
-    }
-    return second;
   }
   f->model.Maximize(f->objective);
   return backend->Solve(f->model, options.milp);
@@ -180,13 +209,15 @@ MilpOutcome Outcome(const milp::Result& result, const std::string& note) {
 
 MilpOutcome CountMilpOutcome(const Prepared& prepared, const SolveOptions& options) {
   Formulation f;
-  AddJobs(prepared, /*fold_penalty=*/true, options.goal == Goal::kMaxMinFair, &f);
+  const std::optional<FairBounds> fair = FairBoundsFor(prepared, options);
+  const FairBounds* fair_bounds = fair ? &*fair : nullptr;
+  AddJobs(prepared, /*fold_penalty=*/true, fair_bounds, &f);
   milp::LinExpr total;
   for (const JobVars& v : f.vars)
     if (!v.fixed_zero) total += milp::LinExpr(v.n);
   f.model.AddConstraint(total <= prepared.pool_size, "pool");
   std::string note;
-  const milp::Result result = SolveGoal(prepared, options, &f, &note);
+  const milp::Result result = SolveGoal(options, fair_bounds, &f, &note);
   MilpOutcome out = Outcome(result, note);
   if (!result.has_solution) return out;
   out.counts.assign(prepared.jobs.size(), 0);
@@ -203,7 +234,9 @@ MilpOutcome CountMilpOutcome(const Prepared& prepared, const SolveOptions& optio
 
 MilpOutcome NodeMilpOutcome(const Problem& problem, const Prepared& prepared, const SolveOptions& options) {
   Formulation f;
-  AddJobs(prepared, /*fold_penalty=*/false, false, &f);
+  const std::optional<FairBounds> fair = FairBoundsFor(prepared, options);
+  const FairBounds* fair_bounds = fair ? &*fair : nullptr;
+  AddJobs(prepared, /*fold_penalty=*/false, fair_bounds, &f);
   const int pool = prepared.pool_size;
   const int num_jobs = static_cast<int>(prepared.jobs.size());
   std::vector<int> owner(pool, -1);
@@ -244,7 +277,7 @@ MilpOutcome NodeMilpOutcome(const Problem& problem, const Prepared& prepared, co
   for (int k = 0; k < pool; ++k)
     if (!per_node[k].terms().empty()) f.model.AddConstraint(per_node[k] <= 1.0, "node_" + std::to_string(k));
   std::string note;
-  const milp::Result result = SolveGoal(prepared, options, &f, &note);
+  const milp::Result result = SolveGoal(options, fair_bounds, &f, &note);
   MilpOutcome out = Outcome(result, note);
   if (!result.has_solution) return out;
   out.job_of_pool_node.assign(pool, -1);

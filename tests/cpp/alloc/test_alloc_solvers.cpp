@@ -163,15 +163,38 @@ TEST(AllocExact, MaxMinFairnessThenThroughput) {
   EXPECT_EQ(Counts(fair), (std::vector<int>{3, 2}));
 }
 
-// A backend that solves with GLPK but reports the max-min phase (objective: the variable "t") as
-// stopped by the time limit with its incumbent, as a slow first phase does.
-class FirstPhaseTimesOut final : public milp::Backend {
+// Curves six decades apart, the range where a first-phase MILP (maximise t with rows t O_j(max)
+// spanning the curves) failed or was beaten (docs/alloc.md, "Numerical range"). The fair minimum comes
+// from the exact threshold search and each job gets one bound in its own units: both formulations on
+// every backend reach the exact solver's minimum and objective, and say where the threshold came from.
+TEST(AllocMilp, MaxMinOverCurvesSixDecadesApartMatchesTheExactSolver) {
+  Problem p =
+      FreshPool({MakeJob("a", 1, 6, {1, 6}, {10, 40}), MakeJob("b", 1, 6, {1, 3, 6}, {1e6, 2.5e6, 3e6}),
+                 MakeJob("c", 2, 6, {2, 6}, {1e3, 5e3}), MakeJob("d", 1, 4, {1, 4}, {3e7, 3.1e7})},
+                9);
+  const Allocation exact = Solve(p, With("exact", Goal::kMaxMinFair));
+  ASSERT_EQ(exact.status, AllocationStatus::kOptimal);
+  for (const std::string& backend : milp::RegisteredBackends()) {
+    for (const std::string solver : {"count_milp", "node_milp"}) {
+      SolveOptions options = With(solver, Goal::kMaxMinFair);
+      options.milp_backend = backend;
+      const Allocation a = Solve(p, options);
+      EXPECT_TRUE(SatisfiesConstraints(p, a)) << backend << " " << solver;
+      EXPECT_EQ(a.status, AllocationStatus::kOptimal) << backend << " " << solver << ": " << a.message;
+      EXPECT_NEAR(a.min_normalized_value, exact.min_normalized_value, 1e-9) << backend << " " << solver;
+      EXPECT_NEAR(a.objective, exact.objective, 1e-6 * std::abs(exact.objective)) << backend << " " << solver;
+      EXPECT_NE(a.message.find("max-min threshold"), std::string::npos) << a.message;
+    }
+  }
+}
+
+// A backend that solves with GLPK but reports its solution as stopped by the time limit.
+class ReportsTimeLimit final : public milp::Backend {
  public:
-  std::string name() const override { return "glpk-first-phase-times-out"; }
+  std::string name() const override { return "glpk-reports-time-limit"; }
   milp::Result Solve(const milp::Model& model, const milp::SolveOptions& options) const override {
     milp::Result r = milp::Solve(model, "glpk", options);
-    const milp::RowData& objective = model.objective();
-    if (objective.vars.size() == 1 && model.var(objective.vars[0]).name == "t" && r.has_solution) {
+    if (r.has_solution) {
       r.termination = milp::Termination::kTimeLimit;
       r.message = "time limit reached with a feasible solution";
     }
@@ -179,25 +202,8 @@ class FirstPhaseTimesOut final : public milp::Backend {
   }
 };
 
-TEST(AllocMilp, MaxMinOutcomeReflectsAFirstPhaseThatHitTheTimeLimit) {
-  milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
-  Problem p = FreshPool({MakeJob("a", 1, 4, {1, 4}, {100, 400}), MakeJob("b", 1, 4, {1, 4}, {1, 4})}, 4);
-  for (const std::string solver : {"count_milp", "node_milp"}) {
-    SolveOptions options = With(solver, Goal::kMaxMinFair);
-    options.milp_backend = "glpk";
-    const Allocation honest = Solve(p, options);
-    EXPECT_EQ(honest.termination, milp::Termination::kOptimal) << honest.message;
-    EXPECT_EQ(honest.status, AllocationStatus::kOptimal);
-    options.milp_backend = "glpk-first-phase-times-out";
-    const Allocation a = Solve(p, options);
-    EXPECT_TRUE(SatisfiesConstraints(p, a));
-    // The second phase alone was optimal; the allocation is not, since the first was cut short.
-    EXPECT_EQ(a.termination, milp::Termination::kTimeLimit) << a.message;
-    EXPECT_NE(a.status, AllocationStatus::kOptimal);
-    EXPECT_NE(a.message.find("max-min phase"), std::string::npos) << a.message;
-  }
-}
-
+// A backend that fails with the termination it is given (an error, or a false "infeasible").
+template <milp::Termination kHow>
 class AlwaysFails final : public milp::Backend {
  public:
   std::string name() const override { return "always-fails"; }
@@ -205,7 +211,7 @@ class AlwaysFails final : public milp::Backend {
     milp::Result r;
     r.backend = name();
     r.model_id = model.id();
-    r.termination = milp::Termination::kError;
+    r.termination = kHow;
     r.message = "injected failure";
     return r;
   }
@@ -219,18 +225,31 @@ TEST(AllocStatus, EachSolverReportsWhatItsAllocationIs) {
   EXPECT_EQ(equal.status, AllocationStatus::kHeuristic);
   SolveOptions milp = With("count_milp");
   EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kOptimal);
-  // A first phase cut short by the time limit (see above): feasible, not proven.
-  milp::RegisterBackend("glpk-first-phase-times-out", [] { return std::make_unique<FirstPhaseTimesOut>(); });
-  milp.goal = Goal::kMaxMinFair;
-  milp.milp_backend = "glpk-first-phase-times-out";
-  EXPECT_EQ(Solve(p, milp).status, AllocationStatus::kTimeLimit);
+  // An incumbent at the time limit, under either goal: feasible, not proven.
+  milp::RegisterBackend("glpk-reports-time-limit", [] { return std::make_unique<ReportsTimeLimit>(); });
+  milp.milp_backend = "glpk-reports-time-limit";
+  for (const Goal goal : {Goal::kThroughput, Goal::kMaxMinFair}) {
+    milp.goal = goal;
+    const Allocation stopped = Solve(p, milp);
+    EXPECT_EQ(stopped.status, AllocationStatus::kTimeLimit) << stopped.message;
+    EXPECT_TRUE(SatisfiesConstraints(p, stopped));
+  }
   // No solution at all (a backend error): every job keeps its nodes, the allocation says it failed.
-  milp::RegisterBackend("always-fails", [] { return std::make_unique<AlwaysFails>(); });
+  milp::RegisterBackend("always-fails",
+                        [] { return std::make_unique<AlwaysFails<milp::Termination::kError>>(); });
   milp.goal = Goal::kThroughput;
   milp.milp_backend = "always-fails";
   const Allocation failed = Solve(p, milp);
   EXPECT_EQ(failed.status, AllocationStatus::kFailed) << failed.message;
   EXPECT_TRUE(SatisfiesConstraints(p, failed));
+  // CBC has said "proven infeasible" of allocation problems, which always have a solution: failed,
+  // and the message says the claim is wrong.
+  milp::RegisterBackend("claims-infeasible",
+                        [] { return std::make_unique<AlwaysFails<milp::Termination::kInfeasible>>(); });
+  milp.milp_backend = "claims-infeasible";
+  const Allocation refuted = Solve(p, milp);
+  EXPECT_EQ(refuted.status, AllocationStatus::kFailed);
+  EXPECT_NE(refuted.message.find("infeasibility is wrong"), std::string::npos) << refuted.message;
   EXPECT_STREQ(ToString(AllocationStatus::kHeuristic), "heuristic");
   EXPECT_STREQ(ToString(AllocationStatus::kFailed), "failed");
 }
