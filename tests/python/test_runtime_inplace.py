@@ -167,6 +167,33 @@ def test_in_place_training_outlives_a_killed_manager_and_resizes_after_adoption(
     assert harness.leftovers() == []
 
 
+def test_a_manager_killed_mid_grow_leaves_the_grow_and_its_gap_to_the_manager_that_adopts_the_job(harness):
+    """kill -9 of the manager while a grow's newcomer is held before it joins (SIGSTOP): the restarted
+    manager adopts both workers, the newcomer resumes and joins, and the grow's gap (kept only in the
+    killed manager's memory before) is measured by the successor; nothing is relaunched and nothing
+    fails."""
+    proc, pid = _grow_to_a_newcomer(harness, grace_s=5, inplace_timeout_s=60)
+    os.kill(pid, signal.SIGSTOP)
+    harness.kill9(proc)
+    time.sleep(2)
+    second = harness.start("--resize", "inplace", "--local-trace", str(harness.root / "trace.csv"), "--local-nodes",
+                           "2", "--grace", "5", "--inplace-timeout", "60")
+    harness.wait(lambda s: harness.events("recovered"), 60, "the restarted manager's recovery")
+    os.kill(pid, signal.SIGCONT)
+    harness.wait(lambda s: harness.events("resize_gap", job="el"), 120, "the grow's first step at 2 nodes")
+    assert [e["adopted"] for e in harness.events("recovered")] == [["el"]]
+    (gap,) = harness.events("resize_gap", job="el")
+    assert (gap["from_nodes"], gap["to_nodes"], gap["method"]) == (1, 2, "inplace"), gap
+    (recovered,) = harness.events("recovered")
+    assert gap["id"] > recovered["id"], gap  # measured by the successor
+    # From the survivor's last step at 1 node, which it kept taking while the newcomer was held.
+    assert 0.0 < gap["gap_s"] < 30.0, gap
+    assert not harness.events("inplace_failed", "job_failed", job="el")
+    assert len(harness.events("launch", job="el")) == 1
+    harness.stop(second)
+    assert harness.leftovers() == []
+
+
 def test_newcomer_hung_mid_resize_times_out_and_the_job_is_relaunched_without_a_failure(harness):
     """The newcomer of a grow hangs (SIGSTOP) before it joins: the survivor trains on meanwhile; after
     --inplace-timeout the manager gives the resize up, stops the job (the survivor checkpoints) and

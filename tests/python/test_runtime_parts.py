@@ -12,7 +12,7 @@ from bft import alloc, curve
 from bft.runtime.curvebook import CurveBook
 from bft.runtime.decider import Decider, fair_share
 from bft.runtime.options import ManagerOptions
-from bft.runtime.reports import ReportIntake, resize_begins
+from bft.runtime.reports import ReportIntake, resize_begins, restore_gap_start
 from bft.runtime.runs import JobRun
 from bft.runtime.state import StateStore
 from bft.train import protocol
@@ -162,13 +162,13 @@ def test_a_resize_gap_leaves_out_the_time_the_job_held_no_nodes(store):
         run.last_seq.clear()
 
     send(1, 1, 2, 100.0, t0)
-    resize_begins(run)
+    resize_begins(run, store)
     run.nodeless_s = 30.0  # stopped, then no nodes for 30 s (the job lifecycle measures this)
     next_generation()
     send(2, 1, 1, 150.0, t0 + 34.0)
     (gap,) = store.events(("resize_gap",))
     assert gap["gap"] == "restart" and gap["gap_s"] == pytest.approx(4.0) and gap["nodeless_s"] == 30.0
-    resize_begins(run)
+    resize_begins(run, store)
     next_generation()
     send(3, 1, 2, 200.0, t0 + 40.0)
     assert store.events(("resize_gap",))[-1]["gap"] == "resize"
@@ -181,7 +181,7 @@ def test_a_resize_gap_counts_from_the_old_sizes_last_step_not_from_the_decision(
     _, run, send = reporting_job(store, _book(store), "relaunch")
     t0 = time.time()
     send(1, 1, 2, 100.0, t0)
-    resize_begins(run)  # decided at t0 + 0.4 s, say
+    resize_begins(run, store)  # decided at t0 + 0.4 s, say
     send(1, 2, 2, 110.0, t0 + 0.5)  # still training at the old size
     send(1, 3, 2, 115.0, t0 + 0.7)  # its last step, flushed as it exits
     run.row.generation += 1
@@ -198,13 +198,37 @@ def test_a_resize_that_ends_at_the_size_it_began_still_has_its_gap_counted(store
     _, run, send = reporting_job(store, _book(store), "inplace")
     t0 = time.time()
     send(1, 1, 2, 100.0, t0)
-    resize_begins(run)
+    resize_begins(run, store)
     run.row.generation += 1
     run.last_seq.clear()
     send(2, 1, 2, 120.0, t0 + 1.5)
     (gap,) = store.events(("resize_gap",))
     assert (gap["from_nodes"], gap["to_nodes"], gap["gap"]) == (2, 2, "resize")
     assert gap["gap_s"] == pytest.approx(1.5)
+
+
+def test_a_resize_gap_cut_by_a_manager_kill_is_measured_by_the_manager_that_adopts_the_job(store):
+    """kill -9 between a resize's decision and its first step at the new size: the next manager knows
+    the job from the store only, adopts its workers and measures the gap from the start the killed one
+    logged. A gap already measured is not started again."""
+    _, run, send = reporting_job(store, _book(store), "inplace")
+    t0 = time.time()
+    send(1, 1, 2, 100.0, t0)
+    resize_begins(run, store)
+    store.update_job(run.id, generation=2)
+    # The manager dies here. Its successor:
+    adopted = JobRun(store.job("job"))
+    adopted.row.secret = run.row.secret
+    restore_gap_start(adopted, store)
+    intake = ReportIntake(store, _book(store))
+    first = protocol.Report("job", 2, 0, 1, 0, 4, False, 130.0, t0 + 2.0)
+    intake.on_datagram(protocol.encode(first, bytes.fromhex(adopted.row.secret)), {"job": adopted}.get)
+    (gap,) = store.events(("resize_gap",))
+    assert (gap["from_nodes"], gap["to_nodes"], gap["gap"]) == (2, 4, "resize")
+    assert gap["gap_s"] == pytest.approx(2.0)
+    again = JobRun(store.job("job"))
+    restore_gap_start(again, store)
+    assert not again.resize_pending and again.gap_start is None
 
 
 def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store):
@@ -214,7 +238,7 @@ def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store
     t0 = time.time()
 
     send(1, 1, 1, 100.0, t0)
-    resize_begins(run)
+    resize_begins(run, store)
     run.row.generation = 2  # published: the survivor still trains in generation 1 for a while
     run.last_seq.clear()
     send(1, 2, 1, 160.0, t0 + 3.0)

@@ -80,7 +80,7 @@ class JobLifecycle:
         if m.phase not in (Phase.STEADY, Phase.RESIZING):
             m.target = list(target)  # started there once its nodes are clear (launch_ready)
             return
-        resize_begins(run, in_place=method(run.method).in_place and not switch)
+        resize_begins(run, self.store, in_place=method(run.method).in_place and not switch)
         kind = self._resize(run, switch)
         if not switch:  # the rescale starts now: the advisor measures what it costs, per method
             self.book.record(run, len(target), method=kind)

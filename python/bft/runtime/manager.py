@@ -40,7 +40,7 @@ from .launcher import terminate_tagged
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
 from .options import ManagerOptions
-from .reports import ReportIntake
+from .reports import ReportIntake, restore_gap_start
 from .resize import Stop, job_resize_method
 from .runs import JobRun
 from .state import StateStore
@@ -118,6 +118,8 @@ class Manager:
         adopted = [run for run in self.active_runs.values() if run.row.state == JobState.RUNNING and self.keeper.adopted
                    and self.lifecycle.adopt(run, by_job.get(run.id, []))]
         kept = {a.row for run in adopted for a in run.agents.values()}
+        for run in adopted:  # one killed mid-resize still has its gap measured
+            restore_gap_start(run, self.store)
         # One pass over the process table for all the others (also strays of jobs that have ended).
         # Workers born of standbys carry no job tag: spared by pid. Standbys of the previous manager end.
         stopped = terminate_tagged(self.identity, self.options.grace_s, except_jobs=[run.id for run in adopted],

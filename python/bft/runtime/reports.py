@@ -139,10 +139,12 @@ def _moves_gap_start(run: JobRun, r: protocol.Report) -> bool:
     return True
 
 
-def resize_begins(run: JobRun, in_place: bool = False) -> None:
+def resize_begins(run: JobRun, store: StateStore, *, in_place: bool = False) -> None:
     """Marks the start of a resize, so the intake measures its gap from the reports around it. In
     place, a second resize before the first step at the new size (two nodes reclaimed one after the
-    other) is one gap: from the last step at the first size to the first step at the last."""
+    other) is one gap: from the last step at the first size to the first step at the last. The start
+    is logged too (a ``gap_start`` event): a manager killed before the first step at the new size
+    leaves it to the one that adopts the job (``restore_gap_start``)."""
     if in_place and run.resize_pending:
         return
     last = run.last_report
@@ -151,3 +153,23 @@ def resize_begins(run: JobRun, in_place: bool = False) -> None:
     run.gap_start = last if current and not run.resize_pending else None
     run.resize_pending = True
     run.nodeless_s = 0.0
+    start = run.gap_start
+    if start is None:
+        store.log_event("gap_start", job=run.id, measured=False)
+    else:
+        store.log_event("gap_start", job=run.id, measured=True, generation=start.generation, round=start.round,
+                        rank=start.rank, seq=start.seq, world=start.world, last_step_s=start.time_s)
+
+
+def restore_gap_start(run: JobRun, store: StateStore) -> None:
+    """For a job a restarted manager adopted: the start of a resize gap that the previous manager logged
+    and had not closed with a ``resize_gap`` (it was killed between the decision and the first step at
+    the new size), so that the first report at the new size measures it as if nothing had happened."""
+    logged = store.events(("gap_start", "resize_gap"), job=run.id)
+    if not logged or logged[-1]["kind"] != "gap_start" or not logged[-1]["measured"]:
+        return
+    e = logged[-1]
+    run.gap_start = run.last_report = protocol.Report(
+        job=run.id, generation=e["generation"], round=e["round"], seq=e["seq"], rank=e["rank"], world=e["world"],
+        all_ranks=False, samples=0.0, time_s=e["last_step_s"])
+    run.resize_pending = True
