@@ -88,6 +88,11 @@ install_packages() {
     { echo "cluster.sh: apt-get install ${missing[*]} failed" >&2; exit 77; }
 }
 
+srun_ports() {
+  local lo=$((20000 + ($1 > 16810 ? ($1 - 16810) / 100 : 0) * 1000))
+  echo "$lo-$((lo + 999))"
+}
+
 write_config() {
   local base=$1 i
   mkdir -p "$DIR"/{munge,state,spool,log,run}
@@ -141,6 +146,12 @@ MinJobAge=60
 # cancels jobs of a lower one (SIGTERM, SIGKILL after the low partition's GraceTime).
 PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
+# What docs/security.md tells a centre to set for the srun on the manager's host: its listeners on
+# these ports only, bound to the host's own address rather than the wildcard (the Slurm tests check).
+# Each srun takes about 4 ports (pilots' and launches' alike): 1,000 per cluster, below Linux's
+# ephemeral ports, one range per base port so that clusters side by side do not share one.
+SrunPortRange=$(srun_ports "$base")
+CommunicationParameters=NoInAddrAny
 EOF
     for ((i = 1; i <= NODES; i++)); do
       echo "NodeName=n$i $(node_address "$i" "$base") CPUs=1 RealMemory=1000 State=UNKNOWN"
