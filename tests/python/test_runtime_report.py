@@ -10,13 +10,17 @@ import os
 import pwd
 import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from bft.runtime import report
 from bft.runtime.state import StateStore
-from runtime_util import REPO, ManagerHarness, bft, one_line_error, write_trace
+from runtime_util import REPO, ManagerHarness, bft, one_line_error, python_env, write_trace
 
 pytestmark = pytest.mark.runtime
 
@@ -150,3 +154,24 @@ def test_report_errors_are_one_line(tmp_path):
     one_line_error(bft("report", "--state-dir", str(tmp_path), "--state-dir", f"{tmp_path}/"), "given twice")
     r = bft("report", "--state-dir", str(tmp_path), "--since", "yesterday")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a time: 'yesterday'" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="playing another user needs root")
+def test_report_of_state_directories_another_user_cannot_read_is_one_line_naming_the_directory():
+    root = Path(tempfile.mkdtemp(prefix="bft-report-"))
+    try:
+        root.chmod(0o711)  # traversable, as a home directory would be
+        closed, open_dir = root / "closed", root / "open"
+        for d, mode in ((closed, 0o700), (open_dir, 0o755)):
+            d.mkdir(mode=mode)
+            d.chmod(mode)
+            StateStore(d / "state.db").close()
+            (d / "state.db").chmod(0o600)
+        for d in (closed, open_dir):
+            r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m",
+                                "bft", "report", "--state-dir", str(d)], env=python_env(), capture_output=True,
+                               text=True, timeout=60, cwd="/")
+            one_line_error(r, str(d))  # the directory, or its state.db
+            assert "permission denied" in r.stderr.lower(), r.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -323,7 +323,10 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
                 raise UsageError(f"--state-dir {state_dir}: permission denied")
             if not (state_dir / "state.db").exists():
                 raise UsageError(f"no manager state in {state_dir} (--state-dir)")
-            stores[state_dir] = StateStore(state_dir / "state.db", create=False, read_only=True)
+            try:
+                stores[state_dir] = StateStore(state_dir / "state.db", create=False, read_only=True)
+            except OSError as e:  # e.g. a state.db this user may not read
+                raise UsageError(f"--state-dir {state_dir}: {e.strerror or e}") from None
         # One period for every directory: from the earliest first record, unless --since says.
         if since is None:
             firsts = [f for f in (report.first_record_s(s) for s in stores.values()) if f is not None]
@@ -332,9 +335,7 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
         pilots = {d: report.pilot_job_name(s) for d, s in stores.items()}
         jobs = _sacct_jobs(args, since, until) if any(pilots.values()) and until > since else None
         try:
-            reports = [report.account(s, report.owner_of(d), since=since, until=until, now=now,
-                                      main_wait=sacct_wait.added_wait(jobs, [pilots[d]], since, until)
-                                      if jobs is not None and pilots[d] else None)
+            reports = [report.account(s, report.owner_of(d), since=since, until=until, now=now)
                        for d, s in stores.items()]
         except ValueError as e:
             raise UsageError(str(e)) from None

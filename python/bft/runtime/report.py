@@ -146,9 +146,8 @@ def pilot_job_name(store: StateStore) -> Optional[str]:
 
 
 def account(store: StateStore, owner: str, *, since: Optional[float] = None, until: Optional[float] = None,
-            now: Optional[float] = None, main_wait: Optional[MainWait] = None) -> Report:
-    """The report of the state database `store` over [since, until] (default: all of its history);
-    `main_wait`: the main jobs' added wait measured over the same period (:mod:`.sacct_wait`)."""
+            now: Optional[float] = None) -> Report:
+    """The report of the state database `store` over [since, until] (default: all of its history)."""
     now = time.time() if now is None else now
     events = store.events(("join", "reclaim", "manager_started", "manager_stopped", "resize_gap", "preempted",
                            "job_failed"))
@@ -197,7 +196,7 @@ def account(store: StateStore, owner: str, *, since: Optional[float] = None, unt
                   used_node_hours=sum(_overlap((a, b), period) for _, a, b in procs) / 3600.0,
                   reclaims=reclaims, added_wait_s=added_wait_s, jobs=jobs,
                   pool_steps=_steps([(a, b) for _, a, b in pool], since, until),
-                  used_steps=_steps([(a, b) for _, a, b in procs], since, until), main_wait=main_wait)
+                  used_steps=_steps([(a, b) for _, a, b in procs], since, until))
 
 
 def _sum_steps(steps: Sequence[List[Tuple[float, int]]]) -> List[Tuple[float, int]]:
@@ -216,14 +215,13 @@ def _sum_steps(steps: Sequence[List[Tuple[float, int]]]) -> List[Tuple[float, in
 
 
 def combine(reports: Sequence[Report], main_wait: Optional[MainWait] = None) -> Report:
-    """The reports of several state directories over one period, added up: their jobs side by side,
-    each under its owner. `main_wait`: measured over all the managers' pilots at once (a main job's
-    wait is counted once even if several managers' pilots held its nodes)."""
+    """The reports of one or more state directories over one period, added up: their jobs side by
+    side, each under its owner. `main_wait`: the main jobs' added wait over the period, measured for
+    all the managers' pilots at once (:mod:`.sacct_wait`: a wait that several managers' pilots caused
+    at once counts once)."""
     if len({(r.since_s, r.until_s) for r in reports}) != 1:
         raise ValueError("the reports to combine must cover the same period")
     first = reports[0]
-    if len(reports) == 1:
-        return first
     return Report(since_s=first.since_s, until_s=first.until_s,
                   harvested_node_hours=sum(r.harvested_node_hours for r in reports),
                   used_node_hours=sum(r.used_node_hours for r in reports),
