@@ -63,7 +63,7 @@ def test_report_of_a_slurm_manager_reads_the_added_wait_from_a_saved_sacct_file(
     log.write_text(LOG)
     r = bft("report", "--state-dir", str(state), "--sacct", str(log), "--since", "0", "--until", "2000")
     assert r.returncode == 0 and not r.stderr, r.stderr
-    assert "main jobs' added wait measured from sacct: 31 s; 1 of the 4 main jobs that started waited" in r.stdout
+    assert f"main jobs' added wait measured from {log}: 31 s; 1 of the 4 main jobs that started waited" in r.stdout
     # A local manager's directory: only the grace bound, sacct is not read (the file is not even opened).
     local = tmp_path / "local"
     local.mkdir()

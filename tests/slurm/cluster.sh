@@ -127,7 +127,9 @@ MpiDefault=none
 SwitchType=switch/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+# No accounting database, but a job-completion log: `sacct --completion` reads ended jobs from it.
+JobCompType=jobcomp/filetxt
+JobCompLoc=$DIR/log/jobcomp.txt
 # The nodes share this host's cores and memory: trust the configured sizes.
 SlurmdParameters=config_overrides
 SelectType=select/linear

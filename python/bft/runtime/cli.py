@@ -339,8 +339,11 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
                        for d, s in stores.items()]
         except ValueError as e:
             raise UsageError(str(e)) from None
-        result = report.combine(reports, main_wait=sacct_wait.added_wait(
-            jobs, [p for p in pilots.values() if p], since, until) if jobs is not None else None)
+        main_wait = None
+        if jobs is not None:
+            main_wait = sacct_wait.added_wait(jobs[0], [p for p in pilots.values() if p], since, until)
+            main_wait.source = jobs[1]
+        result = report.combine(reports, main_wait=main_wait)
     finally:
         for s in stores.values():
             s.close()
@@ -366,17 +369,18 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
 
 
 def _sacct_jobs(args: argparse.Namespace, since: float, until: float):
-    """sacct's records for the main jobs' added wait: --sacct FILE, else sacct itself; None (the grace
-    bound only) when sacct is not reachable and no file was given."""
+    """sacct's records for the main jobs' added wait, and their source: --sacct FILE, else sacct
+    itself; None (the grace bound only) when sacct is not reachable and no file was given."""
     from . import sacct_wait
 
     if args.sacct is not None:
         try:
-            return sacct_wait.parse(sacct_wait.load(args.sacct), str(args.sacct))
+            return sacct_wait.parse(sacct_wait.load(args.sacct), str(args.sacct)), str(args.sacct)
         except sacct_wait.SacctError as e:
             raise UsageError(str(e)) from None
     try:
-        return sacct_wait.parse(sacct_wait.read(since, until))
+        text, source = sacct_wait.read(since, until)
+        return sacct_wait.parse(text, source), source
     except sacct_wait.SacctError as e:
         print(f"bft report: main jobs' added wait not measured ({e}): the grace granted is shown", file=sys.stderr)
         return None

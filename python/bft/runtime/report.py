@@ -253,7 +253,7 @@ def format_table(report: Report, by: str) -> str:
              "(grace granted)"]
     if report.main_wait is not None:
         w = report.main_wait
-        lines.append(f"main jobs' added wait measured from sacct: {w.wait_s:.0f} s; {w.jobs} of the "
+        lines.append(f"main jobs' added wait measured from {w.source}: {w.wait_s:.0f} s; {w.jobs} of the "
                      f"{_count(w.main_jobs, 'main job')} that started waited on a pilot")
     total = report.total()
     rows = _rows(report, by) + [total]  # the CSV has no total row: a spreadsheet sums its columns

@@ -13,7 +13,8 @@ scheduler's cycle, priorities, limits), is not counted. It is still an upper bou
 cost J in one respect: Slurm might not have started J sooner without them (a reservation, a limit);
 it is a measure, not the grace time granted (the bound :mod:`.report` gives without sacct).
 
-The records are ``sacct --allusers --allocations --parsable2`` lines (:data:`FORMAT`). The one
+The records are ``sacct --allusers --allocations --parsable2`` lines (:data:`FORMAT`); on a cluster
+without an accounting database, those of its job-completion log (``sacct --completion``: ended jobs only). The one
 parser of sacct's format in the project, the C++ trace importer (``bft.sim.import_sacct``), returns
 an idle-node trace with the jobs merged away: no job names, no Eligible time. Its pieces are reused
 here (``expand_hostlist``, sacct's time formats), and the line format is read as it reads it: a
@@ -55,6 +56,7 @@ class MainWait:
     main_jobs: int  # main jobs that started within the period
     jobs: int  # of which waited on a pilot (added wait > 0)
     wait_s: float  # their added wait, summed
+    source: str = "sacct"  # where the records came from, for the report
 
 
 def _time(text: str) -> Optional[float]:
@@ -99,13 +101,23 @@ def parse(text: str, source: str = "sacct") -> List[SacctJob]:
     return out
 
 
-def read(since_s: float, until_s: float) -> str:
-    """sacct's records of every user's jobs that ran in [since_s, until_s]; SacctError if sacct is
-    missing or refuses (no accounting database, not allowed to see other users' jobs)."""
+def read(since_s: float, until_s: float) -> Tuple[str, str]:
+    """sacct's records of every user's jobs that ran in [since_s, until_s], and where they came from:
+    the accounting database, else (a cluster without one) the job-completion log, which has the
+    ended jobs only. SacctError if sacct is missing or refuses."""
     fmt = "%Y-%m-%dT%H:%M:%S"
     argv = ["sacct", "--allusers", "--allocations", "--parsable2", f"--format={FORMAT}",
             f"--starttime={time.strftime(fmt, time.localtime(since_s))}",
             f"--endtime={time.strftime(fmt, time.localtime(until_s))}"]
+    try:
+        return _run(argv), "sacct"
+    except SacctError as e:
+        if "accounting storage is disabled" not in str(e):
+            raise
+    return _run([*argv, "--completion"]), "sacct --completion (ended jobs only)"
+
+
+def _run(argv: List[str]) -> str:
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S,
                            env={**os.environ, "SLURM_TIME_FORMAT": "%s"})
