@@ -149,12 +149,14 @@ MinJobAge=60
 PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
 # What docs/security.md tells a centre to set for the srun on the manager's host: its listeners on
-# these ports only, bound to the host's own address rather than the wildcard (the Slurm tests check).
-# Each srun takes about 4 ports (pilots' and launches' alike): 1,000 per cluster, below Linux's
-# ephemeral ports, one range per base port so that clusters side by side do not share one.
+# these ports only (the Slurm tests check). Each srun takes about 4 ports (pilots' and launches'
+# alike): 1,000 per cluster, below Linux's ephemeral ports, one range per base port so that clusters
+# side by side do not share one.
 SrunPortRange=$(srun_ports "$base")
-CommunicationParameters=NoInAddrAny
 EOF
+    # Binding to the address the host's name resolves to, not the wildcard: only where the names
+    # resolve. The --hosts namespaces' names (login, n1, ...) do not, and slurmd cannot bind at all.
+    if [[ $HOSTS -eq 0 ]]; then echo "CommunicationParameters=NoInAddrAny"; fi
     for ((i = 1; i <= NODES; i++)); do
       echo "NodeName=n$i $(node_address "$i" "$base") CPUs=1 RealMemory=1000 State=UNKNOWN"
     done
