@@ -7,12 +7,14 @@ and `bft manager stop` must leave no pilot in the queue.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
 import pytest
 
 pytest.register_assert_rewrite("slurm_util")  # it is also a plugin (below), loaded after this import
+from runtime_util import bft  # noqa: E402
 from slurm_util import GRACE_S, slurm_manager, squeue, submit_main, wait_running  # noqa: E402
 
 pytest_plugins = ["slurm_util"]  # the session's one test cluster (the slurm_cluster fixture), shared by the Slurm tests
@@ -25,7 +27,8 @@ def manager(slurm_cluster, tmp_path):
         yield h
 
 
-def test_training_fills_pilots_shrinks_for_main_jobs_survives_kill9_and_leaves_nothing(manager):
+def test_training_fills_pilots_shrinks_for_main_jobs_survives_kill9_leaves_nothing_and_reports_the_added_wait(
+        manager):
     # n5..n8 busy with the main queue for the whole test: the pilots get n1..n4.
     background = subprocess.run(["sbatch", "--parsable", "--partition=main", "--nodes=4", "--nodelist=n[5-8]",
                                  "--output=/dev/null", "--wrap=sleep 600"], check=True, capture_output=True,
@@ -73,3 +76,24 @@ def test_training_fills_pilots_shrinks_for_main_jobs_survives_kill9_and_leaves_n
     manager.stop(second)
     assert squeue(f"--name={job_name}") == []
     assert manager.leftovers() == []
+
+    # `bft report` measures the main job's added wait from sacct (here the cluster's job-completion log:
+    # no accounting database): the time from its eligibility to its start during which this manager's
+    # pilots held one of its nodes (no other main job ran on n1..n4).
+    records = subprocess.run(["sacct", "--completion", "--allusers", "--parsable2",
+                              "--format=JobID,JobName,Eligible,Start,End,NodeList"], check=True, capture_output=True,
+                             text=True, env={**os.environ, "SLURM_TIME_FORMAT": "%s"}).stdout.splitlines()
+    rows = [dict(zip(records[0].split("|"), line.split("|"))) for line in records[1:] if line]
+    (main,) = [r for r in rows if r["JobID"] == main_job]
+    eligible, start = int(main["Eligible"]), int(main["Start"])
+    held = sorted((max(int(r["Start"]), eligible), min(int(r["End"]), start)) for r in rows
+                  if r["JobName"] == job_name and r["NodeList"] in taken)
+    expected, reach = 0, eligible
+    for a, b in held:  # the length of the union of the pilots' holds within the wait
+        expected += max(0, b - max(a, reach))
+        reach = max(reach, b)
+    assert expected > 0, (main, held)
+    r = bft("report", "--state-dir", str(manager.state_dir))
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert re.search(rf"added wait measured from sacct --completion \(ended jobs only\): {expected} s; 1 of the",
+                     r.stdout), (expected, r.stdout)

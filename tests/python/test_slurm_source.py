@@ -22,6 +22,7 @@ from bft.runtime.nodes import SourceError
 from bft.runtime.slurm import SlurmNodeSource
 
 pytest.register_assert_rewrite("slurm_util")  # it is also a plugin (below), loaded after this import
+from runtime_util import listening_sockets  # noqa: E402
 from slurm_util import (  # noqa: E402
     GRACE_S,
     Events,
@@ -149,6 +150,28 @@ def test_launch_runs_inside_the_pilot_and_dies_with_it(make_source, tmp_path):
     assert node in held_before and node not in src.nodes()
     with pytest.raises(SourceError, match="not held"):
         src.launch(node, ["true"], {}, log)
+
+
+def test_the_srun_of_a_launch_listens_only_in_srun_port_range_and_on_no_wildcard(make_source, tmp_path):
+    """docs/security.md: a centre's `SrunPortRange` and `CommunicationParameters=NoInAddrAny`
+    (tests/slurm/cluster.sh sets both) hold for the srun the source starts on the manager's host."""
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    lo, hi = map(int, re.search(r"^SrunPortRange\s*=\s*(\d+)-(\d+)", config, re.M).groups())
+    assert re.search(r"^CommunicationParameters\s*=.*\bNoInAddrAny\b", config, re.M), config
+    src = make_source("srunports", pending=1, max_nodes=1)
+    ev = Events()
+    src.start(ev)
+    (node,) = wait_until(lambda: ev.held() or None, 20, "a join")
+    proc = src.launch(node, ["sleep", "60"], {}, tmp_path / "cmd.log")
+    try:
+        # srun opens its listeners (step control, I/O) before it asks slurmctld for the step.
+        sockets = wait_until(lambda: listening_sockets({proc.pid}, with_port=True) or None, 10, "srun's listeners")
+        ports = [int(address.rsplit(":", 1)[1]) for _, address, _ in sockets]
+        assert all(lo <= port <= hi for port in ports), (lo, hi, sockets)
+        assert not [a for _, a, _ in sockets if a.rsplit(":", 1)[0] in ("*", "0.0.0.0", "[::]")], sockets
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def test_a_restarted_source_adopts_running_pilots_and_cancels_the_surplus(make_source, tmp_path):

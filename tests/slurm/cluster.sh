@@ -88,6 +88,11 @@ install_packages() {
     { echo "cluster.sh: apt-get install ${missing[*]} failed" >&2; exit 77; }
 }
 
+srun_ports() {
+  local lo=$((20000 + ($1 > 16810 ? ($1 - 16810) / 100 : 0) * 1000))
+  echo "$lo-$((lo + 999))"
+}
+
 write_config() {
   local base=$1 i
   mkdir -p "$DIR"/{munge,state,spool,log,run}
@@ -122,7 +127,9 @@ MpiDefault=none
 SwitchType=switch/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+# No accounting database, but a job-completion log: `sacct --completion` reads ended jobs from it.
+JobCompType=jobcomp/filetxt
+JobCompLoc=$DIR/log/jobcomp.txt
 # The nodes share this host's cores and memory: trust the configured sizes.
 SlurmdParameters=config_overrides
 SelectType=select/linear
@@ -141,7 +148,15 @@ MinJobAge=60
 # cancels jobs of a lower one (SIGTERM, SIGKILL after the low partition's GraceTime).
 PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
+# What docs/security.md tells a centre to set for the srun on the manager's host: its listeners on
+# these ports only (the Slurm tests check). Each srun takes about 4 ports (pilots' and launches'
+# alike): 1,000 per cluster, below Linux's ephemeral ports, one range per base port so that clusters
+# side by side do not share one.
+SrunPortRange=$(srun_ports "$base")
 EOF
+    # Binding to the address the host's name resolves to, not the wildcard: only where the names
+    # resolve. The --hosts namespaces' names (login, n1, ...) do not, and slurmd cannot bind at all.
+    if [[ $HOSTS -eq 0 ]]; then echo "CommunicationParameters=NoInAddrAny"; fi
     for ((i = 1; i <= NODES; i++)); do
       echo "NodeName=n$i $(node_address "$i" "$base") CPUs=1 RealMemory=1000 State=UNKNOWN"
     done

@@ -26,6 +26,11 @@ from .state_schema import JobState, StateError
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.command == "report":  # several state directories
+        try:
+            return _report(args, args.state_dir or [default_state_dir()])
+        except StateError as e:
+            raise UsageError(str(e)) from None
     state_dir = args.state_dir if args.state_dir is not None else default_state_dir()
     if state_dir.exists() and not os.access(state_dir, os.R_OK | os.X_OK):
         # Another user's manager: every verb gets the same one line.
@@ -48,8 +53,6 @@ def main(args: argparse.Namespace) -> int:
             return 0
         if args.command == "logs":
             return _logs(args, state_dir)
-        if args.command == "report":
-            return _report(args, state_dir)
     except (control.ControlError, StateError, SourceError) as e:
         raise UsageError(str(e)) from None
     return 2
@@ -305,19 +308,45 @@ def _report_time(text: Optional[str], flag: str) -> Optional[float]:
     raise UsageError(f"{flag}: not a time: {text!r} (YYYY-MM-DD[ HH:MM[:SS]] or seconds since the epoch)")
 
 
-def _report(args: argparse.Namespace, state_dir: Path) -> int:
-    from . import report
+def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
+    from . import report, sacct_wait
 
     since, until = _report_time(args.since, "--since"), _report_time(args.until, "--until")
-    if not (state_dir / "state.db").exists():
-        raise UsageError(f"no manager state in {state_dir} (--state-dir)")
-    store = StateStore(state_dir / "state.db", create=False, read_only=True)
+    now = time.time()
+    for k, state_dir in enumerate(state_dirs):
+        if state_dir.resolve() in {d.resolve() for d in state_dirs[:k]}:
+            raise UsageError(f"--state-dir {state_dir} given twice")  # its jobs would count twice
+    stores: Dict[Path, StateStore] = {}
     try:
-        result = report.account(store, report.owner_of(state_dir), since=since, until=until)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+        for state_dir in state_dirs:
+            if state_dir.exists() and not os.access(state_dir, os.R_OK | os.X_OK):
+                raise UsageError(f"--state-dir {state_dir}: permission denied")
+            if not (state_dir / "state.db").exists():
+                raise UsageError(f"no manager state in {state_dir} (--state-dir)")
+            try:
+                stores[state_dir] = StateStore(state_dir / "state.db", create=False, read_only=True)
+            except OSError as e:  # e.g. a state.db this user may not read
+                raise UsageError(f"--state-dir {state_dir}: {e.strerror or e}") from None
+        # One period for every directory: from the earliest first record, unless --since says.
+        if since is None:
+            firsts = [f for f in (report.first_record_s(s) for s in stores.values()) if f is not None]
+            since = min(firsts) if firsts else now
+        until = now if until is None else until
+        pilots = {d: report.pilot_job_name(s) for d, s in stores.items()}
+        jobs = _sacct_jobs(args, since, until) if any(pilots.values()) and until > since else None
+        try:
+            reports = [report.account(s, report.owner_of(d), since=since, until=until, now=now)
+                       for d, s in stores.items()]
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        main_wait = None
+        if jobs is not None:
+            main_wait = sacct_wait.added_wait(jobs[0], [p for p in pilots.values() if p], since, until)
+            main_wait.source = jobs[1]
+        result = report.combine(reports, main_wait=main_wait)
     finally:
-        store.close()
+        for s in stores.values():
+            s.close()
     if args.csv is not None and str(args.csv) == "-":
         sys.stdout.write(report.to_csv(result, args.by))
     else:
@@ -337,6 +366,24 @@ def _report(args: argparse.Namespace, state_dir: Path) -> int:
             raise UsageError(f"--png {args.png}: {e.strerror or e}") from None
         print(f"wrote {args.png}", file=sys.stderr if args.csv is not None and str(args.csv) == "-" else sys.stdout)
     return 0
+
+
+def _sacct_jobs(args: argparse.Namespace, since: float, until: float):
+    """sacct's records for the main jobs' added wait, and their source: --sacct FILE, else sacct
+    itself; None (the grace bound only) when sacct is not reachable and no file was given."""
+    from . import sacct_wait
+
+    if args.sacct is not None:
+        try:
+            return sacct_wait.parse(sacct_wait.load(args.sacct), str(args.sacct)), str(args.sacct)
+        except sacct_wait.SacctError as e:
+            raise UsageError(str(e)) from None
+    try:
+        text, source = sacct_wait.read(since, until)
+        return sacct_wait.parse(text, source), source
+    except sacct_wait.SacctError as e:
+        print(f"bft report: main jobs' added wait not measured ({e}): the grace granted is shown", file=sys.stderr)
+        return None
 
 
 # -- logs -----------------------------------------------------------------------------------------

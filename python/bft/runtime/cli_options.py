@@ -141,7 +141,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--csv", type=Path, metavar="FILE", help="write the rows as CSV to FILE ('-': standard output, "
                    "instead of the table)")
     p.add_argument("--png", type=Path, metavar="FILE", help="plot idle nodes in the pool and nodes used over time")
-    _state_dir_arg(p)
+    p.add_argument("--sacct", type=Path, metavar="FILE",
+                   help="Slurm managers: the main jobs' added wait from this saved `sacct --allusers --allocations "
+                   "--parsable2 --format=JobID,JobName,Eligible,Start,End,NodeList` output (default: run sacct; "
+                   "without it, the grace granted, an upper bound)")
+    p.add_argument("--state-dir", type=Path, action="append", metavar="DIR",
+                   help="a manager's state directory; give it once per user to account several users' managers, "
+                   "each directory's jobs being its owner's (default: $BFT_STATE_DIR, else ~/.local/state/bft)")
 
     p = sub.add_parser("logs", help="print a job's output")
     p.add_argument("job")

@@ -11,23 +11,28 @@ Every figure is read from the manager's state database (docs/runtime.md, "Accoun
 - *losses*: resizes and their gaps (``resize_gap`` events: the time between the last step at the old
   size and the first at the new one, times the nodes then held), preemptions (a node reclaimed under a
   running job) and failed generations;
-- the main jobs' *added wait*: the grace time granted at each reclaim, before which the main job's
-  node is vacated (an upper bound: a job that exits sooner frees it sooner).
+- the main jobs' *added wait*: for a Slurm manager whose accounting sacct can give, measured from
+  sacct's records (:mod:`.sacct_wait`); otherwise the grace time granted at each reclaim, before which
+  the main job's node is vacated (an upper bound: a job that exits sooner frees it sooner).
 
 Only the manager's user can submit to it (its control socket checks peer credentials), so every job
-of a state directory is its owner's: the per-user table has that one row.
+of a state directory is its owner's. A centre's per-user accounting reads several users' state
+directories: each is accounted on its own over one common period, and :func:`combine` adds them up
+(a job is keyed by its user and name: two users may both have a job ``train``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import pwd
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from .sacct_wait import MainWait
 from .state import StateStore
 
 Interval = Tuple[float, float]
@@ -61,6 +66,16 @@ class Report:
     # Step functions over the period, for the plot: (time_s, nodes in the pool), (time_s, nodes used).
     pool_steps: List[Tuple[float, int]]
     used_steps: List[Tuple[float, int]]
+    # The main jobs' added wait measured from sacct (None: not measured, only the grace bound above).
+    main_wait: Optional[MainWait] = None
+
+    def total(self) -> JobAccount:
+        """Every job's figures added up (`job` says how many jobs)."""
+        t = JobAccount(job=_count(len(self.jobs), "job"), user="", state="")
+        for j in self.jobs:
+            for f in _SUMMED:
+                setattr(t, f, getattr(t, f) + getattr(j, f))
+        return t
 
     def by_user(self) -> List[JobAccount]:
         """One row per user, its jobs' figures added up (`job` says how many jobs)."""
@@ -72,8 +87,12 @@ class Report:
             for f in _SUMMED:
                 setattr(t, f, getattr(t, f) + getattr(j, f))
         for user, t in totals.items():
-            t.job = f"{counts[user]} job{'s' if counts[user] != 1 else ''}"
-        return list(totals.values())
+            t.job = _count(counts[user], "job")
+        return sorted(totals.values(), key=lambda a: a.user)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def _overlap(a: Interval, b: Interval) -> float:
@@ -111,14 +130,29 @@ def _steps(intervals: List[Interval], since: float, until: float) -> List[Tuple[
     return out
 
 
+def first_record_s(store: StateStore) -> Optional[float]:
+    """When the state directory's history begins (None: no record yet)."""
+    return store.db.execute("SELECT MIN(time_s) FROM events").fetchone()[0]
+
+
+def pilot_job_name(store: StateStore) -> Optional[str]:
+    """The Slurm job name of the manager's pilots, from its last start (None: not a Slurm manager)."""
+    started = store.db.execute("SELECT detail FROM events WHERE kind = 'manager_started' ORDER BY id DESC "
+                               "LIMIT 1").fetchone()
+    source = json.loads(started[0]).get("source") if started else None
+    if isinstance(source, dict) and source.get("source") == "slurm" and source.get("job_name"):
+        return str(source["job_name"])
+    return None
+
+
 def account(store: StateStore, owner: str, *, since: Optional[float] = None, until: Optional[float] = None,
             now: Optional[float] = None) -> Report:
     """The report of the state database `store` over [since, until] (default: all of its history)."""
     now = time.time() if now is None else now
     events = store.events(("join", "reclaim", "manager_started", "manager_stopped", "resize_gap", "preempted",
                            "job_failed"))
-    if since is None:  # the state directory's first record
-        first = store.db.execute("SELECT MIN(time_s) FROM events").fetchone()[0]
+    if since is None:
+        first = first_record_s(store)
         since = first if first is not None else now
     until = now if until is None else until
     if until <= since:
@@ -165,6 +199,38 @@ def account(store: StateStore, owner: str, *, since: Optional[float] = None, unt
                   used_steps=_steps([(a, b) for _, a, b in procs], since, until))
 
 
+def _sum_steps(steps: Sequence[List[Tuple[float, int]]]) -> List[Tuple[float, int]]:
+    """The step function that is the sum of `steps` (each 0 before its first point)."""
+    changes: Dict[float, int] = {}
+    for s in steps:
+        level = 0
+        for t, v in s:
+            changes[t] = changes.get(t, 0) + v - level
+            level = v
+    out, level = [], 0
+    for t in sorted(changes):
+        level += changes[t]
+        out.append((t, level))
+    return out
+
+
+def combine(reports: Sequence[Report], main_wait: Optional[MainWait] = None) -> Report:
+    """The reports of one or more state directories over one period, added up: their jobs side by
+    side, each under its owner. `main_wait`: the main jobs' added wait over the period, measured for
+    all the managers' pilots at once (:mod:`.sacct_wait`: a wait that several managers' pilots caused
+    at once counts once)."""
+    if len({(r.since_s, r.until_s) for r in reports}) != 1:
+        raise ValueError("the reports to combine must cover the same period")
+    first = reports[0]
+    return Report(since_s=first.since_s, until_s=first.until_s,
+                  harvested_node_hours=sum(r.harvested_node_hours for r in reports),
+                  used_node_hours=sum(r.used_node_hours for r in reports),
+                  reclaims=sum(r.reclaims for r in reports), added_wait_s=sum(r.added_wait_s for r in reports),
+                  jobs=sorted((j for r in reports for j in r.jobs), key=lambda j: (j.user, j.job)),
+                  pool_steps=_sum_steps([r.pool_steps for r in reports]),
+                  used_steps=_sum_steps([r.used_steps for r in reports]), main_wait=main_wait)
+
+
 def owner_of(state_dir: Path) -> str:
     uid = (state_dir / "state.db").stat().st_uid
     try:
@@ -185,12 +251,20 @@ def format_table(report: Report, by: str) -> str:
              f"{report.used_node_hours:.3f} ({used_share:.1%})",
              f"main jobs: {report.reclaims} nodes reclaimed, added wait at most {report.added_wait_s:.0f} s "
              "(grace granted)"]
-    rows = report.by_user() if by == "user" else report.jobs
+    if report.main_wait is not None:
+        w = report.main_wait
+        lines.append(f"main jobs' added wait measured from {w.source}: {w.wait_s:.0f} s; {w.jobs} of the "
+                     f"{_count(w.main_jobs, 'main job')} that started waited on a pilot")
+    total = report.total()
+    rows = _rows(report, by) + [total]  # the CSV has no total row: a spreadsheet sums its columns
     header = ("USER", "JOBS") if by == "user" else ("JOB", "USER", "STATE")
     header += ("NODE-HOURS", "SAMPLES", "RESIZES", "GAP NODE-HOURS", "PREEMPTIONS", "FAILURES")
     table = [header]
     for a in rows:
-        key = (a.user, a.job) if by == "user" else (a.job, a.user, a.state)
+        if a is total:
+            key = ("total", a.job) if by == "user" else ("total", _count(len(report.by_user()), "user"), a.job)
+        else:
+            key = (a.user, a.job) if by == "user" else (a.job, a.user, a.state)
         table.append(key + (f"{a.node_hours:.3f}", f"{a.samples:.0f}", str(a.resizes),
                             f"{a.resize_gap_node_hours:.4f}", str(a.preemptions), str(a.failures)))
     widths = [max(len(r[k]) for r in table) for k in range(len(header))]
@@ -198,9 +272,13 @@ def format_table(report: Report, by: str) -> str:
     return "\n".join(lines)
 
 
+def _rows(report: Report, by: str) -> List[JobAccount]:
+    return report.by_user() if by == "user" else sorted(report.jobs, key=lambda j: (j.user, j.job))
+
+
 def to_csv(report: Report, by: str) -> str:
     out = io.StringIO()
-    rows = report.by_user() if by == "user" else report.jobs
+    rows = _rows(report, by)
     names = [f.name for f in fields(JobAccount)]
     writer = csv.DictWriter(out, fieldnames=["since_s", "until_s", *names], lineterminator="\n")
     writer.writeheader()

@@ -1,0 +1,192 @@
+"""The main jobs' added wait, measured from Slurm's accounting (``sacct``), for ``bft report``.
+
+A *main* job is any job that is not a bft pilot (a pilot's job name is ``bft-pilot.<identity>``,
+:mod:`.slurm`). The added wait of a main job J that started within the period is the time t in
+[Eligible(J), Start(J)), cut to the period, at which
+
+- a pilot of the manager(s) accounted held at least one of J's nodes (NodeList(J)), and
+- no other main job held any of J's nodes
+
+(so J's nodes were free of everything but pilots, and a pilot held one). Time after J became
+eligible during which its nodes ran other main jobs, or were all free while J still waited (the
+scheduler's cycle, priorities, limits), is not counted. It is still an upper bound of what the pilots
+cost J in one respect: Slurm might not have started J sooner without them (a reservation, a limit);
+it is a measure, not the grace time granted (the bound :mod:`.report` gives without sacct).
+
+The records are ``sacct --allusers --allocations --parsable2`` lines (:data:`FORMAT`); on a cluster
+without an accounting database, those of its job-completion log (``sacct --completion``: ended jobs only). The one
+parser of sacct's format in the project, the C++ trace importer (``bft.sim.import_sacct``), returns
+an idle-node trace with the jobs merged away: no job names, no Eligible time. Its pieces are reused
+here (``expand_hostlist``, sacct's time formats), and the line format is read as it reads it: a
+header naming the columns, ``|``-separated fields, steps (a JobID with a ``.``) skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .._core import sim as _sim
+
+FORMAT = "JobID,JobName,Eligible,Start,End,NodeList"
+PILOT_PREFIX = "bft-pilot."  # every manager's pilots (slurm.py names them bft-pilot.<identity>)
+_TIMEOUT_S = 60.0
+
+
+class SacctError(Exception):
+    """sacct's records cannot be had or read: one line."""
+
+
+@dataclass
+class SacctJob:
+    job_id: str
+    name: str
+    eligible_s: Optional[float]
+    start_s: float
+    end_s: Optional[float]  # None: still running
+    nodes: List[str]
+
+
+@dataclass
+class MainWait:
+    main_jobs: int  # main jobs that started within the period
+    jobs: int  # of which waited on a pilot (added wait > 0)
+    wait_s: float  # their added wait, summed
+    source: str = "sacct"  # where the records came from, for the report
+
+
+def _time(text: str) -> Optional[float]:
+    if text in ("", "Unknown", "None"):
+        return None
+    return float(_sim.parse_sacct_time(text))
+
+
+def parse(text: str, source: str = "sacct") -> List[SacctJob]:
+    """The jobs (not steps) that started, from ``sacct --parsable2 --format=`` :data:`FORMAT` output
+    (columns in any order, more allowed); SacctError naming `source` and the line otherwise."""
+    lines = text.splitlines()
+    if not lines:
+        raise SacctError(f"{source}: empty: expected a sacct --parsable2 header line")
+    names = lines[0].lstrip("\ufeff").split("|")
+    missing = [c for c in FORMAT.split(",") if c not in names]
+    if missing:
+        raise SacctError(f"{source}:1: the header lacks the column{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)} (run sacct --parsable2 --format={FORMAT})")
+    col = {c: names.index(c) for c in FORMAT.split(",")}
+    out = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line:
+            continue
+        fields = line.split("|")
+        if len(fields) == len(names) + 1 and fields[-1] == "":  # --parsable ends lines with '|'
+            fields.pop()
+        if len(fields) != len(names):
+            raise SacctError(f"{source}:{number}: expected {len(names)} '|'-separated fields as in the header, "
+                             f"found {len(fields)}")
+        f = {c: fields[i] for c, i in col.items()}
+        if "." in f["JobID"]:
+            continue  # a step, inside its job's allocation
+        try:
+            start, end, eligible = _time(f["Start"]), _time(f["End"]), _time(f["Eligible"])
+            nodes = [] if f["NodeList"] in ("", "None assigned") else _sim.expand_hostlist(f["NodeList"])
+        except ValueError as e:
+            raise SacctError(f"{source}:{number}: job {f['JobID']}: {e}") from None
+        if start is None or not nodes:
+            continue  # never started
+        out.append(SacctJob(f["JobID"], f["JobName"], eligible, start, end, nodes))
+    return out
+
+
+def read(since_s: float, until_s: float) -> Tuple[str, str]:
+    """sacct's records of every user's jobs that ran in [since_s, until_s], and where they came from:
+    the accounting database, else (a cluster without one) the job-completion log, which has the
+    ended jobs only. SacctError if sacct is missing or refuses."""
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    argv = ["sacct", "--allusers", "--allocations", "--parsable2", f"--format={FORMAT}",
+            f"--starttime={time.strftime(fmt, time.localtime(since_s))}",
+            f"--endtime={time.strftime(fmt, time.localtime(until_s))}"]
+    try:
+        return _run(argv), "sacct"
+    except SacctError as e:
+        if "accounting storage is disabled" not in str(e):
+            raise
+    return _run([*argv, "--completion"]), "sacct --completion (ended jobs only)"
+
+
+def _run(argv: List[str]) -> str:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S,
+                           env={**os.environ, "SLURM_TIME_FORMAT": "%s"})
+    except FileNotFoundError:
+        raise SacctError("sacct not found on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SacctError(f"sacct gave no answer in {_TIMEOUT_S:.0f} s") from None
+    if r.returncode != 0:
+        first = next((x.strip() for x in (r.stderr + r.stdout).splitlines() if x.strip()), f"exit {r.returncode}")
+        raise SacctError(f"sacct failed: {first}")
+    return r.stdout
+
+
+def load(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise SacctError(f"--sacct {path}: {e.strerror or e}") from None
+
+
+def _union(intervals: Iterable[Tuple[float, float]]) -> List[Tuple[float, float]]:
+    out: List[Tuple[float, float]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _minus_length(keep: List[Tuple[float, float]], remove: List[Tuple[float, float]]) -> float:
+    """The length of the union `keep` outside the union `remove` (both sorted, disjoint)."""
+    total = 0.0
+    for a, b in keep:
+        total += b - a
+        for c, d in remove:
+            total -= max(0.0, min(b, d) - max(a, c))
+    return total
+
+
+def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], since_s: float, until_s: float) -> MainWait:
+    """The main jobs' added wait within [since_s, until_s] caused by the pilots named `pilot_names`
+    (the module's definition)."""
+    pilots = set(pilot_names)
+    on_node: Dict[str, List[SacctJob]] = {}
+    for j in jobs:
+        for n in j.nodes:
+            on_node.setdefault(n, []).append(j)
+    main_jobs = waited = 0
+    total = 0.0
+    for j in jobs:
+        if j.name.startswith(PILOT_PREFIX) or not since_s <= j.start_s <= until_s:
+            continue
+        main_jobs += 1
+        lo, hi = max(j.eligible_s if j.eligible_s is not None else j.start_s, since_s), min(j.start_s, until_s)
+        if hi <= lo:
+            continue
+        held, busy = [], []
+        for n in j.nodes:
+            for k in on_node[n]:
+                if k is j:
+                    continue
+                a, b = max(k.start_s, lo), min(k.end_s if k.end_s is not None else until_s, hi)
+                if k.name in pilots:
+                    held.append((a, b))
+                elif not k.name.startswith(PILOT_PREFIX):
+                    busy.append((a, b))
+        wait = _minus_length(_union(held), _union(busy))
+        if wait > 0:
+            waited += 1
+            total += wait
+    return MainWait(main_jobs=main_jobs, jobs=waited, wait_s=total)

@@ -1,0 +1,76 @@
+"""The main jobs' added wait from sacct's records (bft.runtime.sacct_wait, docs/runtime.md
+"Accounting") on a hand-written sacct log whose answer is worked out by hand below."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from bft.runtime import sacct_wait
+from bft.runtime.state import StateStore
+from runtime_util import bft, one_line_error
+
+# n1: pilot 100 of manager m1 until 1060 (preempted for A). n2: main job B until 1030, then m1's pilot
+# 101 until 1061. A (n1, n2) eligible at 1020, started at 1062: 1020-1030 B held n2 (not the pilots'
+# doing), 1030-1061 pilots held its nodes and nothing else did (31 s), 1061-1062 its nodes were free
+# (Slurm's cycle, not counted). n4: pilot 102 of another manager m2 until 1045; D on n4 eligible at
+# 1000, started at 1050: 45 s, but only m2's. C: no pilot on n3, started at once (its Eligible in
+# sacct's ISO form), still running. Steps and a job that never started are skipped.
+LOG = """JobID|JobName|Eligible|Start|End|NodeList
+100|bft-pilot.m1|990|990|1060|n1
+100.0|bft.m1|990|991|1060|n1
+101|bft-pilot.m1|1000|1031|1061|n2
+102|bft-pilot.m2|980|980|1045|n4
+200|B|800|900|1030|n2
+201|A|1020|1062|1500|n[1-2]
+202|C|1970-01-01T00:18:20|1100|Unknown|n3
+203|D|1000|1050|1400|n4
+204|E|1000|Unknown|Unknown|None assigned
+"""
+
+
+def test_added_wait_counts_only_the_time_pilots_alone_held_a_waiting_jobs_nodes():
+    jobs = sacct_wait.parse(LOG)
+    assert sorted(j.job_id for j in jobs) == ["100", "101", "102", "200", "201", "202", "203"]
+    m1 = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], 0, 2000)
+    assert (m1.main_jobs, m1.jobs, m1.wait_s) == (4, 1, 31.0)  # A, B, C, D started; A waited 31 s
+    both = sacct_wait.added_wait(jobs, ["bft-pilot.m1", "bft-pilot.m2"], 0, 2000)
+    assert (both.jobs, both.wait_s) == (2, 31.0 + 45.0)
+    # A period from 1040: A's wait is cut to 1040-1061; B started before it.
+    late = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], 1040, 2000)
+    assert (late.main_jobs, late.jobs, late.wait_s) == (3, 1, 21.0)
+
+
+def test_sacct_records_that_cannot_be_read_are_one_line_naming_the_line():
+    with pytest.raises(sacct_wait.SacctError, match=r"^x:1: the header lacks the columns JobName, Eligible"):
+        sacct_wait.parse("JobID|Start|End|NodeList\n", "x")
+    with pytest.raises(sacct_wait.SacctError, match=r"^x:2: job 7: .*yesterday"):
+        sacct_wait.parse("JobID|JobName|Eligible|Start|End|NodeList\n7|a|1|yesterday|2|n1\n", "x")
+    with pytest.raises(sacct_wait.SacctError, match=r"^x:2: expected 6 '\|'-separated fields"):
+        sacct_wait.parse("JobID|JobName|Eligible|Start|End|NodeList\n7|a|1|2\n", "x")
+
+
+def test_report_of_a_slurm_manager_reads_the_added_wait_from_a_saved_sacct_file(tmp_path):
+    # A Slurm manager's state directory holds its pilots' job name in its start event.
+    state = tmp_path / "state"
+    state.mkdir()
+    store = StateStore(state / "state.db")
+    store.log_event("manager_started", source={"source": "slurm", "job_name": "bft-pilot.m1"})
+    store.close()
+    log = tmp_path / "jobs.sacct"
+    log.write_text(LOG)
+    r = bft("report", "--state-dir", str(state), "--sacct", str(log), "--since", "0", "--until", "2000")
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert f"main jobs' added wait measured from {log}: 31 s; 1 of the 4 main jobs that started waited" in r.stdout
+    # A local manager's directory: only the grace bound, sacct is not read (the file is not even opened).
+    local = tmp_path / "local"
+    local.mkdir()
+    store = StateStore(local / "state.db")
+    store.log_event("manager_started", source={"source": "local"})
+    store.close()
+    r = bft("report", "--state-dir", str(local), "--sacct", str(tmp_path / "absent"), "--csv", "-")
+    assert r.returncode == 0 and list(csv.DictReader(io.StringIO(r.stdout))) == [], r.stderr
+    one_line_error(bft("report", "--state-dir", str(state), "--sacct", str(tmp_path / "absent")),
+                   f"--sacct {tmp_path / 'absent'}")
