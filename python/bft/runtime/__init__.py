@@ -13,7 +13,7 @@ training-loop side is :mod:`bft.train`. Its modules:
   (what ``bft status`` shows);
 - state and control: :mod:`.state` (the SQLite store), :mod:`.state_schema` (its tables, versions,
   job states and checks), :mod:`.control` (the control socket), :mod:`.metrics` (Prometheus),
-  :mod:`.report` (``bft report``'s accounting);
+  :mod:`.report` (``bft report``'s accounting; + :mod:`.sacct_wait`, the main jobs' added wait from sacct);
 - node sources: :mod:`.nodes` (the interface and the registry, with entry points), :mod:`.local`
   (+ :mod:`.emulated`, its load-testing jobs), :mod:`.slurm` (+ :mod:`.slurm_commands`), and the
   scheduler-neutral pilots: :mod:`.pilots` (their report listener) and :mod:`.pilot` (the program);

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .._core import sim as _sim
+from .slurm_commands import PILOT_PREFIX
 
 FORMAT = "JobID,JobName,Eligible,Start,End,NodeList"
-PILOT_PREFIX = "bft-pilot."  # every manager's pilots (slurm.py names them bft-pilot.<identity>)
 _TIMEOUT_S = 60.0
 
 

@@ -28,7 +28,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
 from .pilots import PilotReports
-from .slurm_commands import JOB_VAR, NODE_VAR, SlurmCommands
+from .slurm_commands import JOB_VAR, NODE_VAR, PILOT_PREFIX, SlurmCommands
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class SlurmNodeSource(NodeSource):
         self._manager_address = manager_address or bind or socket.gethostname()
         self._bind_address = bind
         self.port, self.poll_s, self.pilot_output = port, poll_s, pilot_output
-        self.job_name = f"bft-pilot.{identity}"
+        self.job_name = f"{PILOT_PREFIX}{identity}"
         self.user = getpass.getuser()
         self.grace_s = 0.0
         self._slurm = SlurmCommands(identity=identity, job_name=self.job_name, user=self.user, partition=partition,

@@ -28,6 +28,7 @@ exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{pilot
 """
 # Slurm's variables that name a pilot's job and node (pilot.py reads them by these names).
 JOB_VAR, NODE_VAR = "SLURM_JOB_ID", "SLURMD_NODENAME"
+PILOT_PREFIX = "bft-pilot."  # every manager's pilots are named bft-pilot.<identity>
 
 
 def _first_line(text: str) -> str:
