@@ -92,8 +92,10 @@ def test_training_fills_pilots_shrinks_for_main_jobs_survives_kill9_leaves_nothi
     for a, b in held:  # the length of the union of the pilots' holds within the wait
         expected += max(0, b - max(a, reach))
         reach = max(reach, b)
-    assert expected > 0, (main, held)
+    # How long the pilots held it up is Slurm's timing (a pilot may be gone within the second the main
+    # job became eligible: 0 s, seen here once); what must hold is that the report says what sacct does.
     r = bft("report", "--state-dir", str(manager.state_dir))
     assert r.returncode == 0 and not r.stderr, r.stderr
-    assert re.search(rf"added wait measured from sacct --completion \(ended jobs only\): {expected} s; 1 of the",
-                     r.stdout), (expected, r.stdout)
+    waited = 1 if expected > 0 else 0
+    assert re.search(rf"added wait measured from sacct --completion \(ended jobs only\): {expected} s; {waited} of "
+                     r"the", r.stdout), (expected, main, held, r.stdout)
