@@ -527,7 +527,8 @@ def bench_gpt(worlds: list, rounds: int, steps: int, batch: int, global_batch: i
     (`global_batch` in micro-batches of `batch`) against fixed per-worker batch (`batch`), measured
     interleaved: `rounds` rounds per world size, each one run of either, the order alternating (A B,
     B A, ...) so that a load that drifts through the run weighs on both alike. Per world size: the
-    median over rounds of each run's median step time, the samples/s it gives, and their ratio. With
+    median over rounds of each run's median step time, the samples/s it gives, the ratio of those
+    medians, and each round's ratio (its two runs back to back) with their median. With
     `curve_out`, each semantics' samples/s by world size is written as a curve ({"nodes": [...],
     "throughput": [...]}, the format of bft submit --curve) to CURVE_OUT-global.json and
     CURVE_OUT-per-worker.json."""
@@ -549,8 +550,11 @@ def bench_gpt(worlds: list, rounds: int, steps: int, batch: int, global_batch: i
             medians[name][world] = rate
             print(f"{world} worker(s), {name}: median step {step:.3f} s, {rate:.2f} samples/s "
                   f"(medians of {rounds} runs)", flush=True)
+        # Each round's two runs are back to back: their ratio is less moved by a load that changes between rounds.
+        paired = [a["samples_per_s"] / b["samples_per_s"] for a, b in zip(runs[GPT_SEMANTICS[0]], runs[GPT_SEMANTICS[1]])]
         print(f"{world} worker(s), ratio fixed global / fixed per-worker throughput: "
-              f"{medians[GPT_SEMANTICS[0]][world] / medians[GPT_SEMANTICS[1]][world]:.3f}", flush=True)
+              f"{medians[GPT_SEMANTICS[0]][world] / medians[GPT_SEMANTICS[1]][world]:.3f} (of the medians); per "
+              f"round {', '.join(f'{x:.3f}' for x in paired)}, median {statistics.median(paired):.3f}", flush=True)
     if curve_out:
         for name, suffix in zip(GPT_SEMANTICS, ("global", "per-worker")):
             path = Path(f"{curve_out}-{suffix}.json")
@@ -601,8 +605,8 @@ def main() -> None:
     g.add_argument("--repeats", type=int, default=5)
     t = sub.add_parser("gpt")
     t.add_argument("--world", type=int, action="append", help="world sizes, repeatable (default 1, 2 and 4)")
-    t.add_argument("--rounds", type=int, default=3, help="runs of each semantics per world size, interleaved "
-                   "(default 3)")
+    t.add_argument("--rounds", type=int, default=5, help="runs of each semantics per world size, interleaved "
+                   "(default 5)")
     t.add_argument("--steps", type=int, default=6, help="steps per run, the first 3 left out (default 6)")
     t.add_argument("--batch", type=int, default=8, help="per-worker batch, and the micro-batch (default 8)")
     t.add_argument("--global-batch", type=int, default=32)
