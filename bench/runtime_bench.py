@@ -151,7 +151,7 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
             print(f"advisor's measured costs, {method:8s} ({nodes // 2}<->{nodes} nodes): "
                   + "; ".join(f"{m} up {c[m]['scale_up_s']:.2f} s ({c[m]['measured_ups']} grows), down "
                               f"{c[m]['scale_down_s']:.2f} s ({c[m]['measured_downs']} shrinks)" for m in c
-                              if m != "charged"), flush=True)
+                              if isinstance(c[m], dict)), flush=True)  # (not "charged", "restart_s")
             g = r["grow_decided_to_first_step"]
             print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
                   f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",
