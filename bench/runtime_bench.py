@@ -551,15 +551,17 @@ def bench_gpt(worlds: list, rounds: int, steps: int, batch: int, global_batch: i
             print(f"{world} worker(s), {name}: median step {step:.3f} s, {rate:.2f} samples/s "
                   f"(medians of {rounds} runs)", flush=True)
         # Each round's two runs are back to back: their ratio is less moved by a load that changes between rounds.
-        paired = [a["samples_per_s"] / b["samples_per_s"] for a, b in zip(runs[GPT_SEMANTICS[0]], runs[GPT_SEMANTICS[1]])]
+        paired = [a["samples_per_s"] / b["samples_per_s"]
+                  for a, b in zip(runs[GPT_SEMANTICS[0]], runs[GPT_SEMANTICS[1]])]
         print(f"{world} worker(s), ratio fixed global / fixed per-worker throughput: "
               f"{medians[GPT_SEMANTICS[0]][world] / medians[GPT_SEMANTICS[1]][world]:.3f} (of the medians); per "
               f"round {', '.join(f'{x:.3f}' for x in paired)}, median {statistics.median(paired):.3f}", flush=True)
     if curve_out:
         for name, suffix in zip(GPT_SEMANTICS, ("global", "per-worker")):
             path = Path(f"{curve_out}-{suffix}.json")
-            path.write_text(json.dumps({"nodes": [0, *sorted(medians[name])],
-                                        "throughput": [0.0, *(round(medians[name][w], 4) for w in sorted(medians[name]))]})
+            worlds_measured = sorted(medians[name])
+            path.write_text(json.dumps({"nodes": [0, *worlds_measured],
+                                        "throughput": [0.0, *(round(medians[name][w], 4) for w in worlds_measured)]})
                             + "\n")
             print(f"curve of the {name}: {path}", flush=True)
     print(f"uptime after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()} "
