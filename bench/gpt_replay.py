@@ -6,7 +6,8 @@ curve is a file in bft submit --curve's format ({"nodes": [...], "throughput": [
 their submits spread evenly over the workload's submit window, at most as many nodes as the curve
 measured. Writes the mixed workload in the job format (docs/formats.md) to OUT/jobs-mixed.jsonl, replays
 the workload alone and the mixed one, and prints per workload (base: the --jobs file's; GPT: the added
-jobs) the jobs finished, samples done, node-hours, mean turnaround and admission to finish. The mixed
+jobs) the jobs finished, samples done, node-hours, mean turnaround and admission to finish, and the
+share of the admitted time without progress. The mixed
 replay is also `bft replay --trace TRACE --jobs OUT/jobs-mixed.jsonl` (the command is printed).
 
     PYTHONPATH=python .venv/bin/python bench/runtime_bench.py gpt --curve-out /tmp/gpt
@@ -42,16 +43,20 @@ def gpt_jobs(curve: dict, count: int, work: float, scale_up_s: float, scale_down
 
 def by_workload(result, gpt_names: set) -> dict:
     """Per workload ("GPT": the jobs named in `gpt_names`, "base": the others): jobs, finished, samples
-    done, node-hours, and of the finished their turnarounds and times from admission to finish (s)."""
+    done, node-hours, each job's share of its admitted time without progress (no nodes, or a rescale's
+    or preemption's stall), and of the finished their turnarounds and times from admission to finish (s)."""
     out = {}
     j = result.jobs
     for k, name in enumerate(j["name"]):
         group = "GPT" if str(name) in gpt_names else "base"
         g = out.setdefault(group, {"jobs": 0, "finished": 0, "samples": 0.0, "node_hours": 0.0, "turnaround": [],
-                                   "running": []})
+                                   "running": [], "stalled": []})
         g["jobs"] += 1
         g["samples"] += float(j["done"][k])
         g["node_hours"] += float(j["node_seconds"][k]) / 3600
+        t, done = result.job_progress(k)  # at each event while admitted
+        if len(t) > 1 and t[-1] > t[0]:
+            g["stalled"].append(float(np.diff(t)[np.diff(done) <= 0].sum() / (t[-1] - t[0])))
         if j["finish_s"][k] >= 0:
             g["finished"] += 1
             g["turnaround"].append(float(j["finish_s"][k] - j["submit_s"][k]))
@@ -111,7 +116,8 @@ def main() -> int:
                                                                                                      "running"))
                 print(f"  {group:8s} jobs finished {g['finished']}/{g['jobs']}, samples {g['samples']:.4g}, "
                       f"node-hours {g['node_hours']:.1f}; of the finished, mean turnaround {turnaround}, mean "
-                      f"admission to finish {running}")
+                      f"admission to finish {running}; median share of the admitted time without progress "
+                      f"{np.median(g['stalled']) if g['stalled'] else float('nan'):.2f}")
     return 0
 
 
