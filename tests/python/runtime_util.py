@@ -43,6 +43,12 @@ def python_env() -> Dict[str, str]:
     return env
 
 
+def run_bench_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    """bench/NAME run with this build of bft, its output captured (5 minutes at most)."""
+    return subprocess.run([sys.executable, str(REPO / "bench" / name), *args], env=python_env(), capture_output=True,
+                          text=True, timeout=300)
+
+
 def bft(*args: str, cwd: Optional[Path] = None, timeout: float = 60) -> subprocess.CompletedProcess:
     """Runs the ``bft`` command line in a child process."""
     return subprocess.run([sys.executable, "-m", "bft", *args], env=python_env(), cwd=cwd, capture_output=True,

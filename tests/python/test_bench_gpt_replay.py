@@ -6,17 +6,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 
 from bft import sim
-from runtime_util import REPO, python_env
-
-SCRIPT = REPO / "bench" / "gpt_replay.py"
+from runtime_util import run_bench_script
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], env=python_env(), capture_output=True, text=True,
-                          timeout=300)
+    return run_bench_script("gpt_replay.py", *args)
 
 
 def test_gpt_jobs_join_the_workload_with_their_curve_and_each_workload_is_reported(tmp_path):

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 from bft import sim
-from runtime_util import REPO, python_env
-
-SCRIPT = REPO / "bench" / "learned_crossval.py"
+from runtime_util import run_bench_script
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], env=python_env(), capture_output=True, text=True,
-                          timeout=300)
+    return run_bench_script("learned_crossval.py", *args)
 
 
 def tiny_workload(tmp_path):
