@@ -11,7 +11,8 @@ share of the admitted time without progress. The mixed
 replay is also `bft replay --trace TRACE --jobs OUT/jobs-mixed.jsonl` (the command is printed).
 
     PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py gpt --curve-out /tmp/gpt
-    PYTHONPATH=build/dev/python .venv/bin/python bench/gpt_replay.py --trace ../shared/data/summit-idle-nodes-2021-02.csv.gz \\
+    PYTHONPATH=build/dev/python .venv/bin/python bench/gpt_replay.py \\
+        --trace ../shared/data/summit-idle-nodes-2021-02.csv.gz \\
         --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --gpt-curve /tmp/gpt-global.json \\
         --scale-up-s GROW_GAP --scale-down-s SHRINK_GAP --out /tmp/gpt-replay
 """
