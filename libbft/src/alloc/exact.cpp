@@ -126,6 +126,8 @@ class Table {
   std::unique_ptr<double[]> data_;
 };
 
+}  // namespace
+
 std::vector<char> AllowedCounts(const JobData& d, Goal goal, double tau) {
   const int top = std::max(d.max_nodes, 0);
   std::vector<char> allowed(static_cast<std::size_t>(top) + 1, 0);
@@ -135,8 +137,6 @@ std::vector<char> AllowedCounts(const JobData& d, Goal goal, double tau) {
   }
   return allowed;
 }
-
-}  // namespace
 
 double MaxMinThreshold(const Prepared& prepared) {
   const int num_jobs = static_cast<int>(prepared.jobs.size());

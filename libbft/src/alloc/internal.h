@@ -123,6 +123,9 @@ std::vector<int> EqualShareCounts(const Prepared& prepared, bool share_above_min
 // The largest threshold t such that every job can reach normalised value >= t within the pool
 // (0 when some job must stay at 0 nodes).
 double MaxMinThreshold(const Prepared& prepared);
+// The counts 0..max_nodes a job may take: feasible ones, and under max-min those meeting tau. The
+// exact solver chooses among them; the MILPs bound their counts by them (milp_solvers.cpp).
+std::vector<char> AllowedCounts(const JobData& job, Goal goal, double tau);
 
 // A MILP result counts as a proven optimum only with a relative gap this small, and only if the
 // exact solver proves nothing better by more than this (alloc.cpp, CheckMilpOptimum).

@@ -38,12 +38,6 @@ struct JobVars {
   bool has_g = false, has_s = false;
 };
 
-struct Formulation {
-  milp::Model model{"bft_alloc"};
-  std::vector<JobVars> vars;
-  milp::LinExpr objective;
-};
-
 // Breakpoints of a piecewise-linear function of n over {0} U [min, max] that is linear between
 // consecutive ones at integer n: 0, min, the curve breakpoints, max, and (for the folded count-level
 // objective) c - 1, c, c + 1 where the rescale penalty jumps. Between 0 and min only the two ends
@@ -83,16 +77,15 @@ FairBounds MaxMinBounds(const Prepared& prepared) {
     // Above the least allowed count, the values allowed and those cut: the value bound goes halfway
     // between them, as far from both as it can be, not at the threshold, where the binding job's own
     // value sits (CBC called such problems infeasible within its tolerance).
+    const std::vector<char> allowed = AllowedCounts(d, Goal::kMaxMinFair, fair.tau);
     double least_allowed = 0.0, most_cut = -1.0;
-    for (int n = 0; n <= d.max_nodes; ++n) {
-      if (!Feasible(d, n)) continue;
-      const bool allowed = MeetsThreshold(NormalizedValue(d, n), fair.tau);
-      if (allowed && fair.least[j] < 0) {
+    for (int n = 0; n < static_cast<int>(allowed.size()); ++n) {
+      if (allowed[n] && fair.least[j] < 0) {
         fair.least[j] = n;
         least_allowed = d.value[n];
-      } else if (allowed) {
+      } else if (allowed[n]) {
         least_allowed = std::min(least_allowed, d.value[n]);
-      } else if (fair.least[j] >= 0) {
+      } else if (fair.least[j] >= 0 && Feasible(d, n)) {
         most_cut = std::max(most_cut, d.value[n]);
       }
     }
@@ -101,20 +94,23 @@ FairBounds MaxMinBounds(const Prepared& prepared) {
   return fair;
 }
 
-// The max-min restriction under that goal (with jobs), else none.
-std::optional<FairBounds> FairBoundsFor(const Prepared& prepared, const SolveOptions& options) {
-  if (options.goal != Goal::kMaxMinFair || prepared.jobs.empty()) return std::nullopt;
-  return MaxMinBounds(prepared);
-}
+struct Formulation {
+  milp::Model model{"bft_alloc"};
+  std::vector<JobVars> vars;
+  milp::LinExpr objective;
+  std::optional<FairBounds> fair;  // the max-min goal's restriction (with jobs), else none
+};
 
 // Variables and constraints every job has in both formulations (n_j is created here as well).
 // Objective: with fold_penalty (count level), y_j is the job's whole contribution
 // w_j (tfwd O_j(n) - penalty_j(n)) as one piecewise-linear function of n, exact at every integer
 // n since it has breakpoints at c - 1, c, c + 1; the grow/shrink indicators then stay out of the
 // objective. Without it (node level, as in the paper), y_j = O_j(n_j) and the penalty is charged
-// through g_j and s_j. The max-min goal adds v_j = O_j(n_j) where y_j is not already that and its
-// value is bounded (a curve that dips).
-void AddJobs(const Prepared& prepared, bool fold_penalty, const FairBounds* fair, Formulation* f) {
+// through g_j and s_j. Under the max-min goal it computes f->fair, bounds the counts by it, and adds
+// v_j = O_j(n_j) where y_j is not already that and its value is bounded (a curve that dips).
+void AddJobs(const Prepared& prepared, const SolveOptions& options, bool fold_penalty, Formulation* f) {
+  if (options.goal == Goal::kMaxMinFair && !prepared.jobs.empty()) f->fair = MaxMinBounds(prepared);
+  const FairBounds* fair = f->fair ? &*f->fair : nullptr;
   const int num_jobs = static_cast<int>(prepared.jobs.size());
   f->vars.resize(num_jobs);
   for (int j = 0; j < num_jobs; ++j) {
@@ -170,15 +166,14 @@ void AddJobs(const Prepared& prepared, bool fold_penalty, const FairBounds* fair
   }
 }
 
-// Solves f->model with the goal. Under max-min (fair != nullptr) the weighted objective is maximised
+// Solves f->model with the goal. Under max-min (f->fair) the weighted objective is maximised
 // over the counts the exact solver allows: AddJobs bounded n_j below by its least allowed count, which
 // holds exactly whatever the curves' range (a bound on the value variable alone was lost within the
 // tolerance of its piecewise rows when the job's own curve spans decades); the value bound itself is
 // added only where the curve dips above that count.
-milp::Result SolveGoal(const SolveOptions& options, const FairBounds* fair, Formulation* f,
-                       std::string* note) {
+milp::Result SolveGoal(const SolveOptions& options, Formulation* f, std::string* note) {
   const std::unique_ptr<milp::Backend> backend = milp::MakeBackend(options.milp_backend);
-  if (fair != nullptr) {
+  if (const std::optional<FairBounds>& fair = f->fair) {
     std::ostringstream os;
     os << "max-min threshold " << fair->tau << " (exact); ";
     *note = os.str();
@@ -209,15 +204,13 @@ MilpOutcome Outcome(const milp::Result& result, const std::string& note) {
 
 MilpOutcome CountMilpOutcome(const Prepared& prepared, const SolveOptions& options) {
   Formulation f;
-  const std::optional<FairBounds> fair = FairBoundsFor(prepared, options);
-  const FairBounds* fair_bounds = fair ? &*fair : nullptr;
-  AddJobs(prepared, /*fold_penalty=*/true, fair_bounds, &f);
+  AddJobs(prepared, options, /*fold_penalty=*/true, &f);
   milp::LinExpr total;
   for (const JobVars& v : f.vars)
     if (!v.fixed_zero) total += milp::LinExpr(v.n);
   f.model.AddConstraint(total <= prepared.pool_size, "pool");
   std::string note;
-  const milp::Result result = SolveGoal(options, fair_bounds, &f, &note);
+  const milp::Result result = SolveGoal(options, &f, &note);
   MilpOutcome out = Outcome(result, note);
   if (!result.has_solution) return out;
   out.counts.assign(prepared.jobs.size(), 0);
@@ -234,9 +227,7 @@ MilpOutcome CountMilpOutcome(const Prepared& prepared, const SolveOptions& optio
 
 MilpOutcome NodeMilpOutcome(const Problem& problem, const Prepared& prepared, const SolveOptions& options) {
   Formulation f;
-  const std::optional<FairBounds> fair = FairBoundsFor(prepared, options);
-  const FairBounds* fair_bounds = fair ? &*fair : nullptr;
-  AddJobs(prepared, /*fold_penalty=*/false, fair_bounds, &f);
+  AddJobs(prepared, options, /*fold_penalty=*/false, &f);
   const int pool = prepared.pool_size;
   const int num_jobs = static_cast<int>(prepared.jobs.size());
   std::vector<int> owner(pool, -1);
@@ -277,7 +268,7 @@ MilpOutcome NodeMilpOutcome(const Problem& problem, const Prepared& prepared, co
   for (int k = 0; k < pool; ++k)
     if (!per_node[k].terms().empty()) f.model.AddConstraint(per_node[k] <= 1.0, "node_" + std::to_string(k));
   std::string note;
-  const milp::Result result = SolveGoal(options, fair_bounds, &f, &note);
+  const milp::Result result = SolveGoal(options, &f, &note);
   MilpOutcome out = Outcome(result, note);
   if (!result.has_solution) return out;
   out.job_of_pool_node.assign(pool, -1);
