@@ -74,3 +74,5 @@ def test_report_of_a_slurm_manager_reads_the_added_wait_from_a_saved_sacct_file(
     assert r.returncode == 0 and list(csv.DictReader(io.StringIO(r.stdout))) == [], r.stderr
     one_line_error(bft("report", "--state-dir", str(state), "--sacct", str(tmp_path / "absent")),
                    f"--sacct {tmp_path / 'absent'}")
+    # Read within the caps of every file read whole: a line of /dev/zero is refused, not held.
+    one_line_error(bft("report", "--state-dir", str(state), "--sacct", "/dev/zero"), "--sacct /dev/zero")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import pwd
 import time
 from dataclasses import asdict, dataclass, fields
@@ -71,24 +70,23 @@ class Report:
 
     def total(self) -> JobAccount:
         """Every job's figures added up (`job` says how many jobs)."""
-        t = JobAccount(job=_count(len(self.jobs), "job"), user="", state="")
-        for j in self.jobs:
-            for f in _SUMMED:
-                setattr(t, f, getattr(t, f) + getattr(j, f))
-        return t
+        return _sum_accounts(self.jobs, user="", state="")
 
     def by_user(self) -> List[JobAccount]:
         """One row per user, its jobs' figures added up (`job` says how many jobs)."""
-        totals: Dict[str, JobAccount] = {}
-        counts: Dict[str, int] = {}
+        users: Dict[str, List[JobAccount]] = {}
         for j in self.jobs:
-            t = totals.setdefault(j.user, JobAccount(job="", user=j.user, state="-"))
-            counts[j.user] = counts.get(j.user, 0) + 1
-            for f in _SUMMED:
-                setattr(t, f, getattr(t, f) + getattr(j, f))
-        for user, t in totals.items():
-            t.job = _count(counts[user], "job")
-        return sorted(totals.values(), key=lambda a: a.user)
+            users.setdefault(j.user, []).append(j)
+        return [_sum_accounts(jobs, user=user, state="-") for user, jobs in sorted(users.items())]
+
+
+def _sum_accounts(jobs: List[JobAccount], *, user: str, state: str) -> JobAccount:
+    """One row of `jobs`' figures added up, `job` saying how many they are."""
+    t = JobAccount(job=_count(len(jobs), "job"), user=user, state=state)
+    for j in jobs:
+        for f in _SUMMED:
+            setattr(t, f, getattr(t, f) + getattr(j, f))
+    return t
 
 
 def _count(n: int, what: str) -> str:
@@ -137,9 +135,8 @@ def first_record_s(store: StateStore) -> Optional[float]:
 
 def pilot_job_name(store: StateStore) -> Optional[str]:
     """The Slurm job name of the manager's pilots, from its last start (None: not a Slurm manager)."""
-    started = store.db.execute("SELECT detail FROM events WHERE kind = 'manager_started' ORDER BY id DESC "
-                               "LIMIT 1").fetchone()
-    source = json.loads(started[0]).get("source") if started else None
+    started = store.events(("manager_started",))
+    source = started[-1].get("source") if started else None
     if isinstance(source, dict) and source.get("source") == "slurm" and source.get("job_name"):
         return str(source["job_name"])
     return None

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from .._bounded import read_whole
 from .._core import sim as _sim
 from .slurm_commands import PILOT_PREFIX
 
@@ -132,10 +133,11 @@ def _run(argv: List[str]) -> str:
 
 
 def load(path: Path) -> str:
+    """A saved sacct output (--sacct), read within the caps every file read whole has (_bounded)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise SacctError(f"--sacct {path}: {e.strerror or e}") from None
+        return read_whole(path, f"--sacct {path}").decode("utf-8", errors="replace")
+    except ValueError as e:
+        raise SacctError(str(e)) from None
 
 
 def _union(intervals: Iterable[Tuple[float, float]]) -> List[Tuple[float, float]]:
