@@ -231,6 +231,19 @@ def test_a_resize_gap_cut_by_a_manager_kill_is_measured_by_the_manager_that_adop
     assert not again.resize_pending and again.gap_start is None
 
 
+def test_a_gap_made_unmeasurable_by_a_second_resize_is_not_restored_after_a_manager_kill(store):
+    """Two resizes by relaunch before the first step at the new size: the first one's gap is not
+    measured, and a manager killed then leaves nothing to restore (not the first resize's start)."""
+    _, run, send = reporting_job(store, _book(store), "relaunch")
+    send(1, 1, 2, 100.0, time.time())
+    resize_begins(run, store)
+    resize_begins(run, store)
+    assert run.gap_start is None
+    adopted = JobRun(store.job("job"))
+    restore_gap_start(adopted, store)
+    assert not adopted.resize_pending and adopted.gap_start is None
+
+
 def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store):
     """In place, the survivors train on in the old generation while the newcomers start: their last
     report of it starts the gap; it is neither progress nor a dropped datagram."""
