@@ -7,6 +7,8 @@ import csv
 import io
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bft.runtime import sacct_wait
 from bft.runtime.state import StateStore
@@ -76,3 +78,36 @@ def test_report_of_a_slurm_manager_reads_the_added_wait_from_a_saved_sacct_file(
                    f"--sacct {tmp_path / 'absent'}")
     # Read within the caps of every file read whole: a line of /dev/zero is refused, not held.
     one_line_error(bft("report", "--state-dir", str(state), "--sacct", "/dev/zero"), "--sacct /dev/zero")
+
+
+def _added_wait_by_elementary_intervals(jobs, pilots, since_s, until_s):
+    """The definition read literally: cut time at every start and end, and count each piece of a
+    waiting main job's window where a listed pilot held one of its nodes and no other main job held any."""
+    def holds(k, n, t):
+        return n in k.nodes and k.start_s <= t < (k.end_s if k.end_s is not None else until_s)
+
+    total = 0.0
+    for j in jobs:
+        if j.name.startswith("bft-pilot.") or not since_s <= j.start_s <= until_s:
+            continue
+        lo, hi = max(j.eligible_s if j.eligible_s is not None else j.start_s, since_s), min(j.start_s, until_s)
+        cuts = sorted({lo, hi, *(t for k in jobs for t in (k.start_s, k.end_s) if t is not None and lo < t < hi)})
+        for a, b in zip(cuts, cuts[1:]):
+            t = (a + b) / 2
+            others = [k for k in jobs if k is not j and any(holds(k, n, t) for n in j.nodes)]
+            if any(k.name in pilots for k in others) and not any(not k.name.startswith("bft-pilot.") for k in others):
+                total += b - a
+    return total
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["bft-pilot.m1", "bft-pilot.m2", "main"]),
+                          st.integers(0, 60), st.integers(0, 30), st.integers(1, 40), st.booleans(),
+                          st.sets(st.sampled_from(["n1", "n2", "n3"]), min_size=1)), max_size=12),
+       st.integers(0, 40), st.integers(40, 140))
+def test_added_wait_equals_the_definition_cut_at_every_start_and_end(specs, since, until):
+    jobs = [sacct_wait.SacctJob(str(i), name, float(start), float(start + wait), None if running else
+                                float(start + wait + length), sorted(nodes))
+            for i, (name, start, wait, length, running, nodes) in enumerate(specs)]
+    got = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], since, until).wait_s
+    assert got == pytest.approx(_added_wait_by_elementary_intervals(jobs, {"bft-pilot.m1"}, since, until), abs=1e-9)

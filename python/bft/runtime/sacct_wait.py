@@ -23,19 +23,27 @@ header naming the columns, ``|``-separated fields, steps (a JobID with a ``.``) 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .._bounded import read_whole
+from .._core import MAX_LINE_BYTES
 from .._core import sim as _sim
 from .slurm_commands import PILOT_PREFIX
 
 FORMAT = "JobID,JobName,Eligible,Start,End,NodeList"
 _TIMEOUT_S = 60.0
+# The most of sacct's own output `bft report` reads (about 2.5 million records of ~100 bytes): it grows
+# with the period's jobs, so a longer one is refused with a line asking for a shorter period instead
+# of being read into memory whatever its size.
+MAX_OUTPUT_BYTES = 256 << 20
 
 
 class SacctError(Exception):
@@ -119,17 +127,25 @@ def read(since_s: float, until_s: float) -> Tuple[str, str]:
 
 
 def _run(argv: List[str]) -> str:
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S,
-                           env={**os.environ, "SLURM_TIME_FORMAT": "%s"})
-    except FileNotFoundError:
-        raise SacctError("sacct not found on PATH") from None
-    except subprocess.TimeoutExpired:
-        raise SacctError(f"sacct gave no answer in {_TIMEOUT_S:.0f} s") from None
-    if r.returncode != 0:
-        first = next((x.strip() for x in (r.stderr + r.stdout).splitlines() if x.strip()), f"exit {r.returncode}")
-        raise SacctError(f"sacct failed: {first}")
-    return r.stdout
+    """sacct's standard output, kept on disk while it runs and read only within MAX_OUTPUT_BYTES."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            r = subprocess.run(argv, stdout=out, stderr=err, timeout=_TIMEOUT_S,
+                               env={**os.environ, "SLURM_TIME_FORMAT": "%s"})
+        except FileNotFoundError:
+            raise SacctError("sacct not found on PATH") from None
+        except subprocess.TimeoutExpired:
+            raise SacctError(f"sacct gave no answer in {_TIMEOUT_S:.0f} s") from None
+        if r.returncode != 0:
+            err.seek(0)
+            first = next((x.strip() for x in err.read(MAX_LINE_BYTES).decode("utf-8", "replace").splitlines()
+                          if x.strip()), f"exit {r.returncode}")
+            raise SacctError(f"sacct failed: {first}")
+        if out.tell() > MAX_OUTPUT_BYTES:
+            raise SacctError(f"sacct's records of the period take more than {MAX_OUTPUT_BYTES >> 20} MiB: "
+                             "report a shorter period (--since, --until)")
+        out.seek(0)
+        return out.read().decode("utf-8", errors="replace")
 
 
 def load(path: Path) -> str:
@@ -151,13 +167,35 @@ def _union(intervals: Iterable[Tuple[float, float]]) -> List[Tuple[float, float]
 
 
 def _minus_length(keep: List[Tuple[float, float]], remove: List[Tuple[float, float]]) -> float:
-    """The length of the union `keep` outside the union `remove` (both sorted, disjoint)."""
-    total = 0.0
+    """The length of the union `keep` outside the union `remove` (both sorted, disjoint): one sweep."""
+    total, first = 0.0, 0
     for a, b in keep:
         total += b - a
-        for c, d in remove:
-            total -= max(0.0, min(b, d) - max(a, c))
+        while first < len(remove) and remove[first][1] <= a:
+            first += 1
+        k = first
+        while k < len(remove) and remove[k][0] < b:
+            total -= min(b, remove[k][1]) - max(a, remove[k][0])
+            k += 1
     return total
+
+
+class _NodeHistory:
+    """The jobs that ran on one node, by start time, with the running maximum of their ends: the jobs
+    that overlap a window are found by two bisections, not by a scan of the node's whole history (a
+    month of a busy node is thousands of jobs, and every job that waited for it asks)."""
+
+    def __init__(self, jobs: List[SacctJob], until_s: float):
+        self.jobs = sorted(jobs, key=lambda k: k.start_s)
+        self.starts = [k.start_s for k in self.jobs]
+        self.ends = [k.end_s if k.end_s is not None else until_s for k in self.jobs]
+        self.max_end = list(itertools.accumulate(self.ends, max))
+
+    def overlapping(self, lo: float, hi: float) -> Iterable[Tuple[SacctJob, float, float]]:
+        """Each job that ran within (lo, hi), with its time there."""
+        for i in range(bisect.bisect_right(self.max_end, lo), bisect.bisect_left(self.starts, hi)):
+            if self.ends[i] > lo:
+                yield self.jobs[i], max(self.starts[i], lo), min(self.ends[i], hi)
 
 
 def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], since_s: float, until_s: float) -> MainWait:
@@ -168,6 +206,7 @@ def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], since_s: fl
     for j in jobs:
         for n in j.nodes:
             on_node.setdefault(n, []).append(j)
+    history = {n: _NodeHistory(js, until_s) for n, js in on_node.items()}
     main_jobs = waited = 0
     total = 0.0
     for j in jobs:
@@ -179,10 +218,9 @@ def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], since_s: fl
             continue
         held, busy = [], []
         for n in j.nodes:
-            for k in on_node[n]:
+            for k, a, b in history[n].overlapping(lo, hi):
                 if k is j:
                     continue
-                a, b = max(k.start_s, lo), min(k.end_s if k.end_s is not None else until_s, hi)
                 if k.name in pilots:
                     held.append((a, b))
                 elif not k.name.startswith(PILOT_PREFIX):
