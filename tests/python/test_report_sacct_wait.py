@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -111,3 +112,13 @@ def test_added_wait_equals_the_definition_cut_at_every_start_and_end(specs, sinc
             for i, (name, start, wait, length, running, nodes) in enumerate(specs)]
     got = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], since, until).wait_s
     assert got == pytest.approx(_added_wait_by_elementary_intervals(jobs, {"bft-pilot.m1"}, since, until), abs=1e-9)
+
+
+def test_sacct_output_beyond_the_cap_is_refused_in_one_line_asking_for_a_shorter_period(tmp_path, monkeypatch):
+    fake = tmp_path / "sacct"  # a real process on PATH whose output outgrows the (lowered) cap
+    fake.write_text("#!/bin/sh\nhead -c 3000000 /dev/zero | tr '\\0' 'x'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(sacct_wait, "MAX_OUTPUT_BYTES", 1 << 20)
+    with pytest.raises(sacct_wait.SacctError, match=r"more than 1 MiB: report a shorter period"):
+        sacct_wait.read(0, 1)
