@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,35 @@ def test_an_in_place_worker_points_gloo_at_its_node_address(tmp_path):
 
     assert interface() == "lo"
     assert interface(GLOO_SOCKET_IFNAME="eth7") == "eth7"
+
+
+def test_after_an_in_place_resize_the_first_step_is_reported_at_once_not_an_interval_later(tmp_path):
+    # A 5 s report interval: without the prompt send the new generation's first report would come at
+    # the next interval (or at exit, 3 s later), and the manager's resize gap would end there.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", 0))
+        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+            import time
+            from bft.train import _reporter
+            r = _reporter.REPORTER
+            r.record(100, False)
+            time.sleep(0.3)
+            r.reconfigure(4, 0, 2)
+            time.sleep(0.3)
+            r.record(200, False)
+            print(time.time(), flush=True)
+            time.sleep(3)
+        """)], env={**python_env(), **manager_env(rx.getsockname()[1], tmp_path, BFT_REPORT_INTERVAL_S="5")},
+            stdout=subprocess.PIPE, text=True)
+        try:
+            rx.settimeout(10)
+            first = protocol.decode(rx.recv(1024), bytes.fromhex(SECRET))
+            second = protocol.decode(rx.recv(1024), bytes.fromhex(SECRET))
+            arrived = time.time()
+            stepped = float(proc.stdout.readline())
+        finally:
+            proc.kill()
+            proc.wait(10)
+    assert (first.generation, first.samples) == (3, 100)
+    assert (second.generation, second.world, second.samples) == (4, 2, 200)
+    assert arrived - stepped < 1.0, f"the first step at the new size was reported {arrived - stepped:.2f} s after it"

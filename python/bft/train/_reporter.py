@@ -34,6 +34,9 @@ class Reporter:
         self._seq = 0
         self._thread: Optional[threading.Thread] = None
         self._wake = threading.Event()
+        # Set by an in-place resize: the new generation's first step is sent at once, not at the next
+        # interval, so that the manager's resize gap ends at that step (not up to an interval later).
+        self._send_next_step = False
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._configured = False
@@ -72,6 +75,9 @@ class Reporter:
         self.time_s = time.time()
         if self._thread is None:
             self._start(all_ranks)
+        elif self._send_next_step:
+            self._send_next_step = False
+            self._wake.set()
 
     def _start(self, all_ranks: bool) -> None:
         with self._lock:
@@ -94,6 +100,7 @@ class Reporter:
             self._generation, self._rank, self._world = generation, rank, world
             # What the old generation did is not progress of the new one: its first report marks its first step.
             self._sent = (self.samples, self.time_s)
+            self._send_next_step = True
             thread = self._thread
         if thread is not None and not thread.is_alive() and self._enabled and rank == 0:
             self._thread = None
@@ -103,6 +110,7 @@ class Reporter:
         while True:
             self.flush()
             self._wake.wait(self._interval_s)
+            self._wake.clear()
 
     def flush(self) -> None:
         """Sends the latest value now if it was not sent yet (never raises, never blocks)."""

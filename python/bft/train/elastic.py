@@ -212,6 +212,9 @@ class ElasticState:
             self.save()
             exit_for_resize()
         if seen > self.generation:
+            # The last step at the old size, sent before the group is torn down: the manager's resize gap
+            # starts there, not at the report before it (up to a report interval earlier).
+            _reporter.REPORTER.flush()
             try:
                 self._ddp = None  # first: its reducer holds the old group
                 gc.collect()
