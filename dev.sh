@@ -16,7 +16,8 @@
 #                         --resize inplace|relaunch; --step-s S: paced steps (scaling as on real nodes)
 #   ./dev.sh format       reformat the C++ sources (clang-format) and apply ruff's safe fixes to the
 #                         Python ones; format-check only checks, with clang-format and ruff
-# Environment: BFT_BUILD_DIR (default build/dev), BFT_JOBS (default: number of cores).
+# Environment: BFT_BUILD_DIR (default build/dev), BFT_JOBS (default: number of cores),
+# BFT_TEST_WORKERS (pytest processes, default 2; 1 runs the Python tests in one process).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$ROOT"
@@ -32,7 +33,7 @@ APT_TEST_PACKAGES=(prometheus)
 # torch is pinned: 2.13.0 is a CPU build that pip finds on this project's machines; an unpinned
 # torch pulls gigabytes of CUDA packages. scikit-learn ships the runtime examples' dataset.
 PY_PACKAGES=("cmake>=3.22" ninja "pybind11>=2.12" "scikit-build-core>=0.10" "numpy>=1.22" scipy
-             matplotlib "pytest>=7" hypothesis "torch==2.13.0" scikit-learn ruff prometheus-client)
+             matplotlib "pytest>=7" "pytest-xdist>=3.5" hypothesis "torch==2.13.0" scikit-learn ruff prometheus-client)
 
 log() { printf '\033[1m[dev.sh]\033[0m %s\n' "$*" >&2; }
 
@@ -90,7 +91,12 @@ console_script() {
 
 run_pytest() {
   # pytest exits 5 when it collects nothing; that is a failure of the suite, not a pass.
-  PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" -m pytest -q tests/python "$@"
+  # Two processes by default: the end-to-end tests mostly wait on real processes, so two of them
+  # overlap well even on 2 cores; the Slurm tests stay in one process (conftest.py, xdist_group).
+  # --durations names the slowest tests, so that CI's time can be kept within its budget.
+  local workers="${BFT_TEST_WORKERS:-2}" parallel=()
+  [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadgroup)
+  PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" -m pytest -q --durations=20 "${parallel[@]}" tests/python "$@"
 }
 
 cmd="${1:-}"

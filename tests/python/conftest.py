@@ -27,3 +27,11 @@ def harness(tmp_path):
         yield h
     finally:
         h.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (./dev.sh test runs two processes) every Slurm test goes to one process:
+    its test clusters are per session or module, and one at a time is what they were written for."""
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
