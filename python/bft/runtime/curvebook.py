@@ -90,13 +90,20 @@ class CurveBook:
         return profile.current_nodes if profile is not None else 0
 
     def record(self, run: JobRun, nodes: int, *, time_s: Optional[float] = None, method: Optional[str] = None) -> None:
-        """Tells the advisor that from now on the job runs on `nodes` nodes (0: stopped) in the
+        """Tells the advisor that from `time_s` (a report's; a decision's: the job's last reported step,
+        or now for a job without nodes) the job runs on `nodes` nodes (0: stopped) in the
         configuration it runs in, at its current count, and stores the same record, so a restarted
         manager rebuilds the advisor exactly. `method` (RESCALE_METHODS): how the rescale this record
         starts is done; None: as the job's latest (a report does not change it)."""
         if method is not None:
             self.methods[run.id] = method
-        now = max(time.time() if time_s is None else time_s, run.advisor_time)
+        if time_s is None:
+            # A decision, not a report. A running job changes size at its last reported step: the time
+            # since then is the resize's (the next report carries what the old size did meanwhile), not
+            # time at the old size without progress, which made a short segment's rate look a fraction
+            # of what it was. A job that had no nodes starts now.
+            time_s = run.advisor_time if self.advisor_nodes(run) > 0 else time.time()
+        now = max(time_s, run.advisor_time)
         # The samples since the last record were processed in the configuration the job ran in.
         if run.advisor_samples > run.credited:
             run.configuration_samples[run.running] = (run.configuration_samples.get(run.running, 0.0)
