@@ -52,7 +52,8 @@ struct JobSpec {
   double work = 0.0;  // samples to process until the job is complete
   double scale_up_s = 0.0;
   double scale_down_s = 0.0;
-  double restart_s = 0.0;  // a stop's cost on top of scale_down_s: the later cold start (alloc::Job)
+  double restart_s = 0.0;  // a stop's cost on top of scale_down_s: the later cold start (alloc::Job;
+                           // the replay charges it when the job runs again, at that rate)
   curve::ThroughputCurve throughput;  // true samples/s: drives the simulated progress
   curve::ThroughputCurve objective;   // what the allocator maximises (oracle mode)
   double weight = 1.0;

@@ -56,16 +56,30 @@ TEST(SimReplay, TinyTraceMatchesTheAccountingComputedByHand) {
   EXPECT_DOUBLE_EQ(r.jobs[0].node_seconds, 500);
 }
 
-TEST(SimReplay, AReclaimThatStopsAJobChargesItsRestart) {
+TEST(SimReplay, AReclaimThatStopsAJobChargesItsRestartWhenItRunsAgain) {
   // As above with min_nodes 2 and restart_s 7: the reclaim at 100 leaves the job below its minimum,
-  // so it pays its shrink and its later cold start, (3 + 7) s x 18/s = 180; [100,200) it is stopped;
-  // at 200 it starts again on 2 nodes with nothing more charged (a stopped job has no rate).
+  // so it pays its shrink, 3 s x 18/s = 54; [100,200) it is stopped; at 200 it starts again on 2
+  // nodes and pays its cold start at that rate, 7 s x 18/s = 126.
   JobSpec job = MakeJob("j", 0, 1e6);
   job.min_nodes = 2;
   job.restart_s = 7.0;
   const Summary s = Replay(TinyTrace(), {job}, Options(300)).summary;
   EXPECT_DOUBLE_EQ(s.samples_done, 1800 - 180 + 1800);
   EXPECT_DOUBLE_EQ(s.loss_samples, 180);
+}
+
+TEST(SimReplay, AStoppedJobPaysItsColdStartAtTheRateItRestartsAtAndOnlyIfItRestarts) {
+  // Both nodes are reclaimed at 100 (shrink charged at 18/s: 54); only a comes back at 200, so the
+  // job restarts on 1 node and pays restart_s 7 at 10/s: 70, not at the 18/s it ran at before the
+  // stop. Without the return it never restarts and owes nothing more.
+  JobSpec job = MakeJob("j", 0, 1e6);
+  job.restart_s = 7.0;
+  const std::string stop = "time,node,state\n0,a,idle\n0,b,idle\n100,a,busy\n100,b,busy\n";
+  const Summary back = Replay(ParseTrace(stop + "200,a,idle\n"), {job}, Options(300)).summary;
+  EXPECT_DOUBLE_EQ(back.loss_samples, 54 + 70);
+  EXPECT_DOUBLE_EQ(back.samples_done, 1800 - 54 + 1000 - 70);
+  const Summary gone = Replay(ParseTrace(stop), {job}, Options(300)).summary;
+  EXPECT_DOUBLE_EQ(gone.loss_samples, 54);
 }
 
 TEST(SimReplay, TheAllocatorStopsARunningJobOnlyWhereItsRestartPays) {

@@ -33,6 +33,9 @@ struct JobState {
   double node_seconds = 0.0;
   int rescales = 0;
   int preemptions = 0;
+  // A running job stopped (by the allocator, or a reclaim below its minimum) owes its cold start
+  // (JobSpec::restart_s), charged when it runs again and at that rate: as a real job pays it.
+  bool restart_owed = false;
   // Per event: nodes reclaimed from this job at the current event, and its rate before the event.
   bool reclaimed_now = false;
   double rate_before_event = 0.0;
@@ -513,19 +516,21 @@ double Engine::Allocate(double t, int* rescales) {
     // allocator releases to 0 or restarts is not (its rate and the allocator's penalty are 0).
     // A change of configuration restarts a running job: at the same count it is charged like a
     // growth, otherwise the rescale's charge covers it (as the allocator's penalty says). A job
-    // stopped (0 nodes) also pays its later cold start (restart_s): its restart has no rate to charge.
+    // stopped (0 nodes) also owes its cold start (restart_s), charged when it runs again, at the
+    // rate it runs at then (the allocator's penalty charges it at the stop: a decision's estimate).
     const int before = job.configuration;
     const int after = n > 0 ? ja.configuration : before;
     const bool running = c >= spec.min_nodes;
     if (running && (n != c || after != before)) {
-      const double seconds = n == 0  ? spec.scale_down_s + spec.restart_s
-                             : n < c ? spec.scale_down_s
-                                     : spec.scale_up_s;
-      Charge(job, seconds * RateAt(spec, before, c));
+      Charge(job, (n < c ? spec.scale_down_s : spec.scale_up_s) * RateAt(spec, before, c));
+      if (n == 0) job.restart_owed = true;
       if (n != c) {
         ++job.rescales;
         ++*rescales;
       }
+    } else if (!running && n >= spec.min_nodes && job.restart_owed) {
+      Charge(job, spec.restart_s * RateAt(spec, after, n));
+      job.restart_owed = false;
     }
     if (after != before) {
       if (running && n > 0) ++job.configuration_switches;
@@ -654,10 +659,11 @@ void Engine::ApplyTransitions(double t, int* transitions, int* preemptions) {
   for (const int j : active_) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
     if (!job.reclaimed_now) continue;
-    // A reclaim that leaves the job below its minimum stops it: it pays its later cold start too.
+    // A reclaim that leaves a running job below its minimum stops it: it owes its cold start too.
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
-    const bool stopped = static_cast<int>(job.nodes.size()) < spec.min_nodes;
-    Charge(job, (spec.scale_down_s + (stopped ? spec.restart_s : 0.0)) * job.rate_before_event);
+    if (job.rate_before_event > 0.0 && static_cast<int>(job.nodes.size()) < spec.min_nodes)
+      job.restart_owed = true;
+    Charge(job, spec.scale_down_s * job.rate_before_event);
     if (!advisors_.empty()) ReportConfiguration(j, t, job.configuration, static_cast<int>(job.nodes.size()));
   }
 }
