@@ -82,8 +82,8 @@ class JobLifecycle:
             return
         resize_begins(run, self.store, in_place=method(run.method).in_place and not switch)
         kind = self._resize(run, switch)
-        if not switch:  # the rescale starts now: the advisor measures what it costs, per method
-            self.book.record(run, len(target), method=kind)
+        if not switch:  # the rescale starts now: the book measures what it costs, per method
+            self.book.rescale_begins(run, len(target), method=kind)
 
     def _resize(self, run: JobRun, switch: bool) -> str:
         """Moves a running generation towards run.target (the machine decides how); returns how the
