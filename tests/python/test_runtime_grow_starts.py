@@ -15,6 +15,7 @@ from bft.runtime.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStar
 from bft.runtime.reports import resize_begins
 from bft.runtime.runs import Agent
 from bft.runtime.state import StateStore
+from bft.runtime.status import unused_nodes
 from runtime_util import make_run, reporting_job
 
 NODES = [f"n{k}" for k in range(6)]
@@ -126,3 +127,14 @@ def test_a_grow_that_falls_back_to_a_relaunch_is_not_measured_as_a_newcomers_sta
     book.rescale_begins(run, 2, method=INPLACE)
     book.launched(run, 2)  # the in-place resize failed: every process starts anew
     assert book.grows.first_step("job", time.time()) == {}
+
+
+def test_bft_status_says_an_idle_node_is_left_unused_where_the_grow_would_start_cold(store):
+    book = new_book(store)
+    run = running_in_place(store, ["n0"])
+    book.allocation_job(run, 3, 3, free=FreeNodes(count=2, warm=0))
+    why = unused_nodes(["n0", "n1", "n2"], {"n0"}, [run], decision_pending=False, tfwd_s=60.0, book=book)["why"]
+    assert why.endswith("against its rescale cost (a cold start for job: more nodes than have a warm standby)")
+    book.allocation_job(run, 3, 3, free=FreeNodes(count=2, warm=2))
+    why = unused_nodes(["n0", "n1", "n2"], {"n0"}, [run], decision_pending=False, tfwd_s=60.0, book=book)["why"]
+    assert why.endswith("against its rescale cost")

@@ -355,7 +355,7 @@ class Manager:
                         "source": self.source.describe()},
             "nodes": {"pool": sorted(self.pool), "used": busy,
                       "unused": unused_nodes(self.pool, held, admitted, decision_pending=self._dirty,
-                                             tfwd_s=self.options.tfwd_s),
+                                             tfwd_s=self.options.tfwd_s, book=self.book),
                       "standbys": self.lifecycle.workers.warm_nodes()},
             "jobs": jobs,
         }
