@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from bft import alloc
 from bft.runtime.curvebook import INPLACE, INPLACE_SCALE_UP_S, RELAUNCH, CurveBook
 from bft.runtime.decider import Decider
 from bft.runtime.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
@@ -138,3 +139,13 @@ def test_bft_status_says_an_idle_node_is_left_unused_where_the_grow_would_start_
     book.allocation_job(run, 3, 3, free=FreeNodes(count=2, warm=2))
     why = unused_nodes(["n0", "n1", "n2"], {"n0"}, [run], decision_pending=False, tfwd_s=60.0, book=book)["why"]
     assert why.endswith("against its rescale cost")
+
+
+def test_a_cold_start_measured_in_a_hang_never_takes_the_charge_past_the_allocators_horizon(store):
+    book = new_book(store)
+    book.grows = GrowStarts([{"method": INPLACE, "start": WARM, "start_s": 0.2},
+                             {"method": INPLACE, "start": COLD, "start_s": 5000.0}])
+    run = running_in_place(store, ["n0"])
+    job = book.allocation_job(run, 3, 3, free=FreeNodes(count=2, warm=0))
+    assert job.scale_up_s == alloc.MAX_HORIZON_S
+    assert alloc.allocate([job], ["n0", "n1", "n2"], {"n0": "job"}, tfwd=100.0).map  # not refused

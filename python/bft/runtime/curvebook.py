@@ -75,7 +75,7 @@ class CurveBook:
         self.models: Dict[str, str] = {}  # job -> the model declared to the advisor (its script)
         self.state_bytes: Dict[str, int] = {}  # job -> the bytes of state its resizes move, as it reported
         self.grows = GrowStarts(store.events(("resize_gap",)))  # warm and cold newcomers' starts, measured
-        self.grow_starts: Dict[str, str] = {}  # job -> how its grow starts (WARM, COLD), as last charged
+        self.charged_starts: Dict[str, str] = {}  # job -> how its grow starts (WARM, COLD), as last charged
 
     # -- keys and records -------------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class CurveBook:
             self.advisor.forget(self.key(run, configuration))
         self.state_bytes.pop(run.id, None)
         self.grows.forget(run.id)
-        self.grow_starts.pop(run.id, None)
+        self.charged_starts.pop(run.id, None)
         self.methods.pop(run.id, None)
         self.models.pop(run.id, None)
 
@@ -268,20 +268,25 @@ class CurveBook:
         grow's plus what a cold newcomer costs beyond a warm one (:meth:`cold_extra_s`)."""
         method = self.next_method(run)
         up, down = self.method_costs(run, method)
-        return up + self.cold_extra_s(run, method), down
+        return self.with_cold_start(run, method, up), down
+
+    def with_cold_start(self, run: JobRun, method: str, scale_up_s: float) -> float:
+        """`scale_up_s` plus :meth:`cold_extra_s`, which never takes it past alloc.MAX_HORIZON_S (a cost
+        the allocator refuses: a newcomer's start measured in a hang must not fail the job)."""
+        return max(scale_up_s, min(scale_up_s + self.cold_extra_s(run, method), alloc.MAX_HORIZON_S))
 
     def cold_extra_s(self, run: JobRun, method: str) -> float:
         """What the job's next grow by `method` is charged for starting a newcomer cold: in place, when
         the last decision found that grow needs a node without a warm standby (:meth:`charge_start`);
         0 otherwise (a relaunch starts every process anew: its measured costs are all cold)."""
-        if method != INPLACE or self.grow_starts.get(run.id) != COLD:
+        if method != INPLACE or self.charged_starts.get(run.id) != COLD:
             return 0.0
         return self.grows.cold_extra_s(method)[0]
 
     def charge_start(self, run: JobRun, free: FreeNodes, max_nodes: int) -> None:
         """How the job's next grow starts, as the decision about to be taken will charge it: cold if its
         largest grow within the free nodes (up to `max_nodes`) takes more than the free warm ones."""
-        self.grow_starts[run.id] = free.grow_start(current=len(run.target), max_nodes=max_nodes)
+        self.charged_starts[run.id] = free.grow_start(current=len(run.target), max_nodes=max_nodes)
 
     def restart_cost(self, run: JobRun, scale_down_s: float) -> float:
         """What taking the job off all its nodes costs beyond the `scale_down_s` it is charged: a stopped
@@ -302,7 +307,7 @@ class CurveBook:
         out: Dict[str, Any] = {"charged": method,
                                "restart_s": self.restart_cost(run, self.rescale_costs(run)[1]),
                                # The grow's start as charged (cold: cold_extra_s on top of its scale-up).
-                               "grow_start": self.grow_starts.get(run.id, WARM),
+                               "grow_start": self.charged_starts.get(run.id, WARM),
                                "cold_extra_s": self.cold_extra_s(run, method),
                                "cold_start": {"extra_s": extra_s, "measured": measured_extra,
                                               "grows": self.grows.counts(method)}}
@@ -342,7 +347,7 @@ class CurveBook:
             nominal = curve.ThroughputCurve(list(range(1, n + 1)), [SILENT_RATE * k for k in range(1, n + 1)])
             method = self.next_method(run)
             up, down = self.state_costs(run, method)
-            up += self.cold_extra_s(run, method)
+            up = self.with_cold_start(run, method, up)
             return alloc.Job(run.id, run.row.min_nodes, max_nodes, nominal, nominal, up, down, SILENT_WEIGHT,
                              restart_s=self.restart_cost(run, down))
         throughput, objective = self._curves(run, min(max_nodes, top))

@@ -6,9 +6,9 @@ has moved enough since the last decision to decide again. It starts and stops no
 lifecycle applies what it returns.
 
 A growing job takes the free nodes with a warm standby first: the allocator gives free nodes out
-lowest id first (docs/alloc.md), so each decision numbers the pool's nodes warm ones first (in the
-order they first joined otherwise), and charges a job's grow a cold start where it must take more
-nodes than there are free warm ones (:mod:`.growstarts`).
+lowest id first (docs/alloc.md; node_milp chooses its own), so each decision numbers the pool's
+nodes warm ones first (in the order they first joined otherwise), and charges a job's grow a cold
+start where it must take more nodes than there are free warm ones (:mod:`.growstarts`).
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def unused_nodes(pool: Iterable[str], held: Set[str], admitted: List[JobRun], *,
     elif decision_pending:
         why = "a decision is pending"
     else:
-        cold = [job for job in below_max if book.grow_starts.get(job) == COLD]
+        cold = [job for job in below_max if book.charged_starts.get(job) == COLD]
         why = (f"the allocator's choice: growing {', '.join(below_max)} onto them does not pay off within "
                f"--tfwd ({tfwd_s:g} s) against its rescale cost"
                + (f" (a cold start for {', '.join(cold)}: more nodes than have a warm standby)" if cold else ""))
