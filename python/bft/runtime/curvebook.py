@@ -210,6 +210,12 @@ class CurveBook:
             return "measured"
         return "prior" if configuration == "full" else "guess"
 
+    def seen_by_allocator(self, run: JobRun, configuration: str) -> Dict[str, Any]:
+        """What the ``allocate`` event records of how the allocator saw the job: its curve's source, that of
+        the configuration it was given, and how its grow's start was charged (WARM, COLD)."""
+        return {"curve": self.curve_source(run), "configuration_curve": self.curve_source(run, configuration),
+                "grow_start": self.charged_starts.get(run.id, WARM)}
+
     def _curves(self, run: JobRun, top: int) -> Tuple[Any, Any]:
         """(throughput, objective) of full backpropagation: the advisor's once it has fitted a curve,
         else the user's curve if one was given, else the advisor's optimistic prior; the objective in

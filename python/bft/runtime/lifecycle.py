@@ -64,9 +64,8 @@ class JobLifecycle:
         switch = bool(target) and configuration != run.row.configuration
         if target == run.target and not switch:
             return
-        self.store.log_event("allocate", job=run.id, from_nodes=len(run.target), to_nodes=len(target),
-                             nodes=target, curve=self.book.curve_source(run), configuration=configuration,
-                             configuration_curve=self.book.curve_source(run, configuration))
+        self.store.log_event("allocate", job=run.id, from_nodes=len(run.target), to_nodes=len(target), nodes=target,
+                             configuration=configuration, **self.book.seen_by_allocator(run, configuration))
         if switch:
             # Stored before the job is restarted in it: a restarted manager relaunches it so. The
             # advisor hears of it when the new generation starts (the old one reports until it stops).
