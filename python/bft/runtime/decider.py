@@ -17,7 +17,7 @@ import collections
 import heapq
 import time
 from dataclasses import dataclass
-from typing import Any, Collection, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .. import alloc, sim
 from .curvebook import CurveBook, configuration_name
@@ -73,11 +73,11 @@ class Decider:
         self.book.update_priors(runs)
         top = max(1, len(pool))
         share = fair_share(len(pool), len(runs))
-        in_pool = set(pool)
+        in_pool, with_standby = set(pool), set(warm)
         free = in_pool.difference(n for run in runs for n in run.target)
-        free_nodes = FreeNodes(count=len(free), warm=len(free.intersection(warm)))
+        free_nodes = FreeNodes(count=len(free), warm=len(free & with_standby))
         jobs = [self.book.allocation_job(run, top, share, free=free_nodes) for run in runs]
-        names = self._warm_first(pool, warm)
+        names = self._warm_first(pool, with_standby)
         ids = [names.find(n) for n in pool]
         current = {names.find(n): run.id for run in runs for n in run.target if n in in_pool}
         # completion_aware reads what each job still has to do (0: a job submitted without --samples).
@@ -109,7 +109,7 @@ class Decider:
         self.compute_s.append(time.monotonic() - began)
         return placements
 
-    def _warm_first(self, pool: List[str], warm: Collection[str]) -> Any:
+    def _warm_first(self, pool: List[str], warm: Set[str]) -> Any:
         """The allocator's ids of the pool's nodes for one decision: those with a warm standby first, so
         that a growing job takes them first; each group in the order its nodes first joined (a shrinking
         job keeps its nodes that joined first, as it always did: no node a job runs on has a standby)."""
