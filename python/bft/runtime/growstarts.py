@@ -1,4 +1,5 @@
-"""How long a grow's newcomers take to start, warm against cold (docs/runtime.md, "Warm standbys").
+"""How long a grow's newcomers take to start, warm against cold (docs/runtime.md, "A grow onto a node
+without a warm standby").
 
 A grow's newcomer starts *warm* on a node with a standby (torch already imported: about 0.15 s to its
 first step) and *cold* elsewhere (a new interpreter: 4–6 s; bench/README.md). The profiling advisor
