@@ -49,6 +49,13 @@ def test_after_an_in_place_grow_the_job_is_charged_the_measured_in_place_cost(ha
     assert costs["relaunch"]["measured_ups"] == 0  # no relaunch: its defaults stand, unmixed
     assert costs["relaunch"]["scale_up_s"] == pytest.approx(RELAUNCH_UP, abs=STATE_S)
     assert costs["relaunch"]["scale_down_s"] == pytest.approx(RELAUNCH_DOWN, abs=STATE_S)
+    # n1 joined and was given to the job in one decision, before a standby could start there: its
+    # newcomer started cold, timed from the decision to the first step at two nodes (growstarts).
+    (gap,) = harness.events("resize_gap", job="el")
+    assert gap["start"] == "cold" and 0 < gap["start_s"] < 60
+    # ... and the decision knew it would: no free node had a standby, so the grow was charged cold.
+    assert [e["grow_start"] for e in harness.events("allocate", job="el") if e["from_nodes"] == 1] == ["cold"]
+    assert costs["cold_start"]["grows"] == {"warm": 0, "cold": 1}
 
     # kill -9 and a new manager: it adopts the job and charges the same measured in-place grow (the
     # advisor rebuilt from the progress records, methods included).

@@ -18,7 +18,9 @@ averages each method's costs apart, and the allocator is charged the costs of th
 next rescale will use (in place for a running job whose method is ``inplace``, else a relaunch);
 each method's defaults stand until the advisor has measured the job's own. Those defaults grow with
 the job's state, as its workers report it (``bt.ElasticState.state_bytes``): a newcomer of an in-place
-grow receives the whole state, and a relaunch writes it to a checkpoint and reads it back.
+grow receives the whole state, and a relaunch writes it to a checkpoint and reads it back. An in-place
+grow that must take a node without a warm standby is charged, on top, what a cold newcomer costs
+beyond a warm one (:mod:`.growstarts`: measured, else a default).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .. import Error, alloc, curve
+from .growstarts import COLD, WARM, FreeNodes, GrowStarts
 from .resize.methods import METHODS
 from .runs import JobRun
 from .state import StateStore
@@ -71,6 +74,8 @@ class CurveBook:
         self.methods: Dict[str, str] = {}  # job -> how its latest rescale was done (as the advisor heard it)
         self.models: Dict[str, str] = {}  # job -> the model declared to the advisor (its script)
         self.state_bytes: Dict[str, int] = {}  # job -> the bytes of state its resizes move, as it reported
+        self.grows = GrowStarts(store.events(("resize_gap",)))  # warm and cold newcomers' starts, measured
+        self.charged_starts: Dict[str, str] = {}  # job -> how its grow starts (WARM, COLD), as last charged
 
     # -- keys and records -------------------------------------------------------------------------
 
@@ -116,10 +121,20 @@ class CurveBook:
                                 samples=run.row.samples, advisor_samples=run.advisor_samples,
                                 configuration=run.running, configuration_samples=count, method=method)
 
+    def rescale_begins(self, run: JobRun, nodes: int, *, method: str) -> None:
+        """A rescale of the job to `nodes` nodes by `method` (RESCALE_METHODS) is decided and under way:
+        the advisor measures what it costs, and the newcomers it started (the machine's, not yet
+        arrived) are timed, warm or cold, to the first step at the new size (:mod:`.growstarts`)."""
+        self.record(run, nodes, method=method)
+        newcomers = [run.agents[node] for node in run.machine.pending if node in run.agents]
+        self.grows.begins(run.id, method=method, newcomers_warm=[a.standby for a in newcomers],
+                          decided_s=time.time())
+
     def launched(self, run: JobRun, nodes: int) -> None:
         """A generation of the job starts on `nodes` nodes, every process new: a start if the advisor
         has it stopped; the relaunch of a rescale recorded when it was decided; or the fallback of an
         in-place resize that failed, which counts as a relaunch."""
+        self.grows.forget(run.id)  # every process is new: not a grow's newcomers
         if self.advisor_nodes(run) != nodes or self.methods.get(run.id, RELAUNCH) != RELAUNCH:
             self.record(run, nodes, method=RELAUNCH)
 
@@ -149,6 +164,8 @@ class CurveBook:
         for configuration in ["full"] + [c["name"] for c in run.row.configurations]:
             self.advisor.forget(self.key(run, configuration))
         self.state_bytes.pop(run.id, None)
+        self.grows.forget(run.id)
+        self.charged_starts.pop(run.id, None)
         self.methods.pop(run.id, None)
         self.models.pop(run.id, None)
 
@@ -199,6 +216,12 @@ class CurveBook:
         if profile is not None and profile.sizes:
             return "measured"
         return "prior" if configuration == "full" else "guess"
+
+    def seen_by_allocator(self, run: JobRun, configuration: str) -> Dict[str, Any]:
+        """What the ``allocate`` event records of how the allocator saw the job: its curve's source, that of
+        the configuration it was given, and how its grow's start was charged (WARM, COLD)."""
+        return {"curve": self.curve_source(run), "configuration_curve": self.curve_source(run, configuration),
+                "grow_start": self.charged_starts.get(run.id, WARM)}
 
     def _curves(self, run: JobRun, top: int) -> Tuple[Any, Any]:
         """(throughput, objective) of full backpropagation: the advisor's once it has fitted a curve,
@@ -254,8 +277,29 @@ class CurveBook:
         return curve.measured_rescale_costs(profile, up, down, RESCALE_METHODS[method])
 
     def rescale_costs(self, run: JobRun) -> Tuple[float, float]:
-        """(scale_up_s, scale_down_s) the allocator is charged: those of the next rescale's method."""
-        return self.method_costs(run, self.next_method(run))
+        """(scale_up_s, scale_down_s) the allocator is charged: those of the next rescale's method, the
+        grow's plus what a cold newcomer costs beyond a warm one (:meth:`cold_extra_s`)."""
+        method = self.next_method(run)
+        up, down = self.method_costs(run, method)
+        return self.with_cold_start(run, method, up), down
+
+    def with_cold_start(self, run: JobRun, method: str, scale_up_s: float) -> float:
+        """`scale_up_s` plus :meth:`cold_extra_s`, which never takes it past alloc.MAX_HORIZON_S (a cost
+        the allocator refuses: a newcomer's start measured in a hang must not fail the job)."""
+        return max(scale_up_s, min(scale_up_s + self.cold_extra_s(run, method), alloc.MAX_HORIZON_S))
+
+    def cold_extra_s(self, run: JobRun, method: str) -> float:
+        """What the job's next grow by `method` is charged for starting a newcomer cold: in place, when
+        the last decision found that grow needs a node without a warm standby (:meth:`charge_start`);
+        0 otherwise (a relaunch starts every process anew: its measured costs are all cold)."""
+        if method != INPLACE or self.charged_starts.get(run.id) != COLD:
+            return 0.0
+        return self.grows.cold_extra_s(method)[0]
+
+    def charge_start(self, run: JobRun, free: FreeNodes, max_nodes: int) -> None:
+        """How the job's next grow starts, as the decision about to be taken will charge it: cold if its
+        largest grow within the free nodes (up to `max_nodes`) takes more than the free warm ones."""
+        self.charged_starts[run.id] = free.grow_start(current=len(run.target), max_nodes=max_nodes)
 
     def restart_cost(self, run: JobRun, scale_down_s: float) -> float:
         """What taking the job off all its nodes costs beyond the `scale_down_s` it is charged: a stopped
@@ -271,8 +315,15 @@ class CurveBook:
         default, and how many rescales measured them), the method whose costs it is charged and what a
         stop costs on top of its shrink (:meth:`restart_cost`)."""
         profile = self._profile(self.key(run))
-        out: Dict[str, Any] = {"charged": self.next_method(run),
-                               "restart_s": self.restart_cost(run, self.rescale_costs(run)[1])}
+        method = self.next_method(run)
+        extra_s, measured_extra = self.grows.cold_extra_s(method)
+        out: Dict[str, Any] = {"charged": method,
+                               "restart_s": self.restart_cost(run, self.rescale_costs(run)[1]),
+                               # The grow's start as charged (cold: cold_extra_s on top of its scale-up).
+                               "grow_start": self.charged_starts.get(run.id, WARM),
+                               "cold_extra_s": self.cold_extra_s(run, method),
+                               "cold_start": {"extra_s": extra_s, "measured": measured_extra,
+                                              "grows": self.grows.counts(method)}}
         for name, method in RESCALE_METHODS.items():
             up, down = self.method_costs(run, name)
             measured = profile.method_costs(method) if profile is not None else None
@@ -293,16 +344,23 @@ class CurveBook:
         limit = int(self.probe_growth * max(measured)) if measured and not run.silent else fair_share
         return max(run.row.min_nodes, min(run.row.max_nodes, limit))
 
-    def allocation_job(self, run: JobRun, top: int, fair_share: Optional[int] = None) -> Any:
+    def allocation_job(self, run: JobRun, top: int, fair_share: Optional[int] = None, *,
+                       free: Optional[FreeNodes] = None) -> Any:
         """The job as the allocator sees it: learned (or given) curves, measured rescale costs, and its
         configurations with the one it runs in now; limited to its probe size while its curve is
-        unproven (`fair_share`: the pool's nodes per admitted job; None: no limit)."""
+        unproven (`fair_share`: the pool's nodes per admitted job; None: no limit). `free`: the nodes
+        no job holds, for a decision (its grow is charged a cold start where it must take a cold
+        node); None: as the last decision charged it."""
         limit = self.probe_limit(run, fair_share) if fair_share is not None else None
         max_nodes = run.row.max_nodes if limit is None else limit
+        if free is not None:
+            self.charge_start(run, free, max_nodes)
         if run.silent:
             n = max(1, min(max_nodes, top))
             nominal = curve.ThroughputCurve(list(range(1, n + 1)), [SILENT_RATE * k for k in range(1, n + 1)])
-            up, down = self.state_costs(run, self.next_method(run))
+            method = self.next_method(run)
+            up, down = self.state_costs(run, method)
+            up = self.with_cold_start(run, method, up)
             return alloc.Job(run.id, run.row.min_nodes, max_nodes, nominal, nominal, up, down, SILENT_WEIGHT,
                              restart_s=self.restart_cost(run, down))
         throughput, objective = self._curves(run, min(max_nodes, top))

@@ -4,6 +4,11 @@ It asks ``bft.allocate`` (the same call ``bft replay`` and a C++ scheduler make)
 map over the idle pool, with the jobs as the curve book sees them, and notices when a learned curve
 has moved enough since the last decision to decide again. It starts and stops nothing: the job
 lifecycle applies what it returns.
+
+A growing job takes the free nodes with a warm standby first: the allocator gives free nodes out
+lowest id first (docs/alloc.md; node_milp chooses its own), so each decision numbers the pool's
+nodes warm ones first (in the order they first joined otherwise), and charges a job's grow a cold
+start where it must take more nodes than there are free warm ones (:mod:`.growstarts`).
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ import collections
 import heapq
 import time
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .. import alloc, sim
 from .curvebook import CurveBook, configuration_name
+from .growstarts import FreeNodes
 from .resize import Stop
 from .runs import JobRun
 from .state import StateStore
@@ -40,7 +46,7 @@ class Decider:
         self.tfwd_s = tfwd_s
         self.max_jobs = max_jobs
         self.curve_change = curve_change
-        self.node_names = alloc.NodeNames()  # node -> the allocator's id, stable from its first join
+        self.joined = alloc.NodeNames()  # node -> its place in the order the nodes first joined
         self.latencies_s: Deque[float] = collections.deque(maxlen=1000)  # event arrival -> map decided
         self.compute_s: Deque[float] = collections.deque(maxlen=1000)  # of which deciding (curves, allocator)
         self.decisions = 0
@@ -54,10 +60,11 @@ class Decider:
         active = (r for r in runs if r.row.state in ACTIVE_STATES and r.machine.reason is not Stop.CANCEL)
         return heapq.nsmallest(self.max_jobs, active, key=lambda r: (r.silent, r.row.seq))  # of 1,000 queued
 
-    def decide(self, runs: Sequence[JobRun], pool: Iterable[str], arrived: float) -> Optional[List[Placement]]:
+    def decide(self, runs: Sequence[JobRun], pool: Iterable[str], arrived: float, *,
+               warm: Collection[str] = ()) -> Optional[List[Placement]]:
         """A new placement of every admitted job in `runs` on the idle `pool`, or None if the allocator
         failed (the current map then stays). `arrived` (monotonic) is when the first event behind
-        this decision came in: the latency counts from there."""
+        this decision came in: the latency counts from there. `warm`: the nodes with a warm standby."""
         self.refused = []
         if not runs:
             return []
@@ -66,10 +73,13 @@ class Decider:
         self.book.update_priors(runs)
         top = max(1, len(pool))
         share = fair_share(len(pool), len(runs))
-        jobs = [self.book.allocation_job(run, top, share) for run in runs]
-        in_pool = set(pool)
-        ids = [self.node_names.intern(n) for n in pool]
-        current = {self.node_names.find(n): run.id for run in runs for n in run.target if n in in_pool}
+        in_pool, with_standby = set(pool), set(warm)
+        free = in_pool.difference(n for run in runs for n in run.target)
+        free_nodes = FreeNodes(count=len(free), warm=len(free & with_standby))
+        jobs = [self.book.allocation_job(run, top, share, free=free_nodes) for run in runs]
+        names = self._warm_first(pool, with_standby)
+        ids = [names.find(n) for n in pool]
+        current = {names.find(n): run.id for run in runs for n in run.target if n in in_pool}
         # completion_aware reads what each job still has to do (0: a job submitted without --samples).
         remaining = [max(run.row.work - run.row.samples, 1.0) if run.row.work else 0.0 for run in runs]
         try:
@@ -88,7 +98,7 @@ class Decider:
             return None
         targets: Dict[str, List[str]] = {run.id: [] for run in runs}
         for node_id, job in result.map.items():
-            targets[job].append(self.node_names.name(node_id))
+            targets[job].append(names.name(node_id))
         placements = [Placement(run, [], run.row.configuration) for run, _ in self.refused]  # stopped if running
         for k, (run, job) in enumerate(zip(runs, jobs)):
             job.configuration = int(result.configuration[k])
@@ -98,6 +108,17 @@ class Decider:
         self.latencies_s.append(time.monotonic() - arrived)
         self.compute_s.append(time.monotonic() - began)
         return placements
+
+    def _warm_first(self, pool: List[str], warm: Set[str]) -> Any:
+        """The allocator's ids of the pool's nodes for one decision: those with a warm standby first, so
+        that a growing job takes them first; each group in the order its nodes first joined (a shrinking
+        job keeps its nodes that joined first, as it always did: no node a job runs on has a standby)."""
+        for node in pool:
+            self.joined.intern(node)
+        names = alloc.NodeNames()
+        for node in sorted(pool, key=lambda n: (n not in warm, self.joined.find(n))):
+            names.intern(node)
+        return names
 
     def _allocate(self, jobs: List[Any], ids: List[int], current: Dict[int, str], remaining: List[float]) -> Any:
         # A MILP policy solves in a child process under a time limit: a solver crash or a hard instance

@@ -64,9 +64,8 @@ class JobLifecycle:
         switch = bool(target) and configuration != run.row.configuration
         if target == run.target and not switch:
             return
-        self.store.log_event("allocate", job=run.id, from_nodes=len(run.target), to_nodes=len(target),
-                             nodes=target, curve=self.book.curve_source(run), configuration=configuration,
-                             configuration_curve=self.book.curve_source(run, configuration))
+        self.store.log_event("allocate", job=run.id, from_nodes=len(run.target), to_nodes=len(target), nodes=target,
+                             configuration=configuration, **self.book.seen_by_allocator(run, configuration))
         if switch:
             # Stored before the job is restarted in it: a restarted manager relaunches it so. The
             # advisor hears of it when the new generation starts (the old one reports until it stops).
@@ -82,8 +81,8 @@ class JobLifecycle:
             return
         resize_begins(run, self.store, in_place=method(run.method).in_place and not switch)
         kind = self._resize(run, switch)
-        if not switch:  # the rescale starts now: the advisor measures what it costs, per method
-            self.book.record(run, len(target), method=kind)
+        if not switch:  # the rescale starts now: the book measures what it costs, per method
+            self.book.rescale_begins(run, len(target), method=kind)
 
     def _resize(self, run: JobRun, switch: bool) -> str:
         """Moves a running generation towards run.target (the machine decides how); returns how the

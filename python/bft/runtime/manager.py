@@ -268,7 +268,7 @@ class Manager:
         self._dirty, self._dirty_since = False, None
         self._last_decision = time.monotonic()
         try:
-            placements = self.decider.decide(admitted, self.pool, arrived)
+            placements = self.decider.decide(admitted, self.pool, arrived, warm=self.lifecycle.workers.warm_nodes())
         except Exception as e:  # noqa: BLE001 - a decision that fails must not take the manager down
             self._internal_error("decision", e)
             return
@@ -334,7 +334,6 @@ class Manager:
 
     def status(self) -> Dict[str, Any]:
         admitted = self.decider.admitted(self.active_runs.values())
-        standbys = self.lifecycle.workers.standbys
         busy = self.lifecycle.busy_nodes()
         now = time.time()
         jobs = []
@@ -356,8 +355,8 @@ class Manager:
                         "source": self.source.describe()},
             "nodes": {"pool": sorted(self.pool), "used": busy,
                       "unused": unused_nodes(self.pool, held, admitted, decision_pending=self._dirty,
-                                             tfwd_s=self.options.tfwd_s),
-                      "standbys": standbys.nodes() if standbys is not None else []},
+                                             tfwd_s=self.options.tfwd_s, book=self.book),
+                      "standbys": self.lifecycle.workers.warm_nodes()},
             "jobs": jobs,
         }
 

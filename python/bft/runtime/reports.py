@@ -101,6 +101,7 @@ class ReportIntake:
         elif run.resize_pending and prev is not None and (prev.generation, prev.round) != (r.generation, r.round):
             start, run.gap_start, run.resize_pending = run.gap_start, None, False
             nodeless_s, run.nodeless_s = run.nodeless_s, 0.0
+            grow = self.book.grows.first_step(run.id, r.time_s)  # its newcomers' start, warm or cold
             if start is not None:
                 # "resize": straight from the old size to the new (the same size too: a node given and
                 # taken back within one resize costs a gap all the same); "restart": the job held no
@@ -108,7 +109,7 @@ class ReportIntake:
                 self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
                                      method=run.method,
                                      gap="restart" if nodeless_s > 0 else "resize",
-                                     gap_s=r.time_s - start.time_s - nodeless_s, nodeless_s=nodeless_s)
+                                     gap_s=r.time_s - start.time_s - nodeless_s, nodeless_s=nodeless_s, **grow)
         run.last_report = r
         now = max(r.time_s, run.advisor_time)
         if samples + run.advisor_offset < run.advisor_samples:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Set
 
 from .curvebook import CurveBook
+from .growstarts import COLD
 from .resize import Phase, Stop
 from .runs import JobRun
 
@@ -58,8 +59,9 @@ def waiting_reason(run: JobRun, admitted: List[JobRun], *, max_jobs: int, larges
 
 
 def unused_nodes(pool: Iterable[str], held: Set[str], admitted: List[JobRun], *, decision_pending: bool,
-                 tfwd_s: float) -> Dict[str, Any]:
-    """The pool's nodes no job holds or was given (`held`), and why."""
+                 tfwd_s: float, book: CurveBook) -> Dict[str, Any]:
+    """The pool's nodes no job holds or was given (`held`), and why (`book`: the grows the last decision
+    charged a cold start)."""
     nodes = sorted(n for n in pool if n not in held)
     below_max = [run.id for run in admitted if len(run.target) < run.row.max_nodes and not run.silent]
     if not nodes:
@@ -71,6 +73,8 @@ def unused_nodes(pool: Iterable[str], held: Set[str], admitted: List[JobRun], *,
     elif decision_pending:
         why = "a decision is pending"
     else:
+        cold = [job for job in below_max if book.charged_starts.get(job) == COLD]
         why = (f"the allocator's choice: growing {', '.join(below_max)} onto them does not pay off within "
-               f"--tfwd ({tfwd_s:g} s) against its rescale cost")
+               f"--tfwd ({tfwd_s:g} s) against its rescale cost"
+               + (f" (a cold start for {', '.join(cold)}: more nodes than have a warm standby)" if cold else ""))
     return {"nodes": nodes, "why": why}

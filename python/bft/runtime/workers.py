@@ -75,6 +75,10 @@ class Workers:
             except Exception:  # noqa: BLE001 - the store is unreachable: the newcomer's deadline decides
                 return
 
+    def warm_nodes(self) -> List[str]:
+        """The idle nodes with a warm standby (none without standbys)."""
+        return self.standbys.nodes() if self.standbys is not None else []
+
     def forget(self, job: str) -> None:
         """The job has ended: its connection to the store is closed."""
         if self._configurations is not None:

@@ -1,0 +1,152 @@
+"""Churn only where it pays (issue 28, item 5): a growing job takes the free nodes with a warm standby
+first; a grow's newcomers are timed (decision -> first step at the new size) apart, warm and cold,
+per method; and a grow that must take a node without a standby is charged what a cold start costs
+beyond a warm one. Without processes: fast, no torch."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bft import alloc
+from bft.runtime.curvebook import INPLACE, INPLACE_SCALE_UP_S, RELAUNCH, CurveBook
+from bft.runtime.decider import Decider
+from bft.runtime.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
+from bft.runtime.reports import resize_begins
+from bft.runtime.runs import Agent
+from bft.runtime.state import StateStore
+from bft.runtime.status import unused_nodes
+from runtime_util import make_run, reporting_job
+
+NODES = [f"n{k}" for k in range(6)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = StateStore(tmp_path / "state.db")
+    yield s
+    s.close()
+
+
+def new_book(store: StateStore) -> CurveBook:
+    return CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+
+
+def running_in_place(store: StateStore, nodes, max_nodes: int = 4):
+    """A job resized in place, running generation 1 on `nodes`, as the lifecycle leaves it."""
+    run = make_run(store, "job", max_nodes=max_nodes, resize=INPLACE)
+    run.machine.start(list(nodes), 1)
+    run.target = list(nodes)
+    run.agents = {n: Agent(job="job", generation=1, node=n, proc=None, row=0) for n in nodes}
+    return run
+
+
+def test_a_growing_job_takes_the_free_nodes_with_a_warm_standby_first(store):
+    book = new_book(store)
+    decider = Decider(book, store, policy="exact", tfwd_s=100.0, max_jobs=10, curve_change=0.15)
+    run = make_run(store, "job", max_nodes=3)
+    run.row.curve = {"nodes": [1, 2, 3], "throughput": [100.0, 200.0, 300.0]}
+    run.target = ["n0"]
+    (placement,) = decider.decide([run], NODES, time.monotonic(), warm=["n5", "n3"])
+    # (The allocator gives free nodes out lowest id first: without the warm ones first, n1 and n2.)
+    assert placement.nodes == ["n0", "n3", "n5"]
+    run.target = placement.nodes
+    # A shrink keeps the nodes that joined first, as it did before standbys had any say.
+    run.row.max_nodes = 2
+    (placement,) = decider.decide([run], NODES, time.monotonic(), warm=["n1", "n2"])
+    assert placement.nodes == ["n0", "n3"]
+
+
+@pytest.mark.parametrize("free, warm, start", [(2, 0, COLD), (2, 1, COLD), (2, 2, WARM), (5, 3, WARM), (5, 2, COLD)])
+def test_a_grow_that_needs_more_than_the_free_warm_nodes_is_charged_a_cold_start(store, free, warm, start):
+    book = new_book(store)
+    run = running_in_place(store, ["n0"], max_nodes=4)  # grows by 3 at most
+    job = book.allocation_job(run, 6, 6, free=FreeNodes(count=free, warm=warm))
+    extra = COLD_EXTRA_S if start == COLD else 0.0  # the default: nothing measured yet
+    assert job.scale_up_s == pytest.approx(INPLACE_SCALE_UP_S + extra)
+    costs = book.cost_status(run)
+    assert costs["charged"] == INPLACE and costs["grow_start"] == start
+    assert costs["cold_extra_s"] == pytest.approx(extra)
+    assert book.seen_by_allocator(run, "full")["grow_start"] == start  # the allocate event's
+    assert costs["cold_start"] == {"extra_s": COLD_EXTRA_S, "measured": False, "grows": {WARM: 0, COLD: 0}}
+    # A decision without a say on the free nodes (the curve check) keeps what the last one charged.
+    assert book.allocation_job(run, 6, 6).scale_up_s == pytest.approx(job.scale_up_s)
+
+
+def test_a_relaunch_is_never_charged_a_cold_start_on_top_its_costs_are_all_cold(store):
+    book = new_book(store)
+    run = make_run(store, "job", max_nodes=4, resize=RELAUNCH)
+    run.target = ["n0"]
+    assert book.allocation_job(run, 6, 6, free=FreeNodes(count=3, warm=0)).scale_up_s == pytest.approx(5.0)
+
+
+def test_warm_and_cold_grows_are_measured_apart_per_method_and_their_difference_charged():
+    grows = GrowStarts()
+    for job, warm_flags, seconds in [("a", [True], 0.3), ("b", [True, False], 4.3), ("c", [False], 6.3),
+                                     ("d", [True, True], 0.5)]:
+        grows.begins(job, method=INPLACE, newcomers_warm=warm_flags, decided_s=100.0)
+        assert grows.first_step(job, 100.0 + seconds)["start"] == (WARM if all(warm_flags) else COLD)
+    assert grows.counts(INPLACE) == {WARM: 2, COLD: 2}
+    assert grows.cold_extra_s(INPLACE) == (pytest.approx(5.3 - 0.4), True)
+    assert grows.cold_extra_s(RELAUNCH) == (COLD_EXTRA_S, False)  # not measured for that method
+    # A resize without newcomers (a shrink) measures nothing; a second resize before the first step
+    # at the new size makes the first grow unmeasurable.
+    grows.begins("e", method=INPLACE, newcomers_warm=[], decided_s=0.0)
+    assert grows.first_step("e", 1.0) == {}
+    grows.begins("f", method=INPLACE, newcomers_warm=[True], decided_s=0.0)
+    grows.begins("f", method=INPLACE, newcomers_warm=[False], decided_s=1.0)
+    assert grows.first_step("f", 9.0) == {}
+    assert grows.counts(INPLACE) == {WARM: 2, COLD: 2}
+
+
+def test_a_grows_start_is_in_its_resize_gap_event_and_a_restarted_manager_reads_it_back(store):
+    book = new_book(store)
+    intake, run, send = reporting_job(store, book, INPLACE)
+    run.machine.start(["n0"], 1)
+    run.agents = {"n0": Agent(job="job", generation=1, node="n0", proc=None, row=0)}
+    t0 = time.time()
+    send(1, 1, 1, 100.0, t0 - 1.0)
+    for generation, node, standby in [(2, "n1", False), (3, "n2", True)]:
+        resize_begins(run, store, in_place=True)
+        plan = run.machine.resize(sorted(run.agents) + [node], time.monotonic(), in_place=True)
+        run.row.generation = plan.generation
+        run.agents[node] = Agent(job="job", generation=generation, node=node, proc=None, row=0, standby=standby)
+        book.rescale_begins(run, len(plan.members), method=INPLACE)
+        run.machine.arrived(node, plan.generation)
+        send(generation, generation, len(plan.members), 100.0 * generation, time.time() + 2.0)
+    gaps = store.events(("resize_gap",))
+    assert [g["start"] for g in gaps] == [COLD, WARM]
+    assert all(g["start_s"] == pytest.approx(2.0, abs=0.5) for g in gaps)
+    assert new_book(store).grows.counts(INPLACE) == {WARM: 1, COLD: 1}
+
+
+def test_a_grow_that_falls_back_to_a_relaunch_is_not_measured_as_a_newcomers_start(store):
+    book = new_book(store)
+    run = running_in_place(store, ["n0"])
+    run.machine.resize(["n0", "n1"], time.monotonic(), in_place=True)
+    run.agents["n1"] = Agent(job="job", generation=2, node="n1", proc=None, row=0)
+    book.rescale_begins(run, 2, method=INPLACE)
+    book.launched(run, 2)  # the in-place resize failed: every process starts anew
+    assert book.grows.first_step("job", time.time()) == {}
+
+
+def test_bft_status_says_an_idle_node_is_left_unused_where_the_grow_would_start_cold(store):
+    book = new_book(store)
+    run = running_in_place(store, ["n0"])
+    book.allocation_job(run, 3, 3, free=FreeNodes(count=2, warm=0))
+    why = unused_nodes(["n0", "n1", "n2"], {"n0"}, [run], decision_pending=False, tfwd_s=60.0, book=book)["why"]
+    assert why.endswith("against its rescale cost (a cold start for job: more nodes than have a warm standby)")
+    book.allocation_job(run, 3, 3, free=FreeNodes(count=2, warm=2))
+    why = unused_nodes(["n0", "n1", "n2"], {"n0"}, [run], decision_pending=False, tfwd_s=60.0, book=book)["why"]
+    assert why.endswith("against its rescale cost")
+
+
+def test_a_cold_start_measured_in_a_hang_never_takes_the_charge_past_the_allocators_horizon(store):
+    book = new_book(store)
+    book.grows = GrowStarts([{"method": INPLACE, "start": WARM, "start_s": 0.2},
+                             {"method": INPLACE, "start": COLD, "start_s": 5000.0}])
+    run = running_in_place(store, ["n0"])
+    job = book.allocation_job(run, 3, 3, free=FreeNodes(count=2, warm=0))
+    assert job.scale_up_s == alloc.MAX_HORIZON_S
+    assert alloc.allocate([job], ["n0", "n1", "n2"], {"n0": "job"}, tfwd=100.0).map  # not refused
