@@ -15,9 +15,21 @@ job runs (JobProgress.estimate) is from the true rate, in the first hour after a
 learning) and later (wrong shape), and the learned rescale costs against the workload's.
 The figure compared is the mean turnaround when every replay finishes every job, else samples done.
 
+Two checks of what is left (docs/sim.md, "The two held-out misses, diagnosed"):
+
+- --truth fit / fit-at-breakpoints: every replay runs on a workload whose true curves are the
+  advisor's own model fitted to the workload's (curve.fit with the advisor's fit options), tabulated
+  at every node count up to the last breakpoint (fit) or at the workload's breakpoints only
+  (fit-at-breakpoints: the same kinks, the values on the model): a truth inside the advisor's model
+  family, so that what the learned replay still loses is not the model's misfit;
+- --oracle-perturbations K: the oracle again K times with every job's objective scaled by a random
+  factor within +-0.5 % (numpy seed k), its mean turnaround over the unperturbed oracle's: how far a
+  small error of the objectives moves the replay by itself.
+
     PYTHONPATH=build/dev/python .venv/bin/python bench/learned_diagnose.py \\
         --trace ../shared/data/summit-idle-nodes-2021-02.csv.gz \\
-        --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --nodes 0:1024 [--objective speedup]
+        --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --nodes 0:1024 [--objective speedup] \\
+        [--accounting reference]
 """
 
 from __future__ import annotations
@@ -27,11 +39,40 @@ import sys
 
 import numpy as np
 
-from bft import Error, sim
+from bft import Error, curve, sim
 from bft.cli import CliError, advisor_options
-from workload_args import add_workload_arguments, read_workload
+from workload_args import add_workload_arguments, with_objective
 
 EARLY_S = 3600.0  # "late learning": the first hour after admission
+TRUTHS = ("workload", "fit", "fit-at-breakpoints")
+PERTURBATION = 0.005  # --oracle-perturbations: each objective times a factor within 1 +- this
+
+
+def fitted_truth(specs, truth, fit_options):
+    """The jobs with their throughput and objective curves replaced by the advisor's fit of each
+    (TRUTHS): tabulated at every count 1..last breakpoint ("fit") or at the breakpoints ("fit-at-breakpoints")."""
+    if truth == "workload":
+        return specs
+    cache = {}
+
+    def fitted(nodes, values):
+        key = (tuple(nodes), tuple(values))
+        if key not in cache:
+            pts = [(n, v) for n, v in zip(nodes, values) if n >= 1]
+            r = curve.fit([n for n, _ in pts], [v for _, v in pts], options=fit_options)
+            if not r.ok:
+                raise ValueError(f"--truth {truth}: the advisor's fit failed ({curve.status_name(r.status)})")
+            at = [n for n, _ in pts] if truth == "fit-at-breakpoints" else list(range(1, int(pts[-1][0]) + 1))
+            cache[key] = ([0] + at, [0.0] + [float(v) for v in r.evaluate(np.asarray(at, float))])
+        return cache[key]
+
+    for spec in specs:
+        if spec.configurations:
+            raise ValueError(f"--truth {truth}: job {spec.name} has configurations (not supported)")
+        nodes, tp = fitted(spec.nodes, spec.throughput)
+        _, ob = fitted(spec.nodes, spec.objective)
+        spec.nodes, spec.throughput, spec.objective = nodes, tp, ob
+    return specs
 
 
 def _median(values):
@@ -70,6 +111,8 @@ def main() -> int:
     p.add_argument("--end", type=float, help="window end, seconds on the trace's clock")
     p.add_argument("--first-jobs", type=int, help="only the first N jobs of the workload")
     p.add_argument("--policy", default="exact")
+    p.add_argument("--accounting", choices=("continuous", "reference"), default="continuous",
+                   help="the replay's accounting (sim.replay accounting; docs/sim.md, \"Two accountings\")")
     p.add_argument("--max-jobs", type=int, default=10)
     p.add_argument("--jobs-csv", help="write the per-job table here")
     p.add_argument("--models-from-names", action="store_true",
@@ -78,12 +121,23 @@ def main() -> int:
     p.add_argument("--advisor", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of every learned replay's profiling advisor, as bft replay --advisor (repeatable; "
                    "fit.extrapolation_limit=2 fit.extrapolation_discount=0.5: the conservative rule of before)")
+    p.add_argument("--truth", choices=TRUTHS, default="workload",
+                   help="the true curves of every replay: the workload's, or the advisor's fit of them at every "
+                   "count (fit) or at the workload's breakpoints (fit-at-breakpoints)")
+    p.add_argument("--oracle-perturbations", type=int, default=0, metavar="K",
+                   help="also replay the oracle K times with every objective scaled by a random factor within "
+                   "+-0.5 %% (seeds 0..K-1)")
     args = p.parse_args()
     try:
         options = advisor_options(args.advisor)
         no_bonus = advisor_options(args.advisor)
         no_bonus.exploration_bonus = 0.0
-        trace, specs, nodes = read_workload(args)
+        if args.oracle_perturbations < 0:
+            raise ValueError(f"--oracle-perturbations: {args.oracle_perturbations} must be >= 0")
+        trace = sim.read_trace(args.trace)
+        nodes = sim.select_nodes(args.nodes, trace)
+        # The fitted truth replaces the workload's curves before the objective is derived from them.
+        specs = with_objective(fitted_truth(sim.read_jobs(args.jobs), args.truth, options.fit), args.objective)
         if args.first_jobs is not None:
             if args.first_jobs < 1:
                 raise ValueError(f"--first-jobs: {args.first_jobs} must be >= 1")
@@ -91,9 +145,9 @@ def main() -> int:
 
         models = [sim.model_from_name(s.name) for s in specs] if args.models_from_names else None
 
-        def replay(curves, advisor=options):
+        def replay(curves, advisor=options, specs=specs):
             return sim.replay(trace, specs, args.policy, curves, nodes=nodes, max_jobs=args.max_jobs,
-                              start_s=args.start, end_s=args.end, advisor=advisor,
+                              start_s=args.start, end_s=args.end, advisor=advisor, accounting=args.accounting,
                               models=None if curves == "oracle" else models)
 
         runs = {
@@ -103,6 +157,15 @@ def main() -> int:
             "learned_curves, no bonus": replay("learned_curves", no_bonus),
             "learned_costs": replay("learned_costs"),
         }
+        perturbed = []
+        for k in range(args.oracle_perturbations):
+            rng = np.random.default_rng(k)
+            varied = with_objective(fitted_truth(sim.read_jobs(args.jobs), args.truth, options.fit), args.objective)
+            varied = varied[: len(specs)]  # --first-jobs
+            for spec in varied:
+                factor = rng.uniform(1.0 - PERTURBATION, 1.0 + PERTURBATION)
+                spec.objective = [v * factor for v in spec.objective]
+            perturbed.append(replay("oracle", specs=varied))
     except (Error, OSError, ValueError, CliError) as e:
         print(f"learned_diagnose: error: {e}", file=sys.stderr)
         return 2
@@ -115,7 +178,8 @@ def main() -> int:
         name, key, better = "samples done", "samples_done", 1.0
         value = {k: r.summary[key] for k, r in runs.items()}
     oracle = value["oracle"]
-    print(f"objective {args.objective}; policy {args.policy}; models shared: {args.models_from_names}; "
+    print(f"objective {args.objective}; policy {args.policy}; accounting {args.accounting}; truth {args.truth}; "
+          f"models shared: {args.models_from_names}; "
           f"every job finishes: {all_finish}; "
           f"compared: {name}")
     # Idle node-time used while jobs were active: a learned allocator that under-values growth leaves
@@ -136,6 +200,12 @@ def main() -> int:
     print(f"  curves: shape and late learning (no bonus vs oracle): "
           f"{loss('learned_curves, no bonus', 'oracle'):+.2f} %")
     print(f"  (learned costs alone, learned_costs vs oracle:     {loss('learned_costs', 'oracle'):+.2f} %)")
+
+    if perturbed:
+        ratios = [(r.summary[key] / 86400.0 if all_finish else r.summary[key]) / oracle for r in perturbed]
+        print(f"  (oracle, objectives perturbed within +-{100 * PERTURBATION:g} %, {name} / oracle's, "
+              f"seeds 0..{len(ratios) - 1}: "
+              f"{', '.join(f'{x:.4f}' for x in ratios)}; min {min(ratios):.4f}, max {max(ratios):.4f})")
 
     learned = runs["learned"]
     errors = curve_errors(learned, specs)

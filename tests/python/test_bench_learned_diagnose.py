@@ -54,3 +54,30 @@ def test_advisor_options_are_checked_before_replaying(tmp_path):
     assert r.returncode == 2
     expected = "learned_diagnose: error: --advisor fit options: extrapolation_limit 0.5 must be finite and >= 1"
     assert r.stderr.strip() == expected, r.stderr
+
+
+def test_a_fitted_truth_and_the_oracle_perturbations_are_reported(tmp_path):
+    trace, jobs = sim.generate_synthetic(seed=2, nodes=96, duration_s=2 * 86400, mean_idle_nodes=30, jobs=12,
+                                         mean_interarrival_s=1800)
+    trace_path, jobs_path = tmp_path / "trace.csv", tmp_path / "jobs.jsonl"
+    sim.write_trace(trace, trace_path)
+    sim.write_jobs(jobs, jobs_path)
+    oracles = {}
+    for truth in ("workload", "fit", "fit-at-breakpoints"):
+        r = run_script("--trace", str(trace_path), "--jobs", str(jobs_path), "--max-jobs", "4", "--truth", truth,
+                       "--oracle-perturbations", "2")
+        assert r.returncode == 0, r.stderr
+        assert f"truth {truth};" in r.stdout, r.stdout
+        oracles[truth] = re.search(r"^\| oracle \| ([0-9.e+-]+) \|", r.stdout, re.M).group(1)
+        perturbed = re.search(r"perturbed within \+-0.5 %.*seeds 0..1: ([0-9.]+), ([0-9.]+);", r.stdout)
+        assert perturbed is not None, r.stdout
+        assert all(0.5 < float(x) < 2.0 for x in perturbed.groups()), r.stdout
+    # The fitted truths are other workloads: the oracle's figure moves.
+    assert oracles["fit"] != oracles["workload"] and oracles["fit-at-breakpoints"] != oracles["workload"], oracles
+
+
+def test_a_negative_perturbation_count_is_refused(tmp_path):
+    r = run_script("--trace", str(tmp_path / "missing.csv"), "--jobs", str(tmp_path / "missing.jsonl"),
+                   "--oracle-perturbations", "-1")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "learned_diagnose: error: --oracle-perturbations: -1 must be >= 0", r.stderr
