@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from .._bounded import read_json, tail_lines
 from . import control
-from .cli_options import UsageError, default_state_dir, located, manager_options
+from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
 from .nodes import SourceError, source_class
 from .state import StateStore
 from .state_schema import JobState, StateError
@@ -171,7 +171,7 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
             control.check_curve(curve, f"--curve {args.curve}")
         except ValueError as e:
             raise UsageError(str(e)) from None
-    configurations = [_configuration_arg(text) for text in args.configuration]
+    configurations = [configuration_arg(text) for text in args.configuration]
     try:
         control.check_rates(curve, control.check_configurations(configurations), args.max_nodes)
     except ValueError as e:
@@ -188,20 +188,6 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
     answer = control.request(state_dir, request, appear_s=control.SUBMIT_WAIT_S)
     print(answer["job"])
     return 0
-
-
-def _configuration_arg(text: str) -> Dict[str, Any]:
-    """--configuration NAME:EFFICIENCY[:SPEEDUP] as the request's dict (checked by control)."""
-    parts = text.split(":")
-    if len(parts) not in (2, 3):
-        raise UsageError(f"--configuration {text!r}: expected NAME:EFFICIENCY[:SPEEDUP], e.g. spb-d2:0.8:1.4")
-    out: Dict[str, Any] = {"name": parts[0]}
-    for key, value in zip(("efficiency", "speedup"), parts[1:]):
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise UsageError(f"--configuration {text!r}: {key} {value!r} is not a number") from None
-    return out
 
 
 # -- status ---------------------------------------------------------------------------------------
