@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from .. import sim
 from .._bounded import read_whole
-from .._core import sim as _sim
 from .slurm_commands import PILOT_PREFIX
 
 FORMAT = "JobID,JobName,Eligible,Start,End,NodeList"
@@ -63,7 +63,7 @@ class MainWait:
 def _time(text: str) -> Optional[float]:
     if text in ("", "Unknown", "None"):
         return None
-    return float(_sim.parse_sacct_time(text))
+    return float(sim.parse_sacct_time(text))
 
 
 def parse(text: str, source: str = "sacct") -> List[SacctJob]:
@@ -93,7 +93,7 @@ def parse(text: str, source: str = "sacct") -> List[SacctJob]:
             continue  # a step, inside its job's allocation
         try:
             start, end, eligible = _time(f["Start"]), _time(f["End"]), _time(f["Eligible"])
-            nodes = [] if f["NodeList"] in ("", "None assigned") else _sim.expand_hostlist(f["NodeList"])
+            nodes = [] if f["NodeList"] in ("", "None assigned") else sim.expand_hostlist(f["NodeList"])
         except ValueError as e:
             raise SacctError(f"{source}:{number}: job {f['JobID']}: {e}") from None
         if start is None or not nodes:
