@@ -7,7 +7,8 @@ training-loop side is :mod:`bft.train`. Its modules:
   (carrying out decisions, judging ended generations), :mod:`.workers` (a job's processes and its
   in-place configurations), :mod:`.resize` (a job's resize: its state machine and methods),
   :mod:`.runs` (what the manager tracks of an active job), :mod:`.standby` (warm standbys),
-  :mod:`.launcher` (torchrun command lines, environments, finding tagged processes),
+  :mod:`.launcher` (torchrun command lines, environments, its logs), :mod:`.processes` (finding and
+  ending the processes the manager started, by their tags),
   :mod:`.agent` (the torchrun wrapper on each node), :mod:`.keeper` (the store and report socket
   that outlive the manager), :mod:`.jobfiles` (a job's directory and logs), :mod:`.status`
   (what ``bft status`` shows);
@@ -42,8 +43,8 @@ _LAZY = {
     "MetricsExporter": "metrics",
     "StateError": "state_schema",
     "StateStore": "state",
-    "tagged_processes": "launcher",
-    "terminate_tagged": "launcher",
+    "tagged_processes": "processes",
+    "terminate_tagged": "processes",
 }
 
 __all__ = ["NodeEvent", "NodeSource", "SourceError", "register_source", "source_class", "source_names", *_LAZY]

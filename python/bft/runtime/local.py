@@ -34,8 +34,8 @@ from .._atomic import write_atomically
 from .._bounded import read_json
 from ..train import protocol
 from .emulated import LAUNCHED_ENV
-from .launcher import signal_processes, tagged_processes
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
+from .processes import signal_processes, tagged_processes
 
 
 @register_source
