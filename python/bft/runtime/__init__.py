@@ -43,6 +43,7 @@ _LAZY = {
     "MetricsExporter": "metrics",
     "StateError": "state_schema",
     "StateStore": "state",
+    "read_curve": "control",
     "tagged_processes": "processes",
     "terminate_tagged": "processes",
 }

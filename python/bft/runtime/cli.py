@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .._bounded import read_json, tail_lines
+from .._bounded import tail_lines
 from . import control
 from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
 from .nodes import SourceError, source_class
@@ -167,8 +167,7 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
     curve = None
     if args.curve is not None:
         try:
-            curve = read_json(args.curve, "--curve")
-            control.check_curve(curve, f"--curve {args.curve}")
+            curve = control.read_curve(args.curve, "--curve")
         except ValueError as e:
             raise UsageError(str(e)) from None
     configurations = [configuration_arg(text) for text in args.configuration]
