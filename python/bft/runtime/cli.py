@@ -326,7 +326,7 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
             raise UsageError(str(e)) from None
         main_wait = None
         if jobs is not None:
-            main_wait = sacct_wait.added_wait(jobs[0], [p for p in pilots.values() if p], since, until)
+            main_wait = sacct_wait.added_wait(jobs[0], [p for p in pilots.values() if p], since_s=since, until_s=until)
             main_wait.source = jobs[1]
         result = report.combine(reports, main_wait=main_wait)
     finally:

@@ -160,7 +160,7 @@ def _minus_length(keep: List[Tuple[float, float]], remove: List[Tuple[float, flo
     return total
 
 
-def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], since_s: float, until_s: float) -> MainWait:
+def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], *, since_s: float, until_s: float) -> MainWait:
     """The main jobs' added wait within [since_s, until_s] caused by the pilots named `pilot_names`
     (the module's definition)."""
     pilots = set(pilot_names)
