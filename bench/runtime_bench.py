@@ -311,7 +311,7 @@ def warm_standbys(identity: str) -> int:
 def run_launches(method: str, launches: int, nodes: int, options: tuple = ()) -> list:
     """Launch -> first step of `launches` short jobs, one after the other, each on all `nodes`; with
     standbys, a job is submitted once every node's standby has done its imports (waits in its read)."""
-    from bft.runtime import StateStore, control
+    from bft.runtime import ACTIVE_STATES, StateStore, control
 
     tmp = Path(tempfile.mkdtemp())
     state = tmp / "state"
@@ -321,14 +321,14 @@ def run_launches(method: str, launches: int, nodes: int, options: tuple = ()) ->
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 s = control.request(state, {"op": "status"})["status"]
-                done = all(j["state"] not in ("queued", "running") for j in s["jobs"])
+                done = all(j["state"] not in ACTIVE_STATES for j in s["jobs"])
                 if done and (method != "inplace" or warm_standbys(s["manager"]["identity"]) == nodes):
                     break
                 time.sleep(0.2)
             time.sleep(1.0)
             submit(f"launch{k}", "--min", str(nodes), "--samples", "2000", "--", "--step-s", "0.05")
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and any(j["state"] in ("queued", "running")
+        while time.monotonic() < deadline and any(j["state"] in ACTIVE_STATES
                                                   for j in control.request(state, {"op": "status"})["status"]["jobs"]):
             time.sleep(0.2)
     store = StateStore(state / "state.db", create=False, read_only=True)

@@ -33,6 +33,7 @@ from .nodes import NodeEvent, NodeSource, SourceError, register_source, source_c
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
+    "ACTIVE_STATES": "state_schema",
     "CurveBook": "curvebook",
     "Decider": "decider",
     "JobRow": "state",
