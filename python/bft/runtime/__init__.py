@@ -21,8 +21,9 @@ training-loop side is :mod:`bft.train`. Its modules:
 - the command line: :mod:`.cli` (the commands) and :mod:`.cli_options` (their arguments, the
   configuration file).
 
-The names below are the runtime's public face (for benches and tools); all but the node-source
-interface are imported on first use, so a node's agent imports none of the manager's modules.
+The names below are the runtime's public face (for benches and tools), with the control socket's
+client (:func:`.control.request`, :class:`.control.ControlError`); all but the node-source interface
+are imported on first use, so a node's agent imports none of the manager's modules.
 """
 
 from __future__ import annotations
