@@ -112,20 +112,27 @@ class SlurmNodeSource(NodeSource):
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        g = parser.add_argument_group("slurm node source (--source slurm)")
+        g, d = parser.add_argument_group("slurm node source (--source slurm)"), cls.defaults()
         arg = g.add_argument
-        arg("--slurm-partition", default="", help="partition of the pilot jobs (a preemptible, low PriorityTier one)")
-        arg("--slurm-qos", default="", help="QOS of the pilot jobs (a preemptible one, for PreemptType=preempt/qos)")
-        arg("--slurm-account", default="", help="account charged for the pilot jobs")
-        arg("--slurm-time", default="1:00:00", help="time limit of each pilot (sbatch --time); default %(default)s")
-        arg("--slurm-time-min", default="", help="minimum time limit (sbatch --time-min), for backfill-only pilots")
-        arg("--slurm-pending", type=int, default=2, help="pilots kept pending; default %(default)s")
-        arg("--slurm-max-nodes", type=int, default=0, help="most nodes held or pending at once (0: no cap)")
-        arg("--slurm-manager-address", default="",
+        arg("--slurm-partition", default=d["partition"],
+            help="partition of the pilot jobs (a preemptible, low PriorityTier one)")
+        arg("--slurm-qos", default=d["qos"],
+            help="QOS of the pilot jobs (a preemptible one, for PreemptType=preempt/qos)")
+        arg("--slurm-account", default=d["account"], help="account charged for the pilot jobs")
+        arg("--slurm-time", default=d["time_limit"],
+            help="time limit of each pilot (sbatch --time); default %(default)s")
+        arg("--slurm-time-min", default=d["time_min"],
+            help="minimum time limit (sbatch --time-min), for backfill-only pilots")
+        arg("--slurm-pending", type=int, default=d["pending"], help="pilots kept pending; default %(default)s")
+        arg("--slurm-max-nodes", type=int, default=d["max_nodes"],
+            help="most nodes held or pending at once (0: no cap)")
+        arg("--slurm-manager-address", default=d["manager_address"],
             help="address the nodes reach the manager at (default: --bind if given, else this host's name)")
-        arg("--slurm-port", type=int, default=0, help="TCP port of the pilots' reports (0: any, kept across restarts)")
-        arg("--slurm-poll-s", type=float, default=2.0, help="seconds between squeue polls; default %(default)s")
-        arg("--slurm-pilot-output", default="/dev/null", help="pilots' output file (sbatch --output; %%j = job id)")
+        arg("--slurm-port", type=int, default=d["port"],
+            help="TCP port of the pilots' reports (0: any, kept across restarts)")
+        arg("--slurm-poll-s", type=float, default=d["poll_s"], help="seconds between squeue polls; default %(default)s")
+        arg("--slurm-pilot-output", default=d["pilot_output"],
+            help="pilots' output file (sbatch --output; %%j = job id)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, identity: str, state_dir: Path) -> "SlurmNodeSource":
