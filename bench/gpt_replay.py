@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bft import jobs, sim
-from bft._bounded import read_json
-from bft.runtime.control import check_curve
+from bft.runtime import read_curve
 from workload_args import OBJECTIVES, with_objective
 
 
@@ -83,7 +82,7 @@ def main() -> int:
     p.add_argument("--out", required=True, help="directory for jobs-mixed.jsonl")
     a = p.parse_args()
     try:
-        curve = check_curve(read_json(a.gpt_curve, "--gpt-curve"), f"--gpt-curve {a.gpt_curve}")
+        curve = read_curve(a.gpt_curve, "--gpt-curve")
         base = sim.read_jobs(a.jobs)
         submits = [s.submit_s for s in base]
         added = gpt_jobs(curve, a.gpt_jobs, a.gpt_work, a.scale_up_s, a.scale_down_s, min(submits), max(submits))

@@ -103,7 +103,7 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
     """One run of the real manager. With `window_s` it stops at the window's end; without, once every
     submitted job has ended (or after `timeout_s`). Returns the measurements and the final status."""
     from bft import sim
-    from bft.runtime import StateStore, control, tagged_processes
+    from bft.runtime import ACTIVE_STATES, StateStore, control, tagged_processes
 
     state = root / "state"
     end_s = start_s + window_s if window_s is not None else math.inf
@@ -152,7 +152,7 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
             time.sleep(min(1.0, max(0.0, deadline - time.time())))
             if window_s is None and not submitter.is_alive():
                 jobs_now = control.request(state, {"op": "status"})["status"]["jobs"]
-                if all(j["state"] in ("finished", "failed", "cancelled") for j in jobs_now):
+                if all(j["state"] not in ACTIVE_STATES for j in jobs_now):
                     break
         if manager.poll() is not None:
             raise RuntimeError(f"the manager exited ({manager.returncode}); see {root / 'manager.log'}")

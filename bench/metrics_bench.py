@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bft.runtime import MetricsExporter, StateStore
+from bft.runtime import JobState, MetricsExporter, StateStore
 
 NODES, JOBS, RUNNING, SNAPSHOTS = 4680, 1000, 100, 21
 
@@ -26,8 +26,8 @@ def main() -> None:
         for j in range(JOBS):
             store.add_proc(f"job{j}", 1, f"n{j}")
     waiting = {"waiting": f"admission cap reached ({RUNNING} jobs admitted, --max-jobs)"}
-    jobs = [{"id": f"job{j}", "state": "running" if j < RUNNING else "queued", "samples": 1e6, "nodes": [f"n{j}"],
-             "rate": 100.0, **({} if j < RUNNING else waiting)} for j in range(JOBS)]
+    jobs = [{"id": f"job{j}", "state": (JobState.RUNNING if j < RUNNING else JobState.QUEUED).value, "samples": 1e6,
+             "nodes": [f"n{j}"], "rate": 100.0, **({} if j < RUNNING else waiting)} for j in range(JOBS)]
     status = {"manager": {"dropped_reports": {"bad_mac": 0, "replay": 0}},
               "nodes": {"pool": [f"n{n}" for n in range(NODES)], "used": {f"n{j}": f"job{j}" for j in range(RUNNING)},
                         "standbys": []},

@@ -65,13 +65,16 @@ print(statistics.median(per_call) * 1e9)
 
 def bench_decision(jobs: int, nodes: int, events: int) -> None:
     """Event in -> new map, with the manager's own decider and curve book: 100 learned jobs on 1,000 nodes."""
-    from bft.runtime import CurveBook, Decider, JobRow, JobRun, JobState, StateStore
+    from bft.runtime import CurveBook, Decider, JobRow, JobRun, JobState, ManagerOptions, StateStore
 
     tmp = Path(tempfile.mkdtemp())
     try:
         store = StateStore(tmp / "state.db")
-        book = CurveBook(store, warmup_s=3.0, scale_up_s=5.0, scale_down_s=5.0)
-        decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=jobs, curve_change=0.15)
+        defaults = ManagerOptions()
+        book = CurveBook(store, warmup_s=defaults.advisor_warmup_s, scale_up_s=defaults.scale_up_s,
+                         scale_down_s=defaults.scale_down_s)
+        decider = Decider(book, store, policy=defaults.policy, tfwd_s=defaults.tfwd_s, max_jobs=jobs,
+                          curve_change=defaults.curve_change)
         pool = {f"n{k}" for k in range(nodes)}
         names = sorted(pool)
         runs = []
@@ -217,7 +220,7 @@ def write_trace(path: Path, rows) -> Path:
 
 def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, options: tuple = (),
                       script: tuple = ("examples/runtime/elastic_synthetic.py", "--step-s", "0.05")) -> dict:
-    from bft.runtime import CurveBook, JobRun, StateStore
+    from bft.runtime import CurveBook, JobRun, ManagerOptions, StateStore
 
     tmp = Path(tempfile.mkdtemp())
     leaving = [f"n{k}" for k in range(nodes // 2, nodes)]
@@ -261,7 +264,9 @@ def run_resize_cycles(method: str, cycles: int, nodes: int, period_s: float, opt
                                      "superseded by a second resize before their first step, or unfinished at the end")
     # The rescale costs the advisor measured per method, rebuilt as a restarted manager would (a
     # method without a measured rescale shows the manager's default).
-    book = CurveBook(store, warmup_s=3.0, scale_up_s=5.0, scale_down_s=5.0)  # (5 s: the manager's)
+    defaults = ManagerOptions()
+    book = CurveBook(store, warmup_s=defaults.advisor_warmup_s, scale_up_s=defaults.scale_up_s,
+                     scale_down_s=defaults.scale_down_s)
     run = JobRun(store.job("bench"))
     for p in store.progress():
         book.replay_record(run, p)
@@ -311,7 +316,7 @@ def warm_standbys(identity: str) -> int:
 def run_launches(method: str, launches: int, nodes: int, options: tuple = ()) -> list:
     """Launch -> first step of `launches` short jobs, one after the other, each on all `nodes`; with
     standbys, a job is submitted once every node's standby has done its imports (waits in its read)."""
-    from bft.runtime import StateStore, control
+    from bft.runtime import ACTIVE_STATES, StateStore, control
 
     tmp = Path(tempfile.mkdtemp())
     state = tmp / "state"
@@ -321,14 +326,14 @@ def run_launches(method: str, launches: int, nodes: int, options: tuple = ()) ->
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 s = control.request(state, {"op": "status"})["status"]
-                done = all(j["state"] not in ("queued", "running") for j in s["jobs"])
+                done = all(j["state"] not in ACTIVE_STATES for j in s["jobs"])
                 if done and (method != "inplace" or warm_standbys(s["manager"]["identity"]) == nodes):
                     break
                 time.sleep(0.2)
             time.sleep(1.0)
             submit(f"launch{k}", "--min", str(nodes), "--samples", "2000", "--", "--step-s", "0.05")
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and any(j["state"] in ("queued", "running")
+        while time.monotonic() < deadline and any(j["state"] in ACTIVE_STATES
                                                   for j in control.request(state, {"op": "status"})["status"]["jobs"]):
             time.sleep(0.2)
     store = StateStore(state / "state.db", create=False, read_only=True)
@@ -354,7 +359,7 @@ def bench_simreal(method: str) -> None:
     time. Then ``bft replay`` replays the same trace and job with the curve the advisor measured in
     that run and the rescale gaps the manager measured. Samples done by the trace's end are compared."""
     from bft import curve, sim
-    from bft.runtime import StateStore
+    from bft.runtime import ManagerOptions, StateStore
 
     tmp = Path(tempfile.mkdtemp())
     end_s = max(t for t, _, _ in SIMREAL_TRACE)
@@ -369,15 +374,16 @@ def bench_simreal(method: str) -> None:
     real = max((p["samples"] for p in rows), default=0.0)
     submit = store.job("job").submitted_s - t0
     # The curve the manager's advisor learned, rebuilt from the stored records as a restarted manager would.
+    defaults = ManagerOptions()
     options = curve.AdvisorOptions()
-    options.warmup_s = 3.0
+    options.warmup_s = defaults.advisor_warmup_s
     advisor = curve.ProfilingAdvisor(options)
     for p in rows:
         method = curve.rescale_method_from_string(p["method"])
         advisor.report("job", p["time_s"], p["nodes"], p["advisor_samples"], method)
     learned = advisor.throughput_estimate("job", 4)
-    # The rescale costs the manager fed its allocator: measured means, else its defaults (5 s).
-    up, down = curve.measured_rescale_costs(advisor.profile("job"), 5.0, 5.0)
+    # The rescale costs the manager fed its allocator: measured means, else its defaults.
+    up, down = curve.measured_rescale_costs(advisor.profile("job"), defaults.scale_up_s, defaults.scale_down_s)
     store.close()
     nodes = list(range(0, 5))
     rates = [float(learned.evaluate(n)) for n in nodes]

@@ -125,7 +125,7 @@ def training(state_dir: Path, start: float, end: float) -> Tuple[float, float, f
 
 def stop_tagged(state_dir: Path) -> None:
     """Ends what a killed manager left on this host (found by its identity tag)."""
-    from bft.runtime.launcher import terminate_tagged
+    from bft.runtime import terminate_tagged
     from bft.runtime.state import StateStore
 
     store = StateStore(state_dir / "state.db", create=False, read_only=True)

@@ -219,9 +219,8 @@ def allocate(
     are interned in pool order (the order free nodes go out in) and give a :class:`NamedAllocation`
     whose nodes are names. ``current`` maps node -> job id (the nodes jobs run on now, named as in
     the pool; every node must be in the pool).
-    ``solver`` is one of ``exact`` (default, proven optimum), ``count_milp``, ``node_milp``
-    (MILP on ``milp_backend``), ``equal_share`` (the baseline heuristic), ``completion_aware`` or
-    ``lifetime_aware`` (the exact solver on those policies' objectives); ``goal`` is
+    ``solver`` is a registered policy, one of :data:`SOLVERS` (docs/alloc.md describes each):
+    ``exact`` by default (proven optimum); the MILPs (:data:`MILP_SOLVERS`) run on ``milp_backend``; ``goal`` is
     ``throughput`` or ``max_min_fair``; ``weights`` (one per job) multiply each job's value and
     penalty. Returns an :class:`Allocation` whose per-job figures (``nodes_after``, ``rate``,
     ``value``, ``penalty``...) are numpy arrays in the order of ``jobs``. Bad input raises

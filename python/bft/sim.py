@@ -68,6 +68,7 @@ __all__ = [
     "format_trace_stats",
     "ImportedTrace",
     "IdleLifetimePredictor",
+    "parse_sacct_time",
     "expand_hostlist",
     "expand_hostlists",
     "machine_nodes_spec",
@@ -159,6 +160,11 @@ def format_trace_stats(stats: TraceStats, label: str) -> str:
         f"mean {_duration(float(np.mean(holes))) if len(holes) else '-'}",
         f"events: {stats.events_per_hour:,.1f} per hour (distinct transition times)",
     ])
+
+
+def parse_sacct_time(text: str) -> int:
+    """A time as sacct prints it (Unix seconds or YYYY-MM-DDTHH:MM:SS) in Unix seconds."""
+    return _sim.parse_sacct_time(_text("time", text))
 
 
 def expand_hostlist(expression: str) -> List[str]:
@@ -255,7 +261,7 @@ def _sacct_time(field: str, value) -> Optional[int]:
         return None
     if isinstance(value, str):
         try:
-            return _sim.parse_sacct_time(_text(field, value))
+            return parse_sacct_time(_text(field, value))
         except ValueError as e:
             raise ValueError(f"{field}: {e}") from None
     return _whole(field, value, 0, 2**62)

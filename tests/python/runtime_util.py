@@ -19,9 +19,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from bft.runtime import control, keeper
+from bft.runtime import control, keeper, tagged_processes, terminate_tagged
 from bft.runtime.curvebook import CurveBook
-from bft.runtime.launcher import tagged_processes, terminate_tagged
 from bft.runtime.reports import ReportIntake
 from bft.runtime.runs import JobRun
 from bft.runtime.state import JobRow, StateStore

@@ -1,14 +1,19 @@
 """Node sources are found through a registry that packages outside this tree join by an entry point
-(group ``bft.node_sources``): the CLI names no source itself (docs/runtime.md, "Adding a node source")."""
+(group ``bft.node_sources``): the CLI names no source itself (docs/runtime.md, "Node sources"); each
+built-in one is documented there, with its options (there or on its own page, docs/<name>.md)."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from bft.runtime.nodes import BUILT_IN_SOURCES, ENTRY_POINT_GROUP, source_names
+import pytest
+
+from bft.runtime.nodes import BUILT_IN_SOURCES, ENTRY_POINT_GROUP, source_class, source_names
 from runtime_util import python_env
 
 PLUGIN = '''
@@ -41,6 +46,10 @@ class PbsTestSource(NodeSource):
 '''
 
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+BUILT_IN = [name for name in source_names() if source_class(name).__module__ in BUILT_IN_SOURCES]
+
+
 def _install(site: Path, entry_point: str, module: str = "") -> None:
     """A distribution as pip would leave it in `site`: its dist-info (with the entry point) and its module."""
     info = site / "bft_pbs_test-0.1.dist-info"
@@ -61,6 +70,22 @@ def _manager_help(site: Path) -> subprocess.CompletedProcess:
 def test_the_built_in_sources_are_registered():
     assert {"local", "slurm"} <= set(source_names())
     assert all(module.startswith("bft.runtime.") for module in BUILT_IN_SOURCES)
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_every_built_in_source_is_documented_with_its_options(name):
+    runtime = (DOCS / "runtime.md").read_text()
+    section = runtime[runtime.index("## Node sources"):]
+    section = section[:section.index("\n## ")]
+    assert f"- `{name}`:" in section, f"docs/runtime.md, Node sources, has no entry for `{name}`"
+    own = DOCS / f"{name}.md"  # a scheduler's own page (docs/slurm.md), where it has one
+    text = runtime + (own.read_text() if own.exists() else "")
+    parser = argparse.ArgumentParser()
+    source_class(name).add_arguments(parser)
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith(f"--{name}-")]
+    assert options, f"{name}: its options are named --{name}-..."
+    undocumented = [o for o in options if not re.search(rf"{re.escape(o)}(?![\w-])", text)]
+    assert not undocumented, f"{name}: {undocumented} are not in docs/runtime.md or docs/{name}.md"
 
 
 def test_an_out_of_tree_source_joins_through_an_entry_point_and_bft_manager_offers_it(tmp_path):

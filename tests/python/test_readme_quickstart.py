@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime.launcher import tagged_processes
+from bft.runtime import tagged_processes
 from bft.runtime.state import StateStore
 
 pytestmark = pytest.mark.runtime

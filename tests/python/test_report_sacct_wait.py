@@ -37,12 +37,12 @@ LOG = """JobID|JobName|Eligible|Start|End|NodeList
 def test_added_wait_counts_only_the_time_pilots_alone_held_a_waiting_jobs_nodes():
     jobs = sacct_wait.parse(LOG)
     assert sorted(j.job_id for j in jobs) == ["100", "101", "102", "200", "201", "202", "203"]
-    m1 = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], 0, 2000)
+    m1 = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], since_s=0, until_s=2000)
     assert (m1.main_jobs, m1.jobs, m1.wait_s) == (4, 1, 31.0)  # A, B, C, D started; A waited 31 s
-    both = sacct_wait.added_wait(jobs, ["bft-pilot.m1", "bft-pilot.m2"], 0, 2000)
+    both = sacct_wait.added_wait(jobs, ["bft-pilot.m1", "bft-pilot.m2"], since_s=0, until_s=2000)
     assert (both.jobs, both.wait_s) == (2, 31.0 + 45.0)
     # A period from 1040: A's wait is cut to 1040-1061; B started before it.
-    late = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], 1040, 2000)
+    late = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], since_s=1040, until_s=2000)
     assert (late.main_jobs, late.jobs, late.wait_s) == (3, 1, 21.0)
 
 
@@ -110,7 +110,7 @@ def test_added_wait_equals_the_definition_cut_at_every_start_and_end(specs, sinc
     jobs = [sacct_wait.SacctJob(str(i), name, float(start), float(start + wait), None if running else
                                 float(start + wait + length), sorted(nodes))
             for i, (name, start, wait, length, running, nodes) in enumerate(specs)]
-    got = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], since, until).wait_s
+    got = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], since_s=since, until_s=until).wait_s
     assert got == pytest.approx(_added_wait_by_elementary_intervals(jobs, {"bft-pilot.m1"}, since, until), abs=1e-9)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime.launcher import tagged_processes
+from bft.runtime import tagged_processes
 from runtime_util import listening_sockets, python_env, write_trace
 
 pytestmark = pytest.mark.runtime

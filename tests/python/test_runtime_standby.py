@@ -14,7 +14,8 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from bft.runtime.launcher import standby_born, tagged_processes
+from bft.runtime import tagged_processes
+from bft.runtime.processes import standby_born
 from runtime_util import REPO, python_env, write_trace
 
 pytestmark = pytest.mark.runtime

@@ -15,7 +15,7 @@ from typing import Dict, Set
 
 import pytest
 
-from bft.runtime.launcher import tagged_processes
+from bft.runtime import tagged_processes
 from runtime_util import bft
 
 pytest.register_assert_rewrite("slurm_util")  # it is also a plugin (below), loaded after this import

@@ -7,7 +7,8 @@ training-loop side is :mod:`bft.train`. Its modules:
   (carrying out decisions, judging ended generations), :mod:`.workers` (a job's processes and its
   in-place configurations), :mod:`.resize` (a job's resize: its state machine and methods),
   :mod:`.runs` (what the manager tracks of an active job), :mod:`.standby` (warm standbys),
-  :mod:`.launcher` (torchrun command lines, environments, finding tagged processes),
+  :mod:`.launcher` (torchrun command lines, environments, its logs), :mod:`.processes` (finding and
+  ending the processes the manager started, by their tags),
   :mod:`.agent` (the torchrun wrapper on each node), :mod:`.keeper` (the store and report socket
   that outlive the manager), :mod:`.jobfiles` (a job's directory and logs), :mod:`.status`
   (what ``bft status`` shows);
@@ -20,8 +21,9 @@ training-loop side is :mod:`bft.train`. Its modules:
 - the command line: :mod:`.cli` (the commands) and :mod:`.cli_options` (their arguments, the
   configuration file).
 
-The names below are the runtime's public face (for benches and tools); all but the node-source
-interface are imported on first use, so a node's agent imports none of the manager's modules.
+The names below are the runtime's public face (for benches and tools), with the control socket's
+client (:func:`.control.request`, :class:`.control.ControlError`); all but the node-source interface
+are imported on first use, so a node's agent imports none of the manager's modules.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .nodes import NodeEvent, NodeSource, SourceError, register_source, source_c
 
 # name -> the module that defines it, imported on first use
 _LAZY = {
+    "ACTIVE_STATES": "state_schema",
     "CurveBook": "curvebook",
     "Decider": "decider",
     "JobRow": "state",
@@ -42,8 +45,9 @@ _LAZY = {
     "MetricsExporter": "metrics",
     "StateError": "state_schema",
     "StateStore": "state",
-    "tagged_processes": "launcher",
-    "terminate_tagged": "launcher",
+    "read_curve": "control",
+    "tagged_processes": "processes",
+    "terminate_tagged": "processes",
 }
 
 __all__ = ["NodeEvent", "NodeSource", "SourceError", "register_source", "source_class", "source_names", *_LAZY]

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .._bounded import read_json, tail_lines
+from .._bounded import tail_lines
 from . import control
-from .cli_options import UsageError, default_state_dir, located, manager_options
+from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
 from .nodes import SourceError, source_class
 from .state import StateStore
 from .state_schema import JobState, StateError
@@ -167,11 +167,10 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
     curve = None
     if args.curve is not None:
         try:
-            curve = read_json(args.curve, "--curve")
-            control.check_curve(curve, f"--curve {args.curve}")
+            curve = control.read_curve(args.curve, "--curve")
         except ValueError as e:
             raise UsageError(str(e)) from None
-    configurations = [_configuration_arg(text) for text in args.configuration]
+    configurations = [configuration_arg(text) for text in args.configuration]
     try:
         control.check_rates(curve, control.check_configurations(configurations), args.max_nodes)
     except ValueError as e:
@@ -188,20 +187,6 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
     answer = control.request(state_dir, request, appear_s=control.SUBMIT_WAIT_S)
     print(answer["job"])
     return 0
-
-
-def _configuration_arg(text: str) -> Dict[str, Any]:
-    """--configuration NAME:EFFICIENCY[:SPEEDUP] as the request's dict (checked by control)."""
-    parts = text.split(":")
-    if len(parts) not in (2, 3):
-        raise UsageError(f"--configuration {text!r}: expected NAME:EFFICIENCY[:SPEEDUP], e.g. spb-d2:0.8:1.4")
-    out: Dict[str, Any] = {"name": parts[0]}
-    for key, value in zip(("efficiency", "speedup"), parts[1:]):
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise UsageError(f"--configuration {text!r}: {key} {value!r} is not a number") from None
-    return out
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -341,7 +326,7 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
             raise UsageError(str(e)) from None
         main_wait = None
         if jobs is not None:
-            main_wait = sacct_wait.added_wait(jobs[0], [p for p in pilots.values() if p], since, until)
+            main_wait = sacct_wait.added_wait(jobs[0], [p for p in pilots.values() if p], since_s=since, until_s=until)
             main_wait.source = jobs[1]
         result = report.combine(reports, main_wait=main_wait)
     finally:

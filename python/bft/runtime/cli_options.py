@@ -8,7 +8,7 @@ import argparse
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import alloc, curve
 from .launcher import default_python
@@ -167,6 +167,20 @@ def manager_options(args: argparse.Namespace) -> ManagerOptions:
 
 
 COMMANDS = ("manager", "submit", "status", "cancel", "logs", "report")
+
+
+def configuration_arg(text: str) -> Dict[str, Any]:
+    """--configuration NAME:EFFICIENCY[:SPEEDUP] as the request's dict (checked by control)."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise UsageError(f"--configuration {text!r}: expected NAME:EFFICIENCY[:SPEEDUP], e.g. spb-d2:0.8:1.4")
+    out: Dict[str, Any] = {"name": parts[0]}
+    for key, value in zip(("efficiency", "speedup"), parts[1:]):
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise UsageError(f"--configuration {text!r}: {key} {value!r} is not a number") from None
+    return out
 
 
 # -- the configuration file -------------------------------------------------------------------------

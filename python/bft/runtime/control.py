@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import jobs
+from .._bounded import read_json
 from ..train import protocol
 from .resize import check_resize_choice
 from .state import JobRow
@@ -336,6 +337,12 @@ def check_rates(curve: Optional[Dict[str, list]], configurations: List[Dict[str,
         if top * c["speedup"] > jobs.MAX_SAMPLES_PER_S:
             raise ValueError(f"--configuration {c['name']}: speedup {c['speedup']:g} x the --curve's {top:g} "
                              f"samples/s (up to --max {max_nodes} nodes) exceeds {jobs.MAX_SAMPLES_PER_S:g}")
+
+
+def read_curve(path: Path, flag: str) -> Optional[Dict[str, list]]:
+    """The throughput curve in a JSON file given as `flag` (``bft submit --curve``), read within the
+    caps of every file read whole and checked as the manager checks it; a ValueError names both."""
+    return check_curve(read_json(path, flag), f"{flag} {path}")
 
 
 def check_curve(curve: Any, where: str, max_rate: float = jobs.MAX_SAMPLES_PER_S) -> Optional[Dict[str, list]]:

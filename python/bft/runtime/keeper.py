@@ -35,7 +35,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 from .._atomic import write_atomically
 from ..train import protocol, rendezvous
 from .control import same_user
-from .launcher import is_tagged
+from .processes import is_tagged
 from .state import StateStore
 from .state_schema import ACTIVE_STATES, StateError
 

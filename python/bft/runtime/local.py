@@ -34,8 +34,8 @@ from .._atomic import write_atomically
 from .._bounded import read_json
 from ..train import protocol
 from .emulated import LAUNCHED_ENV
-from .launcher import signal_processes, tagged_processes
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
+from .processes import signal_processes, tagged_processes
 
 
 @register_source
@@ -100,17 +100,18 @@ class LocalNodeSource(NodeSource):
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        g = parser.add_argument_group("local source (--source local)")
-        g.add_argument("--local-nodes", type=int, default=4, metavar="N",
-                       help="virtual nodes on this host; with --local-trace, the trace's first N nodes (default 4)")
+        g, d = parser.add_argument_group("local source (--source local)"), cls.defaults()
+        g.add_argument("--local-nodes", type=int, default=d["nodes"], metavar="N",
+                       help="virtual nodes on this host; with --local-trace, the trace's first N nodes "
+                            "(default %(default)s)")
         g.add_argument("--local-trace", type=Path, metavar="FILE",
                        help="idle-node trace (CSV time,node,state, optionally .gz) played back in scaled time")
-        g.add_argument("--local-time-scale", type=float, default=1.0, metavar="X",
-                       help="trace seconds per wall-clock second (360: one trace hour in 10 s; default 1)")
-        g.add_argument("--local-grace-s", type=float, default=5.0, metavar="S",
-                       help="seconds between a node turning busy and its processes being killed (default 5)")
+        g.add_argument("--local-time-scale", type=float, default=d["time_scale"], metavar="X",
+                       help="trace seconds per wall-clock second (360: one trace hour in 10 s; default %(default)g)")
+        g.add_argument("--local-grace-s", type=float, default=d["grace_s"], metavar="S",
+                       help="seconds between a node turning busy and its processes being killed (default %(default)g)")
         g.add_argument("--local-start", type=float, metavar="S", help="trace time to start playing at")
-        g.add_argument("--local-gpus", type=int, default=0, metavar="N",
+        g.add_argument("--local-gpus", type=int, default=d["gpus"], metavar="N",
                        help="give virtual node k only GPU k mod N (CUDA_VISIBLE_DEVICES); with more nodes than GPUs "
                             "the workers use gloo on the GPU, as NCCL needs a device per rank (default 0: the "
                             "processes see what this host's environment says)")

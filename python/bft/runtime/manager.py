@@ -36,10 +36,10 @@ from .curvebook import CurveBook
 from .decider import Decider
 from .jobfiles import JobFiles
 from .keeper import KeeperLink
-from .launcher import terminate_tagged
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
 from .options import ManagerOptions
+from .processes import terminate_tagged
 from .reports import ReportIntake, restore_gap_start
 from .resize import Stop, job_resize_method
 from .runs import JobRun

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from .options import METRICS_ADDRESS, METRICS_INTERVAL_S
+from .resize import ResizeMethod
 from .state import StateStore
 from .state_schema import ACTIVE_STATES, JOB_STATES
 
@@ -124,7 +125,7 @@ class ManagerMetrics:
             self._last_event_id = event["id"]
             if event["kind"] == "resize_gap":
                 if event.get("gap") == "resize":  # a restart's gap includes waiting for nodes: not a resize cost
-                    method = event.get("method") or "relaunch"
+                    method = event.get("method") or ResizeMethod.RELAUNCH.value
                     self._resize_gaps.setdefault(method, _Histogram(RESIZE_GAP_BUCKETS_S)).observe(event["gap_s"])
             else:
                 self._event_counts[event["kind"]] += 1

@@ -17,13 +17,14 @@ from __future__ import annotations
 import abc
 import argparse
 import importlib
+import inspect
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Type
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Type
 
 
 class SourceError(Exception):
@@ -60,7 +61,14 @@ class NodeSource(abc.ABC):
 
     @classmethod  # noqa: B027 - optional: a source may have no options
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Adds this source's options (``--<name>-...``) to ``bft manager``'s parser."""
+        """Adds this source's options (``--<name>-...``) to ``bft manager``'s parser; their defaults
+        are the constructor's (:meth:`defaults`), so that each is written once."""
+
+    @classmethod
+    def defaults(cls) -> Dict[str, Any]:
+        """The constructor's keyword defaults by parameter name: what the options default to."""
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
     @classmethod
     @abc.abstractmethod

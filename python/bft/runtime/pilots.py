@@ -17,6 +17,7 @@ keep reporting.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import hmac
 import json
@@ -38,6 +39,16 @@ _MESSAGE_MAX_AGE_S = 300.0  # older (or replayed) signed reports are ignored; al
 MAX_CONNECTIONS = 32  # reports handled at once
 MESSAGE_DEADLINE_S = 2.0  # a connection's time to send its one message
 EVENTS = ("start", "term")  # a pilot holds its node; the scheduler is taking it back
+
+
+class PilotState(str, enum.Enum):
+    """What a source knows of one of its pilots, whatever the scheduler."""
+
+    PENDING = "pending"  # submitted, waiting for a node
+    RUNNING = "running"  # it reported "start": its node joined
+    RECLAIMED = "reclaimed"  # it reported "term": its node was announced gone
+    CANCELLING = "cancelling"  # the source is cancelling it
+
 
 # The environment of a pilot (pilot.py reads it).
 ENV_SECRET = "BFT_PILOT_SECRET"

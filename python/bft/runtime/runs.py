@@ -21,7 +21,7 @@ class Agent:
     job: str
     generation: int
     node: str
-    proc: Any  # subprocess.Popen, or launcher.AdoptedAgent
+    proc: Any  # subprocess.Popen, or processes.AdoptedAgent
     row: int  # procs table row
     signalled: bool = False  # SIGTERM sent
     standby: bool = False  # born of a warm standby: no job tag in its environment, known by its pid

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .._bounded import read_whole
-from .._core import MAX_LINE_BYTES
-from .._core import sim as _sim
+from .. import sim
+from .._bounded import MAX_LINE_BYTES, read_whole
 from .slurm_commands import PILOT_PREFIX
 
 FORMAT = "JobID,JobName,Eligible,Start,End,NodeList"
@@ -71,7 +70,7 @@ class MainWait:
 def _time(text: str) -> Optional[float]:
     if text in ("", "Unknown", "None"):
         return None
-    return float(_sim.parse_sacct_time(text))
+    return float(sim.parse_sacct_time(text))
 
 
 def parse(text: str, source: str = "sacct") -> List[SacctJob]:
@@ -101,7 +100,7 @@ def parse(text: str, source: str = "sacct") -> List[SacctJob]:
             continue  # a step, inside its job's allocation
         try:
             start, end, eligible = _time(f["Start"]), _time(f["End"]), _time(f["Eligible"])
-            nodes = [] if f["NodeList"] in ("", "None assigned") else _sim.expand_hostlist(f["NodeList"])
+            nodes = [] if f["NodeList"] in ("", "None assigned") else sim.expand_hostlist(f["NodeList"])
         except ValueError as e:
             raise SacctError(f"{source}:{number}: job {f['JobID']}: {e}") from None
         if start is None or not nodes:
@@ -198,7 +197,7 @@ class _NodeHistory:
                 yield self.jobs[i], max(self.starts[i], lo), min(self.ends[i], hi)
 
 
-def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], since_s: float, until_s: float) -> MainWait:
+def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], *, since_s: float, until_s: float) -> MainWait:
     """The main jobs' added wait within [since_s, until_s] caused by the pilots named `pilot_names`
     (the module's definition)."""
     pilots = set(pilot_names)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
-from .pilots import PilotReports
+from .pilots import PilotReports, PilotState
 from .slurm_commands import JOB_VAR, NODE_VAR, PILOT_PREFIX, SlurmCommands
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
 @dataclass
 class _Pilot:
     job_id: str
-    state: str  # "pending" | "running" (node joined) | "reclaimed" (node announced gone) | "cancelling"
+    state: PilotState = PilotState.PENDING
     node: str = ""
 
 
@@ -112,20 +112,27 @@ class SlurmNodeSource(NodeSource):
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        g = parser.add_argument_group("slurm node source (--source slurm)")
+        g, d = parser.add_argument_group("slurm node source (--source slurm)"), cls.defaults()
         arg = g.add_argument
-        arg("--slurm-partition", default="", help="partition of the pilot jobs (a preemptible, low PriorityTier one)")
-        arg("--slurm-qos", default="", help="QOS of the pilot jobs (a preemptible one, for PreemptType=preempt/qos)")
-        arg("--slurm-account", default="", help="account charged for the pilot jobs")
-        arg("--slurm-time", default="1:00:00", help="time limit of each pilot (sbatch --time); default %(default)s")
-        arg("--slurm-time-min", default="", help="minimum time limit (sbatch --time-min), for backfill-only pilots")
-        arg("--slurm-pending", type=int, default=2, help="pilots kept pending; default %(default)s")
-        arg("--slurm-max-nodes", type=int, default=0, help="most nodes held or pending at once (0: no cap)")
-        arg("--slurm-manager-address", default="",
+        arg("--slurm-partition", default=d["partition"],
+            help="partition of the pilot jobs (a preemptible, low PriorityTier one)")
+        arg("--slurm-qos", default=d["qos"],
+            help="QOS of the pilot jobs (a preemptible one, for PreemptType=preempt/qos)")
+        arg("--slurm-account", default=d["account"], help="account charged for the pilot jobs")
+        arg("--slurm-time", default=d["time_limit"],
+            help="time limit of each pilot (sbatch --time); default %(default)s")
+        arg("--slurm-time-min", default=d["time_min"],
+            help="minimum time limit (sbatch --time-min), for backfill-only pilots")
+        arg("--slurm-pending", type=int, default=d["pending"], help="pilots kept pending; default %(default)s")
+        arg("--slurm-max-nodes", type=int, default=d["max_nodes"],
+            help="most nodes held or pending at once (0: no cap)")
+        arg("--slurm-manager-address", default=d["manager_address"],
             help="address the nodes reach the manager at (default: --bind if given, else this host's name)")
-        arg("--slurm-port", type=int, default=0, help="TCP port of the pilots' reports (0: any, kept across restarts)")
-        arg("--slurm-poll-s", type=float, default=2.0, help="seconds between squeue polls; default %(default)s")
-        arg("--slurm-pilot-output", default="/dev/null", help="pilots' output file (sbatch --output; %%j = job id)")
+        arg("--slurm-port", type=int, default=d["port"],
+            help="TCP port of the pilots' reports (0: any, kept across restarts)")
+        arg("--slurm-poll-s", type=float, default=d["poll_s"], help="seconds between squeue polls; default %(default)s")
+        arg("--slurm-pilot-output", default=d["pilot_output"],
+            help="pilots' output file (sbatch --output; %%j = job id)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, identity: str, state_dir: Path) -> "SlurmNodeSource":
@@ -201,7 +208,7 @@ class SlurmNodeSource(NodeSource):
     def launch(self, node: str, argv: Sequence[str], env: Mapping[str, str], log_path: Path, *,
                cwd: Optional[Path] = None, stdin: bool = False) -> subprocess.Popen:
         with self._lock:
-            pilot = next((p for p in self._pilots.values() if p.node == node and p.state == "running"), None)
+            pilot = next((p for p in self._pilots.values() if p.node == node and p.state == PilotState.RUNNING), None)
         if pilot is None:
             raise SourceError(f"slurm: node {node!r} is not held by a running pilot of this manager")
         # The manager's own SLURM_* job variables (when it runs inside a job) would redirect srun.
@@ -236,14 +243,14 @@ class SlurmNodeSource(NodeSource):
     def reclaim_done(self, node: str) -> None:
         # Release a preempted node before its grace time ends: the main job starts sooner.
         with self._lock:
-            ids = [p.job_id for p in self._pilots.values() if p.node == node and p.state == "reclaimed"]
+            ids = [p.job_id for p in self._pilots.values() if p.node == node and p.state == PilotState.RECLAIMED]
             for i in ids:
-                self._pilots[i].state = "cancelling"
+                self._pilots[i].state = PilotState.CANCELLING
         self._slurm.cancel(ids)
 
     def nodes(self) -> List[str]:
         with self._lock:
-            return sorted(p.node for p in self._pilots.values() if p.state == "running")
+            return sorted(p.node for p in self._pilots.values() if p.state == PilotState.RUNNING)
 
     def capacity(self) -> Optional[int]:
         return self.max_nodes or None  # without --slurm-max-nodes, whatever the partition holds
@@ -264,10 +271,10 @@ class SlurmNodeSource(NodeSource):
         """Called with the lock held: the pilot runs on node; announce it (once)."""
         # A new pilot on a node we still believe held by an older one: that one is gone.
         for other in self._pilots.values():
-            if other is not pilot and other.node == node and other.state == "running":
-                other.state = "reclaimed"
+            if other is not pilot and other.node == node and other.state == PilotState.RUNNING:
+                other.state = PilotState.RECLAIMED
                 self._emit(NodeEvent("reclaim", node, 0.0))
-        pilot.state, pilot.node = "running", node
+        pilot.state, pilot.node = PilotState.RUNNING, node
         self._failures = 0
         self._emit(NodeEvent("join", node))
 
@@ -277,13 +284,13 @@ class SlurmNodeSource(NodeSource):
             if job in self._ended:
                 return "error ended"
             # Signed, so ours even if the sbatch answer has not been recorded yet.
-            pilot = self._pilots.setdefault(job, _Pilot(job, "pending"))
-            if pilot.state == "cancelling" or self._releasing:
+            pilot = self._pilots.setdefault(job, _Pilot(job))
+            if pilot.state == PilotState.CANCELLING or self._releasing:
                 return "release"
-            if event == "start" and pilot.state == "pending" and not self._stopping.is_set():
+            if event == "start" and pilot.state == PilotState.PENDING and not self._stopping.is_set():
                 self._join(pilot, node)
-            elif event == "term" and pilot.state == "running":
-                pilot.state = "reclaimed"
+            elif event == "term" and pilot.state == PilotState.RUNNING:
+                pilot.state = PilotState.RECLAIMED
                 self._emit(NodeEvent("reclaim", pilot.node, self.grace_s))
         return "hold"
 
@@ -307,7 +314,7 @@ class SlurmNodeSource(NodeSource):
         jobs = self._slurm.squeue()
         with self._lock:
             unannounced = [j for j, (state, _) in jobs.items()
-                           if state == "RUNNING" and self._pilots.get(j, _Pilot(j, "pending")).state == "pending"]
+                           if state == "RUNNING" and self._pilots.get(j, _Pilot(j)).state == PilotState.PENDING]
         stepped = set()
         if unannounced:
             out = self._slurm.run(["squeue", "--noheader", "--steps", f"--jobs={','.join(unannounced)}", "--format=%i"])
@@ -326,9 +333,9 @@ class SlurmNodeSource(NodeSource):
                 if state == "RUNNING" or state in _WAITING:
                     continue
                 # Gone from the queue or ending (COMPLETING, ...): the node is no longer ours.
-                if pilot.state == "running":
+                if pilot.state == PilotState.RUNNING:
                     self._emit(NodeEvent("reclaim", pilot.node, 0.0))
-                elif pilot.state == "pending":
+                elif pilot.state == PilotState.PENDING:
                     # Ended without ever reporting: the pilot cannot run or cannot reach us.
                     self._failures += 1
                 del self._pilots[job_id]
@@ -339,14 +346,16 @@ class SlurmNodeSource(NodeSource):
                 pilot = self._pilots.get(job_id)
                 if pilot is None:
                     # Found by name: a pilot of an earlier run of this manager (restart adoption).
-                    pilot = self._pilots[job_id] = _Pilot(job_id, "pending")
-                if state == "RUNNING" and pilot.state == "pending" and job_id in stepped:
+                    pilot = self._pilots[job_id] = _Pilot(job_id)
+                if state == "RUNNING" and pilot.state == PilotState.PENDING and job_id in stepped:
                     self._join(pilot, node)
             # Allocated pilots whose step has not reported yet hold a node; they are not pending.
             waiting = sorted((j for j, p in self._pilots.items()
-                              if p.state == "pending" and jobs.get(j, ("PENDING", ""))[0] != "RUNNING"), key=int)
+                              if p.state == PilotState.PENDING and jobs.get(j, ("PENDING", ""))[0] != "RUNNING"),
+                             key=int)
             held = sum(1 for j, p in self._pilots.items()
-                       if p.state == "running" or (p.state == "pending" and jobs.get(j, ("", ""))[0] == "RUNNING"))
+                       if p.state == PilotState.RUNNING
+                       or (p.state == PilotState.PENDING and jobs.get(j, ("", ""))[0] == "RUNNING"))
             target = self.pending
             if self.max_nodes:
                 target = max(0, min(target, self.max_nodes - held))
@@ -355,7 +364,7 @@ class SlurmNodeSource(NodeSource):
             if len(waiting) > target:
                 to_cancel = waiting[target:]  # the newest go first
                 for j in to_cancel:
-                    self._pilots[j].state = "cancelling"
+                    self._pilots[j].state = PilotState.CANCELLING
             deficit = target - len(waiting)
         self._slurm.cancel(to_cancel)
         if deficit > 0 and self._failures >= 3:
@@ -375,4 +384,4 @@ class SlurmNodeSource(NodeSource):
             if self._submitted is not None:
                 self._submitted.append(job_id)
             with self._lock:
-                self._pilots.setdefault(job_id, _Pilot(job_id, "pending"))
+                self._pilots.setdefault(job_id, _Pilot(job_id))

@@ -15,16 +15,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .jobfiles import JobFiles
-from .launcher import (
-    AdoptedAgent,
-    LaunchSpec,
-    default_python,
-    job_environment,
-    signal_processes,
-    tagged_processes,
-    terminate_tagged,
-)
+from .launcher import LaunchSpec, default_python, job_environment
 from .nodes import NodeSource, SourceError
+from .processes import AdoptedAgent, signal_processes, tagged_processes, terminate_tagged
 from .resize import Configurations, method
 from .runs import Agent, JobRun
 from .standby import Standbys
