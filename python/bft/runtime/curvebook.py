@@ -30,13 +30,15 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .. import Error, alloc, curve
 from .growstarts import COLD, WARM, FreeNodes, GrowStarts
-from .resize.methods import METHODS
+from .resize.methods import METHODS, ResizeMethod
 from .runs import JobRun
 from .state import StateStore
 
 SILENT_RATE = 1.0  # samples/s per node the allocator assumes for a silent job
 SILENT_WEIGHT = 1e-6  # its weight: below every job that reports
-RELAUNCH, INPLACE = "relaunch", "inplace"
+# The advisor's two rescale methods, named as the resize methods they measure (membership restarts
+# every worker: the advisor counts it as a relaunch).
+RELAUNCH, INPLACE = ResizeMethod.RELAUNCH.value, ResizeMethod.INPLACE.value
 RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (RELAUNCH, INPLACE)}
 # The in-place costs charged until measured (--inplace-scale-up-s/-down-s), from what was measured on
 # CPU/gloo (bench/README.md, issue 22 item 6): a grow as the advisor measures it, 2.46 s and 2.92 s in
