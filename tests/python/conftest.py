@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from bft.runtime.state import StateStore
 from runtime_util import ManagerHarness
 
 # ../shared/data beside the checkout holds real traces and workloads (never copied into the repo).
@@ -16,6 +17,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA} (expected ../shared/data beside the checkout)")
     return SHARED_DATA
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A fresh state database (the manager's store) in tmp_path, closed afterwards."""
+    s = StateStore(tmp_path / "state.db")
+    yield s
+    s.close()
 
 
 @pytest.fixture

@@ -22,13 +22,6 @@ from runtime_util import make_run, reporting_job
 NODES = [f"n{k}" for k in range(6)]
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = StateStore(tmp_path / "state.db")
-    yield s
-    s.close()
-
-
 def new_book(store: StateStore) -> CurveBook:
     return CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
 

@@ -21,13 +21,6 @@ from runtime_util import make_run, reporting_job
 NODES = [f"n{k}" for k in range(4)]
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = StateStore(tmp_path / "state.db")
-    yield s
-    s.close()
-
-
 
 def measure(book: CurveBook, run: JobRun, rates: dict, minutes: int = 5) -> None:
     """Feeds the advisor what a job reporting at each size would: `rates` maps nodes -> samples/s."""
