@@ -168,6 +168,7 @@ struct ProfilingAdvisor::Impl : internal::AdvisorState {
       const double r = size.second / model.fit.Evaluate(size.first);
       return r > 0.0 && std::isfinite(r) ? r : 1.0;
     };
+    if (model.rates.empty()) return 1.0;
     const auto hi = model.rates.lower_bound(n);
     if (hi == model.rates.begin()) return ratio(*hi);
     if (hi == model.rates.end()) return ratio(*model.rates.rbegin());
