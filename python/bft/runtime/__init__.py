@@ -3,8 +3,9 @@ training-loop side is :mod:`bft.train`. Its modules:
 
 - the manager: :mod:`.manager` (the event loop), :mod:`.options` (its options and every default),
   :mod:`.decider` (the allocator's problem in, placements out), :mod:`.curvebook` (the profiling
-  advisor, priors, rescale costs; + :mod:`.growstarts`, grows' newcomers timed warm and cold), :mod:`.reports` (progress datagrams in), :mod:`.lifecycle`
-  (carrying out decisions, judging ended generations), :mod:`.workers` (a job's processes and its
+  advisor, priors, rescale costs; + :mod:`.growstarts`, grows' newcomers timed warm and cold),
+  :mod:`.reports` (progress datagrams in), :mod:`.lifecycle` (carrying out decisions, judging ended
+  generations), :mod:`.workers` (a job's processes and its
   in-place configurations), :mod:`.resize` (a job's resize: its state machine and methods),
   :mod:`.runs` (what the manager tracks of an active job), :mod:`.standby` (warm standbys),
   :mod:`.launcher` (torchrun command lines, environments, its logs), :mod:`.processes` (finding and
