@@ -257,16 +257,24 @@ TEST(CurveAdvisor, RescaleBeforeThePreviousOneWarmedUpIsNotMeasured) {
 
 double AmdahlCurve(double n) { return 1.0 / (1e-4 + 1e-3 / n); }
 
+// A noiseless job `id` of model "m", declared to the advisor, whose rate is truth(n) * scale.
+SimJob ModelJob(ProfilingAdvisor& adv, const std::string& id, std::function<double(double)> truth,
+                double scale = 1.0) {
+  SimJob job;
+  job.id = id;
+  job.truth = std::move(truth);
+  job.scale = scale;
+  job.noise = 0.0;
+  adv.SetModel(id, "m");
+  return job;
+}
+
 TEST(CurveAdvisor, ANewJobOfAKnownModelStartsFromItsSiblingsCurve) {
   // A sibling of model "m" measured 2, 8 and 32 nodes, then finished (forgotten): a new job of
   // that model is estimated by the curve through them from its first report on, not by the
   // linear prior; a job of another model still gets the prior.
   ProfilingAdvisor adv;
-  SimJob sibling;
-  sibling.id = "sibling";
-  sibling.truth = AmdahlCurve;
-  sibling.noise = 0.0;
-  adv.SetModel("sibling", "m");
+  SimJob sibling = ModelJob(adv, "sibling", AmdahlCurve);
   sibling.Run(adv, 2, 300.0);
   sibling.Run(adv, 8, 300.0);
   sibling.Run(adv, 32, 300.0);
@@ -283,31 +291,18 @@ TEST(CurveAdvisor, ANewJobOfAKnownModelStartsFromItsSiblingsCurve) {
 
 TEST(CurveAdvisor, AJobsOwnReportsKeepItsModelPriorHonest) {
   ProfilingAdvisor adv;
-  SimJob sibling;
-  sibling.id = "sibling";
-  sibling.truth = AmdahlCurve;
-  sibling.noise = 0.0;
-  adv.SetModel("sibling", "m");
+  SimJob sibling = ModelJob(adv, "sibling", AmdahlCurve);
   sibling.Run(adv, 2, 300.0);
   sibling.Run(adv, 8, 300.0);
   sibling.Run(adv, 32, 300.0);
   // Twice as fast as its sibling at every size: one own size scales the model's curve.
-  SimJob fast;
-  fast.id = "fast";
-  fast.truth = AmdahlCurve;
-  fast.scale = 2.0;
-  fast.noise = 0.0;
-  adv.SetModel("fast", "m");
+  SimJob fast = ModelJob(adv, "fast", AmdahlCurve, 2.0);
   fast.Run(adv, 4, 300.0);
   EXPECT_NEAR(adv.ThroughputEstimate("fast", 64).Evaluate(16), 2.0 * AmdahlCurve(16), 1e-6 * AmdahlCurve(16));
   // Linear scaling, unlike its model: two own sizes that disagree with the model's shape by more
   // than fit.duplicate_tolerance drop the prior: its own fit, linear beyond 8 nodes too (the
   // advisor's extrapolation counts the predicted gain in full: 80,000 at 16).
-  SimJob linear;
-  linear.id = "linear";
-  linear.truth = [](double n) { return 5000.0 * n; };
-  linear.noise = 0.0;
-  adv.SetModel("linear", "m");
+  SimJob linear = ModelJob(adv, "linear", [](double n) { return 5000.0 * n; });
   linear.Run(adv, 2, 300.0);
   linear.Run(adv, 8, 300.0);
   EXPECT_NEAR(adv.ThroughputEstimate("linear", 64).Evaluate(8), 40000.0, 1e-6 * 40000.0);
@@ -320,21 +315,15 @@ TEST(CurveAdvisor, TheModelCurveIsAnchoredToItsSiblingsMeasurements) {
   // sibling measured, and in between lies between them (no jump next to a measured size).
   const std::vector<std::pair<int, double>> points = {{1, 1000.0}, {2, 1900.0},  {4, 3900.0},
                                                       {8, 6500.0}, {16, 9000.0}, {32, 10500.0}};
-  const auto truth = [&points](double n) {
-    for (std::size_t i = 1; i < points.size(); ++i)
-      if (n <= points[i].first) {
-        const auto [n0, r0] = points[i - 1];
-        const auto [n1, r1] = points[i];
-        return r0 + (r1 - r0) * (n - n0) / (n1 - n0);
-      }
-    return points.back().second;
-  };
+  std::vector<int> nodes;
+  std::vector<double> rates;
+  for (const auto& [n, rate] : points) {
+    nodes.push_back(n);
+    rates.push_back(rate);
+  }
+  const ThroughputCurve truth(nodes, rates);  // piecewise linear through the points
   ProfilingAdvisor adv;
-  SimJob sibling;
-  sibling.id = "sibling";
-  sibling.truth = truth;
-  sibling.noise = 0.0;
-  adv.SetModel("sibling", "m");
+  SimJob sibling = ModelJob(adv, "sibling", truth);
   for (const auto& [n, rate] : points) sibling.Run(adv, n, 300.0);
   adv.Forget("sibling");
   adv.SetModel("new", "m");
@@ -346,12 +335,7 @@ TEST(CurveAdvisor, TheModelCurveIsAnchoredToItsSiblingsMeasurements) {
     EXPECT_LE(fresh.Evaluate(n), hi->second * (1.0 + 1e-9)) << n;
   }
   // A job 1.5 times as fast, measured at 2 and 8 nodes: at 4 it is its sibling's 4 times 1.5.
-  SimJob fast;
-  fast.id = "fast";
-  fast.truth = truth;
-  fast.scale = 1.5;
-  fast.noise = 0.0;
-  adv.SetModel("fast", "m");
+  SimJob fast = ModelJob(adv, "fast", truth, 1.5);
   fast.Run(adv, 2, 300.0);
   fast.Run(adv, 8, 300.0);
   const ThroughputCurve own = adv.ThroughputEstimate("fast", 64);
