@@ -115,6 +115,8 @@ class Decider:
         job keeps its nodes that joined first, as it always did: no node a job runs on has a standby)."""
         for node in pool:
             self.joined.intern(node)
+        if warm.isdisjoint(pool):
+            return self.joined  # already in the order the nodes first joined: no renumbering needed
         names = alloc.NodeNames()
         for node in sorted(pool, key=lambda n: (n not in warm, self.joined.find(n))):
             names.intern(node)
