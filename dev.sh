@@ -25,6 +25,11 @@ VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 BUILD_DIR="${BFT_BUILD_DIR:-build/dev}"
 JOBS="${BFT_JOBS:-$(nproc)}"
+TEST_WORKERS="${BFT_TEST_WORKERS:-2}"
+if ! [[ "$TEST_WORKERS" =~ ^[1-9][0-9]*$ ]]; then  # checked first: before minutes of building
+  echo "dev.sh: BFT_TEST_WORKERS must be a positive whole number, got '$TEST_WORKERS'" >&2
+  exit 2
+fi
 APT_PACKAGES=(g++ pkg-config libglpk-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
               coinor-libcbc-dev zlib1g-dev nlohmann-json3-dev clang-format)
 # Only some tests need these: a real Prometheus server scrapes the manager's metrics
@@ -94,8 +99,8 @@ run_pytest() {
   # Two processes by default: the end-to-end tests mostly wait on real processes, so two of them
   # overlap well even on 2 cores; the Slurm tests stay in one process (conftest.py, xdist_group).
   # --durations names the slowest tests, so that CI's time can be kept within its budget.
-  local workers="${BFT_TEST_WORKERS:-2}" parallel=()
-  [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadgroup)
+  local parallel=()
+  [ "$TEST_WORKERS" -gt 1 ] && parallel=(-n "$TEST_WORKERS" --dist loadgroup)
   PYTHONPATH="$ROOT/$BUILD_DIR/python" "$PY" -m pytest -q --durations=20 "${parallel[@]}" tests/python "$@"
 }
 
