@@ -2,56 +2,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "bft/profiling.h"
-#include "bft/sim.h"
+#include "engine.h"
 
-namespace bft::sim {
+namespace bft::sim::engine {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-// Two finish times closer than this (seconds) are handled in the same event.
-constexpr double kTimeEps = 1e-6;
-
-struct JobState {
-  enum class Phase { kWaiting, kActive, kFinished };
-  Phase phase = Phase::kWaiting;
-  std::vector<NodeId> nodes;  // sorted
-  double done = 0.0;          // net of losses; never below 0 in continuous accounting
-  double gross = 0.0;         // sum of rate * dt: what the allocations would have done without losses
-  double loss = 0.0;          // every loss charged, in full
-  // The part of the losses not yet taken out of `done` (a loss larger than the samples done):
-  // later progress pays it first. done - debt = gross - loss; done > 0 implies debt == 0.
-  double debt = 0.0;
-  double rate = 0.0;  // true samples/s on the current nodes
-  double finish_at = kInf;
-  double admit_s = -1.0;
-  double finish_s = -1.0;
-  double node_seconds = 0.0;
-  int rescales = 0;
-  int preemptions = 0;
-  // A running job stopped (by the allocator, or a reclaim below its minimum) owes its cold start
-  // (JobSpec::restart_s), charged when it runs again and at that rate: as a real job pays it.
-  bool restart_owed = false;
-  // Per event: nodes reclaimed from this job at the current event, and its rate before the event.
-  bool reclaimed_now = false;
-  double rate_before_event = 0.0;
-  // What the job's own sample counter shows (learned mode): monotone; a loss appears as a stall.
-  double counter = 0.0;
-  int configuration = 0;  // 0: full backpropagation; k: JobSpec::configurations[k - 1]
-  int configuration_switches = 0;
-  double partial_node_seconds = 0.0;
-  // Learned mode: the raw samples processed in each configuration (what that configuration's
-  // advisor sees), and the counter up to which progress has been credited to them.
-  std::vector<double> configuration_samples;
-  double credited_counter = 0.0;
-  // The rescale costs the allocator was last given for this job (the spec's until measured).
-  double allocator_scale_up_s = 0.0;
-  double allocator_scale_down_s = 0.0;
-};
 
 double Efficiency(const JobSpec& spec, int configuration) {
   return configuration == 0 ? 1.0
@@ -81,111 +38,7 @@ alloc::Job ToAllocJob(const JobSpec& spec, curve::ThroughputCurve objective,
   return job;
 }
 
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  // Nearest rank: the smallest value with at least q of the values at or below it.
-  std::size_t rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
-  rank = std::clamp<std::size_t>(rank, 1, v.size());
-  return v[rank - 1];
-}
-
-class Engine {
- public:
-  Engine(const Trace& trace, const std::vector<JobSpec>& specs, const ReplayOptions& options)
-      : trace_(trace),
-        specs_(specs),
-        opt_(options),
-        jobs_(specs.size()),
-        reference_(options.accounting == Accounting::kReference),
-        solve_(options.solve) {}
-
-  ReplayResult Run();
-
- private:
-  void SetupNodes();
-  void SetupWindow();
-  void AddIdle(NodeId node);
-  void RemoveIdle(NodeId node);
-  void ObserveLifetime(const Transition& x);
-  void Advance(double t);
-  void RetireFinished(double t);
-  void ApplyTransitions(double t, int* transitions, int* preemptions);
-  bool Admit(double t, bool* arrived);
-  void Decide(double t, int transitions, int preemptions, bool allocate);
-  void RunContinuous();
-  void RunReference();
-  void Summarize();
-  void Charge(JobState& job, double samples);
-  void CreditCounter(JobState& job, const JobSpec& spec);
-  void ReportConfiguration(int j, double t, int configuration, int nodes);
-  alloc::Job LearnedJob(int j);
-  double LearnedRate(int j) const;
-  double Allocate(double t, int* rescales);
-  void CheckInterrupt() const;
-  void ReportToAdvisor(double t);
-  void RecordStep(double t, int transitions, int rescales, int preemptions, double allocator_s);
-  double NextFinish() const;
-
-  const Trace& trace_;
-  const std::vector<JobSpec>& specs_;
-  const ReplayOptions& opt_;
-  std::vector<JobState> jobs_;
-  ReplayResult result_;
-
-  const bool reference_;  // Accounting::kReference
-  double now_ = 0.0;
-  double start_ = 0.0;
-  double end_ = 0.0;
-  std::size_t next_transition_ = 0;  // the first transition of the trace not yet applied
-  // Nodes.
-  std::vector<char> in_subset_;
-  std::vector<char> idle_;
-  std::vector<int> owner_;     // job index or -1
-  std::vector<NodeId> pool_;   // idle nodes of the subset, in no particular order
-  std::vector<int> pool_pos_;  // index in pool_, or -1
-  int subset_size_ = 0;
-  int used_ = 0;
-  // Jobs.
-  std::vector<int> queue_;        // job indices by (submit, index)
-  std::size_t next_queued_ = 0;   // next job to admit
-  std::size_t next_arrival_ = 0;  // next job to arrive (next_arrival_ >= next_queued_)
-  // Samples done by jobs that have left active_ (finished: their `done` no longer changes), so
-  // that a step's total is this plus the active jobs', not a sum over the whole workload.
-  double retired_done_ = 0.0;
-  std::vector<int> active_;  // admitted, unfinished, in admission order
-  int finished_ = 0;
-  int admitted_ = 0;
-  // Accounting.
-  double idle_node_s_ = 0.0;
-  double used_node_s_ = 0.0;
-  // The node-seconds so far at the first admission and at the latest finish (the active window).
-  double first_admit_s_ = -1.0;
-  double idle_at_first_admit_ = 0.0;
-  double used_at_first_admit_ = 0.0;
-  double last_finish_s_ = -1.0;
-  double idle_at_last_finish_ = 0.0;
-  double used_at_last_finish_ = 0.0;
-  std::vector<double> allocator_times_;
-  int allocator_time_limits_ = 0;
-  int allocator_failures_ = 0;
-  int total_rescales_ = 0;
-  int total_preemptions_ = 0;
-  double next_progress_ = 0.0;  // the next fraction of the window to report to on_progress
-  // Allocator state reused between calls.
-  alloc::SolveOptions solve_;  // opt_.solve, with reference accounting's equal-share rule
-  // The policy's registration: the inputs it declares are what the replay supplies (Allocate).
-  alloc::PolicyInfo policy_;
-  alloc::Problem problem_;
-  std::vector<alloc::Job> oracle_jobs_;
-  // Learned mode: one profiling advisor per configuration index (0: full backpropagation; k: every
-  // job's k-th configuration), each learning the curve of the jobs' runs in that configuration.
-  std::vector<curve::ProfilingAdvisor> advisors_;
-  // For a policy that reads expected idle times: the idle holes seen so far, and since when each
-  // idle node is idle (-1: busy).
-  std::unique_ptr<IdleLifetimePredictor> lifetime_;
-  std::vector<double> idle_since_;
-};
+}  // namespace
 
 void Engine::SetupNodes() {
   const std::size_t n = trace_.node_names.size();
@@ -194,11 +47,12 @@ void Engine::SetupNodes() {
     std::unordered_map<std::string, NodeId> ids;
     ids.reserve(n);
     for (std::size_t i = 0; i < n; ++i) ids.emplace(trace_.node_names[i], static_cast<NodeId>(i));
-    std::unordered_set<std::string> absent;  // reference accounting: nodes never idle in the trace
+    std::unordered_set<std::string> absent;  // nodes never idle in the trace
     for (const std::string& name : opt_.nodes) {
       auto it = ids.find(name);
       if (it == ids.end()) {
-        if (!reference_) throw InvalidArgument("nodes: node \"" + name + "\" is not in the trace");
+        if (!accounting_->CountsNodesAbsentFromTrace())
+          throw InvalidArgument("nodes: node \"" + name + "\" is not in the trace");
         if (!absent.insert(name).second)
           throw InvalidArgument("nodes: node \"" + name + "\" is listed twice");
         continue;
@@ -253,10 +107,9 @@ double Engine::NextFinish() const {
   return t;
 }
 
-// Moves the clock to t: node-seconds and progress at the rates set at the last event. Continuous:
-// a job whose finish time is reached gets exactly its work and finishes at t. Reference: progress
-// is not capped at the work; whether the job finishes is decided after the event's preemption
-// charges, and what it made beyond its work is then a loss (RetireFinished).
+// Moves the clock to t: node-seconds, and progress at the rates set at the last event as the
+// accounting model counts it (continuous: a job whose finish time is reached gets exactly its work;
+// reference: not capped at the work, settled in RetireFinished after the event's charges).
 void Engine::Advance(double t) {
   const double dt = t - now_;
   if (dt > 0) {
@@ -269,40 +122,17 @@ void Engine::Advance(double t) {
     job.node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
     if (job.configuration != 0)
       job.partial_node_seconds += static_cast<double>(job.nodes.size()) * std::max(dt, 0.0);
-    if (job.rate <= 0.0) continue;
-    if (reference_) {
-      const double progress = job.rate * std::max(dt, 0.0);
-      job.gross += progress;
-      job.done += progress;
-    } else if (job.finish_at <= t + kTimeEps) {
-      job.gross += spec.work - job.done + job.debt;
-      job.done = spec.work;
-      job.debt = 0.0;
-      job.phase = JobState::Phase::kFinished;
-    } else if (dt > 0) {
-      const double progress = job.rate * dt;
-      job.gross += progress;
-      const double paid = std::min(job.debt, progress);
-      job.debt -= paid;
-      job.done = std::min(spec.work, job.done + (progress - paid));
-    }
+    if (job.rate > 0.0) accounting_->Progress(job, spec, dt, t);
   }
   now_ = t;
-  if (!reference_) RetireFinished(t);
 }
 
-// Finished jobs leave and free their nodes (reference: every job whose work is done finishes now,
-// credited with its work only: the progress beyond it counts as a loss, as the published replayer's).
+// Finished jobs leave and free their nodes (the accounting model settles each active job first).
 void Engine::RetireFinished(double t) {
   bool any_finished = false;
   for (const int j : active_) {
     JobState& job = jobs_[static_cast<std::size_t>(j)];
-    const double work = specs_[static_cast<std::size_t>(j)].work;
-    if (reference_ && job.done >= work) {
-      job.phase = JobState::Phase::kFinished;
-      job.loss += job.done - work;
-      job.done = work;
-    }
+    accounting_->Settle(job, specs_[static_cast<std::size_t>(j)]);
     if (job.phase != JobState::Phase::kFinished) continue;
     any_finished = true;
     job.finish_s = t;
@@ -332,21 +162,7 @@ void Engine::RetireFinished(double t) {
   }
 }
 
-// Charges a loss in full: out of the samples done as far as they go, the rest as a debt that the
-// job's next progress pays first (so the total taken equals the allocator's penalty).
-// Reference accounting takes it all out of the samples done, which may go below zero.
-void Engine::Charge(JobState& job, double samples) {
-  if (!(samples > 0.0)) return;
-  if (reference_) {
-    job.done -= samples;
-    job.loss += samples;
-    return;
-  }
-  const double now = std::min(samples, job.done);
-  job.done -= now;
-  job.debt += samples - now;
-  job.loss += samples;
-}
+namespace {
 
 // What a learned replay asks the advisor for: the speedup when the workload's objective is the
 // job's throughput over its own one-node rate (relative 1e-6 at every breakpoint), else the
@@ -363,6 +179,8 @@ curve::Objective LearnedObjective(const JobSpec& spec) {
   }
   return curve::Objective::kSpeedup;
 }
+
+}  // namespace
 
 // Learned mode: the job as the advisors see it. Each configuration's curves come from its own
 // advisor (curves only as far as the replay has nodes: the allocator never evaluates beyond the
@@ -522,14 +340,14 @@ double Engine::Allocate(double t, int* rescales) {
     const int after = n > 0 ? ja.configuration : before;
     const bool running = c >= spec.min_nodes;
     if (running && (n != c || after != before)) {
-      Charge(job, (n < c ? spec.scale_down_s : spec.scale_up_s) * RateAt(spec, before, c));
+      accounting_->Charge(job, (n < c ? spec.scale_down_s : spec.scale_up_s) * RateAt(spec, before, c));
       if (n == 0) job.restart_owed = true;
       if (n != c) {
         ++job.rescales;
         ++*rescales;
       }
     } else if (!running && n >= spec.min_nodes && job.restart_owed) {
-      Charge(job, spec.restart_s * RateAt(spec, after, n));
+      accounting_->Charge(job, spec.restart_s * RateAt(spec, after, n));
       job.restart_owed = false;
     }
     if (after != before) {
@@ -588,18 +406,7 @@ void Engine::RecordStep(double t, int transitions, int rescales, int preemptions
 void Engine::SetupWindow() {
   const std::vector<Transition>& tr = trace_.transitions;
   const double last = static_cast<double>(std::max<std::int64_t>(trace_.last_time_s(), 0));
-  if (reference_ && !opt_.start_s) {
-    int distinct = 0;
-    const std::optional<std::int64_t> start = ReferenceStartS(trace_, &distinct);
-    if (!start) {
-      throw InvalidArgument(
-          "accounting reference: the window starts at the trace's " + std::to_string(kReferenceStartEvent) +
-          "th distinct time, but the trace has only " + std::to_string(distinct) + " (give start_s)");
-    }
-    start_ = static_cast<double>(*start);
-  } else {
-    start_ = opt_.start_s.value_or(0.0);
-  }
+  start_ = accounting_->WindowStart(trace_, opt_);
   end_ = opt_.end_s.value_or(last);
   if (end_ < start_) {
     throw InvalidArgument("end_s (" + std::to_string(end_) + ") is before start_s (" +
@@ -608,7 +415,7 @@ void Engine::SetupWindow() {
   for (; next_transition_ < tr.size(); ++next_transition_) {
     const Transition& x = tr[next_transition_];
     const double time = static_cast<double>(x.time_s);
-    if (reference_ ? time > start_ : time >= start_) break;
+    if (!accounting_->AppliedBeforeStart(time, start_)) break;
     if (!in_subset_[static_cast<std::size_t>(x.node)]) continue;
     ObserveLifetime(x);
     if (x.state == NodeState::kIdle) {
@@ -663,7 +470,7 @@ void Engine::ApplyTransitions(double t, int* transitions, int* preemptions) {
     const JobSpec& spec = specs_[static_cast<std::size_t>(j)];
     if (job.rate_before_event > 0.0 && static_cast<int>(job.nodes.size()) < spec.min_nodes)
       job.restart_owed = true;
-    Charge(job, spec.scale_down_s * job.rate_before_event);
+    accounting_->Charge(job, spec.scale_down_s * job.rate_before_event);
     if (!advisors_.empty()) ReportConfiguration(j, t, job.configuration, static_cast<int>(job.nodes.size()));
   }
 }
@@ -762,6 +569,7 @@ void Engine::RunContinuous() {
     first = false;
     const int finished_before = finished_;
     Advance(t);
+    RetireFinished(t);
     int transitions = 0;
     int preemptions = 0;
     ApplyTransitions(t, &transitions, &preemptions);
@@ -773,6 +581,7 @@ void Engine::RunContinuous() {
   }
   if (now_ < end_) {
     Advance(end_);
+    RetireFinished(end_);
     RecordStep(end_, 0, 0, 0, 0.0);
     for (const int j : active_) {
       const JobState& job = jobs_[static_cast<std::size_t>(j)];
@@ -842,7 +651,7 @@ ReplayResult Engine::Run() {
     idle_since_.assign(trace_.node_names.size(), -1.0);
   }
   SetupWindow();
-  if (reference_) solve_.equal_share_above_min = true;
+  accounting_->Adjust(&solve_);
   for (std::size_t j = 0; j < specs_.size(); ++j) {
     jobs_[j].allocator_scale_up_s = specs_[j].scale_up_s;
     jobs_[j].allocator_scale_down_s = specs_[j].scale_down_s;
@@ -868,160 +677,19 @@ ReplayResult Engine::Run() {
   });
   result_.steps.reserve(
       std::min<std::size_t>(trace_.transitions.size() - next_transition_ + 2 * specs_.size() + 2, 1u << 22));
-  if (reference_) {
-    RunReference();
-  } else {
-    RunContinuous();
-  }
+  accounting_->RunEvents(*this);
   if (opt_.on_progress) opt_.on_progress(1.0);
   Summarize();
   result_.summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return std::move(result_);
 }
 
-void Engine::Summarize() {
-  Summary& s = result_.summary;
-  s.policy = opt_.solve.solver;
-  s.curves = ToString(opt_.curves);
-  s.accounting = ToString(opt_.accounting);
-  s.configurations = ToString(opt_.configurations);
-  s.start_s = start_;
-  s.end_s = end_;
-  s.nodes = subset_size_;
-  s.events = static_cast<int>(result_.steps.size());
-  double first_submit = kInf;
-  double last_finish = -kInf;
-  double turnaround = 0.0;
-  result_.jobs.resize(specs_.size());
-  for (std::size_t j = 0; j < specs_.size(); ++j) {
-    const JobState& job = jobs_[j];
-    const JobSpec& spec = specs_[j];
-    JobResult& r = result_.jobs[j];
-    r.name = spec.name;
-    r.submit_s = spec.submit_s;
-    r.admit_s = job.admit_s;
-    r.finish_s = job.finish_s;
-    r.work = spec.work;
-    r.done = job.done;
-    r.loss_samples = job.loss;
-    r.unpaid_loss_samples = job.debt;
-    r.allocator_scale_up_s = job.allocator_scale_up_s;
-    r.allocator_scale_down_s = job.allocator_scale_down_s;
-    r.rescales = job.rescales;
-    r.preemptions = job.preemptions;
-    r.node_seconds = job.node_seconds;
-    r.configuration_switches = job.configuration_switches;
-    r.partial_node_seconds = job.partial_node_seconds;
-    s.configuration_switches += job.configuration_switches;
-    s.partial_node_hours += job.partial_node_seconds / 3600.0;
-    s.samples_done += job.done;
-    s.samples_without_losses += job.gross;
-    s.loss_samples += job.loss;
-    s.unpaid_loss_samples += job.debt;
-    if (spec.submit_s <= end_) {
-      ++s.jobs_submitted;
-      first_submit = std::min(first_submit, std::max(spec.submit_s, start_));
-    }
-    if (job.finish_s >= 0) {
-      ++s.jobs_finished;
-      last_finish = std::max(last_finish, job.finish_s);
-      turnaround += job.finish_s - (reference_ ? spec.submit_s : std::max(spec.submit_s, start_));
-    }
-  }
-  s.jobs_admitted = admitted_;
-  s.idle_node_hours = idle_node_s_ / 3600.0;
-  s.used_node_hours = used_node_s_ / 3600.0;
-  s.idle_capture = idle_node_s_ > 0 ? used_node_s_ / idle_node_s_ : 0.0;
-  if (last_finish_s_ >= 0) {
-    s.active_start_s = first_admit_s_;
-    s.active_end_s = last_finish_s_;
-    s.active_idle_node_hours = (idle_at_last_finish_ - idle_at_first_admit_) / 3600.0;
-    s.active_used_node_hours = (used_at_last_finish_ - used_at_first_admit_) / 3600.0;
-    s.active_idle_capture =
-        s.active_idle_node_hours > 0 ? s.active_used_node_hours / s.active_idle_node_hours : 0.0;
-  }
-  // Every loss counts in full, paid or not: (gross - loss) / gross = (done - unpaid) / gross.
-  s.overhead_efficiency =
-      s.samples_without_losses > 0 ? 1.0 - s.loss_samples / s.samples_without_losses : 1.0;
-  if (s.jobs_finished > 0) {
-    s.makespan_s = last_finish - (reference_ ? start_ : first_submit);
-    s.mean_turnaround_s = turnaround / s.jobs_finished;
-  }
-  s.rescales = total_rescales_;
-  s.preemptions = total_preemptions_;
-  s.allocator_calls = static_cast<int>(allocator_times_.size());
-  for (const double x : allocator_times_) {
-    s.allocator_total_s += x;
-    s.allocator_max_s = std::max(s.allocator_max_s, x);
-  }
-  s.allocator_p50_s = Percentile(allocator_times_, 0.50);
-  s.allocator_p99_s = Percentile(allocator_times_, 0.99);
-  s.allocator_time_limits = allocator_time_limits_;
-  s.allocator_failures = allocator_failures_;
-}
+}  // namespace bft::sim::engine
 
-}  // namespace
-
-bool ReplayOptions::IsValid(std::string* error) const {
-  auto fail = [&](const std::string& what) {
-    if (error) *error = what;
-    return false;
-  };
-  if (max_jobs < 1) return fail("max_jobs must be >= 1 (got " + std::to_string(max_jobs) + ")");
-  if (!std::isfinite(tfwd_s) || tfwd_s <= 0) return fail("tfwd_s must be finite and > 0");
-  if (start_s && (!std::isfinite(*start_s) || *start_s < 0)) return fail("start_s must be finite and >= 0");
-  if (end_s && !std::isfinite(*end_s)) return fail("end_s must be finite");
-  if (start_s && end_s && *end_s < *start_s) return fail("end_s must not be before start_s");
-  std::string why;
-  if (!solve.IsValid(&why)) return fail("solve: " + why);
-  if (!advisor.IsValid(&why)) return fail(why);  // "advisor options: <field> ..."
-  if (curves != CurveMode::kOracle && curves != CurveMode::kLearned && curves != CurveMode::kLearnedCurves &&
-      curves != CurveMode::kLearnedCosts) {
-    return fail("curves is not a known CurveMode");
-  }
-  if (accounting != Accounting::kContinuous && accounting != Accounting::kReference) {
-    return fail("accounting is not a known Accounting");
-  }
-  if (configurations != ConfigurationMode::kChoose && configurations != ConfigurationMode::kFullOnly) {
-    return fail("configurations is not a known ConfigurationMode");
-  }
-  return true;
-}
-
-const char* ToString(ConfigurationMode mode) {
-  return mode == ConfigurationMode::kFullOnly ? "full" : "choose";
-}
-
-ConfigurationMode ConfigurationModeFromString(const std::string& name) {
-  if (name == "choose") return ConfigurationMode::kChoose;
-  if (name == "full") return ConfigurationMode::kFullOnly;
-  throw InvalidArgument("configurations: unknown mode \"" + name + "\" (expected \"choose\" or \"full\")");
-}
-
-const char* ToString(Accounting accounting) {
-  return accounting == Accounting::kReference ? "reference" : "continuous";
-}
-
-Accounting AccountingFromString(const std::string& name) {
-  if (name == "continuous") return Accounting::kContinuous;
-  if (name == "reference") return Accounting::kReference;
-  throw InvalidArgument("accounting: unknown mode \"" + name +
-                        "\" (expected \"continuous\" or \"reference\")");
-}
-
-std::optional<std::int64_t> ReferenceStartS(const Trace& trace, int* distinct_times) {
-  const std::vector<Transition>& tr = trace.transitions;
-  int distinct = 0;
-  for (std::size_t k = 0; k < tr.size(); ++k) {
-    if (k == 0 || tr[k].time_s != tr[k - 1].time_s) ++distinct;
-    if (distinct == kReferenceStartEvent) return tr[k].time_s;
-  }
-  if (distinct_times != nullptr) *distinct_times = distinct;
-  return std::nullopt;
-}
+namespace bft::sim {
 
 ReplayResult Replay(const Trace& trace, const std::vector<JobSpec>& jobs, const ReplayOptions& options) {
-  return Engine(trace, jobs, options).Run();
+  return engine::Engine(trace, jobs, options).Run();
 }
 
 }  // namespace bft::sim
