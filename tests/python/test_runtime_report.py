@@ -39,8 +39,10 @@ def finished_run(tmp_path_factory):
     try:
         trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (6, "n2", "idle"),
                                                          (14, "n1", "busy")])
+        # equal_share gives the one job every idle node whatever its curve measures on a loaded
+        # machine: the grow at 6 s and the reclaim at 14 s happen, which is what the report accounts.
         proc = harness.start("--local-trace", str(trace), "--local-nodes", "3", "--local-grace-s", "2",
-                             "--grace", "5", "--local-emulate", "--resize", "relaunch")
+                             "--grace", "5", "--local-emulate", "--resize", "relaunch", "--policy", "equal_share")
         harness.submit("emu", "--min", "1", "--max", "3", "--samples", str(WORK), "--",
                        "--curve", '{"nodes": [0, 1, 2, 3], "throughput": [0, 100, 200, 300]}', script=EMULATED)
         harness.wait(lambda s: harness.job("emu")["samples"] >= WORK / 4, 120, "a quarter of the job")

@@ -268,8 +268,10 @@ def test_sharded_model_resized_by_the_manager_trains_the_same_model_as_a_fixed_o
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (30, "n2", "idle"),
                                                      (70, "n2", "busy")])
     params = harness.root / "params.txt"
+    # equal_share: the job takes n2 when it comes, whatever its curve measured on a loaded machine
+    # (this test is about the model across resizes, not about whether the allocator grows it).
     proc = harness.start("--resize", "relaunch", "--local-trace", str(trace), "--local-nodes", "3",
-                         "--local-grace-s", "8", "--grace", "10")
+                         "--local-grace-s", "8", "--grace", "10", "--policy", "equal_share")
     fsdp = ["--hidden", "6", "--layers", "2", "--global-batch", str(GLOBAL_BATCH), "--micro-batch", str(MICRO_BATCH)]
     # Paced at 0.1 s a step at least: the job trains through every event of the trace.
     harness.submit("fs", "--min", "1", "--max", "3", "--samples", str(900 * GLOBAL_BATCH), "--", "--float64",
