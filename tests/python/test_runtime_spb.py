@@ -97,6 +97,9 @@ def test_a_version_1_state_file_is_upgraded_keeping_its_jobs_and_progress(tmp_pa
     StateStore(path, create=False, read_only=True).close()  # now current
 
 
+LEARNING = ("prior", "measured", "fitted")  # what the allocator sees of a curve, in the order it is learned
+
+
 @pytest.mark.runtime
 def test_a_running_job_is_restarted_in_the_configuration_the_allocator_chooses(harness):
     """On one node partial backpropagation has no partial rank, so the job starts in full; when a
@@ -104,7 +107,9 @@ def test_a_running_job_is_restarted_in_the_configuration_the_allocator_chooses(h
     measured), and the manager restarts its workers in that configuration from the checkpoint. The
     manager is killed with SIGKILL and restarted: it adopts the running job and rebuilds what it
     learned of each configuration from the state file. The job finishes its samples."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle")])
+    # n1 comes at 60 s: the job has started and reported in full on one node by then, also when a
+    # loaded machine takes 15 s to start the manager and the job (seen at load 8-16).
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (60, "n1", "idle")])
     work = 300_000  # long enough to be measured in full and then switched, also on a busy machine
     args = ("--local-trace", str(trace), "--local-nodes", "2", "--grace", "10")
     first = harness.start(*args)
@@ -116,13 +121,16 @@ def test_a_running_job_is_restarted_in_the_configuration_the_allocator_chooses(h
     assert changes[0]["previous"] == "full" and changes[0]["configuration"] == "spb-d2", changes
     # Measured in spb-d2 before the crash: wait for a few progress records of it.
     harness.wait(lambda s: _progress_in(harness, "spb-d2") >= 5, 60, "progress reports in spb-d2")
+    # What the first manager knew of full backpropagation when it was killed: usually measured on one
+    # node before n1 came, but on a loaded machine the job may not have reported at full by then.
+    learned = harness.wait(lambda s: s["jobs"][0]["samples"] > 0, 10, "the status before the crash")["jobs"][0]
     harness.kill9(first)
 
     second = harness.start(*args)
-    # The keeper kept the job's store: the restarted manager adopts it (no relaunch), knowing what the
-    # first had measured of full backpropagation (from one node), not the prior.
+    # The keeper kept the job's store: the restarted manager adopts it (no relaunch), knowing at least
+    # what the first knew of full backpropagation (measured from one node: not back to the prior).
     after = harness.wait(lambda s: s["jobs"][0]["samples"] > 0, 60, "the restarted manager's status")["jobs"][0]
-    assert after["curve"] in ("measured", "fitted"), after
+    assert LEARNING.index(after["curve"]) >= LEARNING.index(learned["curve"]), (learned["curve"], after["curve"])
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
     log = harness.job_log("cnn")
     assert "configuration full: depths [4], batches [32]" in log, log[-3000:]
