@@ -15,6 +15,9 @@ from .launcher import default_python
 from .nodes import source_class, source_names
 from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions
 from .resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
+from .trust import read_owned_file
+
+CONFIG_MAX_BYTES = 1 << 20  # a configuration file is a few lines
 
 
 class UsageError(Exception):
@@ -226,11 +229,11 @@ def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[st
     except ImportError:  # Python < 3.11
         raise UsageError(f"--config {path}: reading TOML needs Python 3.11 or newer") from None
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"--config {path}: {e.strerror or e}") from None
+        text = read_owned_file(path, CONFIG_MAX_BYTES).decode()
     except UnicodeDecodeError:
         raise UsageError(f"--config {path}: not UTF-8 text") from None
+    except ValueError as e:  # another user's, writable by others, a link, not a file, too large
+        raise UsageError(f"--config {path}: {e}") from None
     try:
         settings = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

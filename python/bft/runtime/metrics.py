@@ -16,7 +16,6 @@ drops as one series.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 import threading
@@ -28,6 +27,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from .addresses import check_listen_address
 from .options import METRICS_ADDRESS, METRICS_INTERVAL_S
 from .resize import ResizeMethod
 from .state import StateStore
@@ -72,12 +72,9 @@ def waiting_reason_label(reason: str) -> str:
 def check_address(address: str) -> str:
     """The metrics endpoint listens on one address, never a wildcard (docs/security.md)."""
     try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        raise MetricsError(f"--metrics-address: {address!r} is not an IP address") from None
-    if ip.is_unspecified:
-        raise MetricsError(f"--metrics-address: {address} is a wildcard; give the one address to listen on")
-    return address
+        return check_listen_address("--metrics-address", address)
+    except ValueError as e:
+        raise MetricsError(str(e)) from None
 
 
 class _Histogram:
