@@ -136,7 +136,8 @@ def _metrics_exporter(args: argparse.Namespace, store: StateStore):
         raise UsageError("--metrics-*: needs prometheus-client: pip install 'libbft[runtime]'") from None
     try:
         return MetricsExporter(store, textfile=args.metrics_textfile, port=args.metrics_port,
-                               address=args.metrics_address, interval_s=args.metrics_interval)
+                               address=args.metrics_address, interval_s=args.metrics_interval,
+                               job_names=args.metrics_job_names)
     except MetricsError as e:
         raise UsageError(str(e)) from None
 

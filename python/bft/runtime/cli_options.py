@@ -94,6 +94,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--metrics-address", default=METRICS_ADDRESS, metavar="ADDR",
                    help=f"the one address --metrics-port listens on, never a wildcard (default {METRICS_ADDRESS}; "
                    "give the --bind address for a Prometheus on another host)")
+    p.add_argument("--metrics-job-names", action="store_true",
+                   help="label the jobs' series with their names; without it a job is a keyed hash of its name, "
+                   "so whoever reads the metrics learns no job's name (docs/security.md, \"Metrics\")")
     p.add_argument("--metrics-interval", type=float, default=METRICS_INTERVAL_S, metavar="S",
                    help=f"seconds between two snapshots of the metrics (default {METRICS_INTERVAL_S:g})")
     p.add_argument("--config", type=Path, metavar="FILE",
