@@ -12,8 +12,10 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomically(path: Path, data: bytes, *, sync_directory: bool = False, mode: int = 0o600) -> None:
-    """Replaces `path` with `data`, with permissions `mode` whatever the umask (0600: its owner only).
+def write_atomically(path: Path, data: bytes, *, sync_directory: bool = False, mode: int = 0o600,
+                     sync: bool = True) -> None:
+    """Replaces `path` with `data`, with permissions `mode` whatever the umask (0600: its owner only);
+    `sync`: on disk before the rename (not needed of a file rewritten every few seconds).
 
     The temporary file gets a fresh random name and is created exclusively without following a link
     (mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), so a link planted in the directory, at a temporary name or at
@@ -26,7 +28,8 @@ def write_atomically(path: Path, data: bytes, *, sync_directory: bool = False, m
             os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

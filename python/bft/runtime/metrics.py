@@ -120,6 +120,7 @@ class ManagerMetrics:
         self.store = store
         self.job_names = job_names
         self._label_key: Optional[bytes] = None  # read (or made) by the loop thread, which owns the store
+        self._labels: Dict[str, str] = {}  # the active jobs' labels, kept from one snapshot to the next
         self._snapshot: List[Metric] = []
         self._last_event_id = 0
         self._event_counts = {kind: 0 for kind, _, _ in EVENT_COUNTERS}
@@ -140,7 +141,10 @@ class ManagerMetrics:
                 key = secrets.token_hex(32)
                 self.store.set_meta(JOB_LABEL_KEY, key)
             self._label_key = bytes.fromhex(key)
-        return hmac.new(self._label_key, job.encode(), hashlib.sha256).hexdigest()[:JOB_LABEL_HEX]
+        label = self._labels.get(job)
+        if label is None:
+            label = hmac.new(self._label_key, job.encode(), hashlib.sha256).hexdigest()[:JOB_LABEL_HEX]
+        return label
 
     def _read_events(self) -> None:
         """Counts the event log's new lines since the last update (by id: each line once)."""
@@ -207,11 +211,12 @@ class ManagerMetrics:
         samples = GaugeMetricFamily("bft_job_samples", "Samples a job has reported (cumulative; a job resumed "
                                     "from an older checkpoint reports fewer).", labels=["bft_job"])
         nodes = GaugeMetricFamily("bft_job_nodes", "Nodes a job's processes run on now.", labels=["bft_job"])
+        labels: Dict[str, str] = {}
         for job in status["jobs"]:
             by_state[job["state"]] = by_state.get(job["state"], 0) + 1
             if job["state"] not in ACTIVE_STATES:
                 continue  # an ended job's series end with it
-            label = self.job_label(job["id"])
+            label = labels[job["id"]] = self.job_label(job["id"])
             samples.add_metric([label], job["samples"])
             nodes.add_metric([label], len(job.get("nodes", [])))
             rate.add_metric([label], job.get("rate", 0.0))
@@ -227,6 +232,7 @@ class ManagerMetrics:
         for _, label in (*WAITING_REASONS, ("", "other")):
             g.add_metric([label], waiting.get(label, 0))
         out.extend([g, rate, samples, nodes])
+        self._labels = labels
         self._snapshot = out  # one assignment: a scrape sees the old snapshot or the new one
 
 
@@ -315,7 +321,7 @@ class MetricsExporter:
             # The temporary file (a name node_exporter skips: not ending .prom) is created exclusively
             # under a random name, and the rename replaces a link at `path` instead of following it: a
             # link planted in a directory others can write is never written through.
-            write_atomically(path, generate_latest(self.registry), mode=0o644)
+            write_atomically(path, generate_latest(self.registry), mode=0o644, sync=False)
         except OSError as e:
             raise MetricsError(f"--metrics-textfile {path}: {e.strerror or e}") from None
 
