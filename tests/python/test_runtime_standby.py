@@ -23,7 +23,6 @@ from bft.runtime.jobfiles import JobFiles
 from bft.runtime.launcher import job_environment
 from bft.runtime.processes import standby_born
 from bft.runtime.standby import Standbys
-from bft.train import protocol
 from runtime_util import REPO, python_env, write_trace
 
 pytestmark = pytest.mark.runtime
@@ -195,24 +194,3 @@ def test_the_assignment_carries_the_secrets_path_not_the_secret_and_the_standby_
     sent = channel.read_bytes()
     assert str(secret_file).encode() in sent and secret.encode() not in sent
     assert seen.read_text() == secret
-
-
-def test_a_secret_file_that_is_a_link_shared_or_malformed_is_refused_naming_it(tmp_path):
-    real = tmp_path / "real"
-    real.write_text("ab" * 32)
-    real.chmod(0o600)
-    link = tmp_path / "link"
-    link.symlink_to(real)
-    shared = tmp_path / "shared"
-    shared.write_text("ab" * 32)
-    shared.chmod(0o640)
-    short = tmp_path / "short"
-    short.write_text("abcd")
-    short.chmod(0o600)
-    for path, why in ((link, "Too many levels of symbolic links"), (shared, "private to it"),
-                      (short, "not a job secret"), (tmp_path / "missing", "No such file")):
-        with pytest.raises(ValueError, match=f"^BFT_JOB_SECRET_FILE {path}: .*{why}"):
-            protocol.resolve_job_secret({"BFT_JOB_SECRET_FILE": str(path)})
-    environ = {"BFT_JOB_SECRET_FILE": str(real)}
-    protocol.resolve_job_secret(environ)
-    assert environ["BFT_JOB_SECRET"] == "ab" * 32

@@ -1,6 +1,7 @@
 """What the manager trusts (docs/security.md, "Addresses" and "Files"): no listener on a wildcard
 address, however it is spelled and wherever it is given; a configuration file or state directory
-only from the manager's own user, writable by nobody else, and no symbolic link followed."""
+only from the manager's own user, writable by nobody else, and no symbolic link followed; the job's secret
+read on its node only from a file private to the user."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from bft import cli
 from bft.runtime.addresses import check_listen_address
+from bft.train import protocol
 from runtime_util import bft, one_line_error
 
 # Every way of writing "every address" that the kernel or the C library accepts for a bind.
@@ -135,3 +137,26 @@ def test_a_symlink_in_the_state_directory_is_refused_naming_it(tmp_path):
     r = bft("manager", "--state-dir", str(state), "--local-nodes", "1")
     one_line_error(r, f"--state-dir {state}: jobs/j1/output.log is a symbolic link")
     assert victim.read_text() == "another file\n"
+
+
+# -- the job's secret, read on the node ----------------------------------------------------------
+
+def test_a_secret_file_that_is_a_link_shared_or_malformed_is_refused_naming_it(tmp_path):
+    real = tmp_path / "real"
+    real.write_text("ab" * 32)
+    real.chmod(0o600)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    shared = tmp_path / "shared"
+    shared.write_text("ab" * 32)
+    shared.chmod(0o640)
+    short = tmp_path / "short"
+    short.write_text("abcd")
+    short.chmod(0o600)
+    for path, why in ((link, "Too many levels of symbolic links"), (shared, "private to it"),
+                      (short, "not a job secret"), (tmp_path / "missing", "No such file")):
+        with pytest.raises(ValueError, match=f"^BFT_JOB_SECRET_FILE {path}: .*{why}"):
+            protocol.resolve_job_secret({"BFT_JOB_SECRET_FILE": str(path)})
+    environ = {"BFT_JOB_SECRET_FILE": str(real)}
+    protocol.resolve_job_secret(environ)
+    assert environ["BFT_JOB_SECRET"] == "ab" * 32
