@@ -195,6 +195,12 @@ def test_the_endpoint_holds_a_bounded_number_of_connections_and_still_answers_a_
         assert idle[-1].recv(1) == b""
         with urllib.request.urlopen(url, timeout=10) as r:
             assert r.status == 200
+        for request, status in ((b"POST /metrics HTTP/1.1\r\n\r\n", b"405"), (b"GET /x HTTP/1.1\r\n\r\n", b"404"),
+                                (b"garbage\r\n\r\n", b"400")):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(request)
+                assert s.makefile("rb").readline().split()[1] == status, request[:20]
+        assert exporter.render() is exporter.render()  # rendered once per snapshot, however often scraped
     finally:
         for s in idle:
             s.close()

@@ -260,6 +260,7 @@ class MetricsExporter:
         self._stopping = False
         self._writer: Optional[threading.Thread] = None
         self._snapshot_failed = False
+        self._rendered: Tuple[Optional[List[Metric]], bytes] = (None, b"")  # (snapshot, its text)
 
     @property
     def enabled(self) -> bool:
@@ -275,7 +276,7 @@ class MetricsExporter:
         if self.port is None:
             return None
         try:
-            self._server = MetricsServer(self.address, self.port, lambda: generate_latest(self.registry))
+            self._server = MetricsServer(self.address, self.port, self.render)
         except OSError as e:
             raise MetricsError(f"--metrics-port {self.port} on {self.address}: {e.strerror or e}") from None
         host = f"[{self.address}]" if ":" in self.address else self.address
@@ -295,6 +296,16 @@ class MetricsExporter:
             self._snapshot_failed = True
             return
         self._snapshot_taken.set()
+
+    def render(self) -> bytes:
+        """The last snapshot in Prometheus' text format, rendered once per snapshot: however often it
+        is scraped, the manager's process spends the rendering's time once per --metrics-interval."""
+        snapshot, text = self._rendered
+        if snapshot is not self.metrics._snapshot:
+            snapshot = self.metrics._snapshot
+            text = generate_latest(self.registry)  # may render a newer snapshot: then it is rendered again
+            self._rendered = (snapshot, text)
+        return text
 
     def _write_textfiles(self) -> None:
         """The writer thread: the textfile again after each snapshot (the newest, if several came), and
@@ -321,7 +332,7 @@ class MetricsExporter:
             # The temporary file (a name node_exporter skips: not ending .prom) is created exclusively
             # under a random name, and the rename replaces a link at `path` instead of following it: a
             # link planted in a directory others can write is never written through.
-            write_atomically(path, generate_latest(self.registry), mode=0o644, sync=False)
+            write_atomically(path, self.render(), mode=0o644, sync=False)
         except OSError as e:
             raise MetricsError(f"--metrics-textfile {path}: {e.strerror or e}") from None
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import selectors
 import socket
+import sys
 import threading
 import time
+import traceback
 from typing import Callable, Dict, Optional
 
 MAX_CONNECTIONS = 32
@@ -80,23 +82,35 @@ class MetricsServer:
             s.close()
 
     def _serve(self) -> None:
+        failed = False
         while not self._stopping:
-            now = time.monotonic()
-            if self._paused_until is not None and now >= self._paused_until:
-                self._paused_until = None
-                self._selector.register(self._listener, selectors.EVENT_READ)
-            soonest = min((c.deadline for c in self._connections.values()), default=self._paused_until)
-            timeout = None if soonest is None else max(0.0, soonest - now)
-            for key, mask in self._selector.select(timeout):
-                if key.fileobj is self._listener:
-                    self._accept()
-                elif key.fileobj is not self._wake_r:
-                    conn = self._connections.get(key.fileobj)
-                    if conn is not None:
-                        self._step(conn, mask)
-            now = time.monotonic()
-            for conn in [c for c in self._connections.values() if c.deadline <= now]:
-                self._drop(conn)  # idle, trickling, or not reading its answer
+            try:
+                self._serve_once()
+            except Exception:  # noqa: BLE001 - a bug here must not end the endpoint, nor flood the log
+                if not failed:
+                    print(f"bft manager: internal error in the metrics endpoint (said once):\n"
+                          f"{traceback.format_exc()}", file=sys.stderr, flush=True)
+                failed = True
+                time.sleep(0.1)
+
+    def _serve_once(self) -> None:
+        """One turn: waits for the next event or deadline, serves what is ready, drops what is overdue."""
+        now = time.monotonic()
+        if self._paused_until is not None and now >= self._paused_until:
+            self._paused_until = None
+            self._selector.register(self._listener, selectors.EVENT_READ)
+        soonest = min((c.deadline for c in self._connections.values()), default=self._paused_until)
+        timeout = None if soonest is None else max(0.0, soonest - now)
+        for key, mask in self._selector.select(timeout):
+            if key.fileobj is self._listener:
+                self._accept()
+            elif key.fileobj is not self._wake_r:
+                conn = self._connections.get(key.fileobj)
+                if conn is not None:
+                    self._step(conn, mask)
+        now = time.monotonic()
+        for conn in [c for c in self._connections.values() if c.deadline <= now]:
+            self._drop(conn)  # idle, trickling, or not reading its answer
 
     def _accept(self) -> None:
         for _ in range(BACKLOG):  # what the backlog holds, then back to the connections
