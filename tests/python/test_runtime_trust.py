@@ -13,6 +13,8 @@ import pytest
 
 from bft import cli
 from bft.runtime.addresses import check_listen_address
+from bft.runtime.cli import _private_dir as private_dir
+from bft.runtime.cli_options import UsageError
 from bft.train import protocol
 from runtime_util import bft, one_line_error
 
@@ -125,6 +127,18 @@ def test_a_state_directory_others_can_write_is_refused_and_left_as_it_is(mode, t
     one_line_error(r, f"--state-dir {state}: writable by")
     assert stat.S_IMODE(state.stat().st_mode) == mode  # not repaired: whatever was planted stays untrusted
     assert (state / "state.db").read_bytes() == b"planted"
+
+
+def test_a_state_directory_others_can_only_read_is_closed_and_one_they_can_write_is_not(tmp_path):
+    readable, writable = tmp_path / "readable", tmp_path / "writable"
+    for d, mode in ((readable, 0o755), (writable, 0o775)):
+        d.mkdir()
+        d.chmod(mode)
+    private_dir(readable)
+    assert stat.S_IMODE(readable.stat().st_mode) == 0o700
+    with pytest.raises(UsageError, match=f"^--state-dir {writable}: writable by group "):
+        private_dir(writable)
+    assert stat.S_IMODE(writable.stat().st_mode) == 0o775
 
 
 def test_a_symlink_in_the_state_directory_is_refused_naming_it(tmp_path):
