@@ -15,6 +15,8 @@ from bft import cli
 from bft.runtime.addresses import check_listen_address
 from bft.runtime.cli import _private_dir as private_dir
 from bft.runtime.cli_options import UsageError
+from bft.runtime.nodes import SourceError
+from bft.runtime.slurm import SlurmNodeSource
 from bft.train import protocol
 from runtime_util import bft, one_line_error
 
@@ -56,6 +58,17 @@ def test_a_wildcard_in_the_configuration_file_is_refused_naming_its_line(address
     path.write_text(f'metrics-port = 0\nmetrics-address = "{address}"\n')
     _refused_in_one_line(["manager", "--state-dir", str(tmp_path / "s"), "--config", str(path)], capsys,
                          "--metrics-address", "wildcard")
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "0"])
+def test_a_wildcard_the_source_derives_without_bind_is_refused_naming_it(address, tmp_path):
+    """The Slurm source listens on the address its nodes reach the manager at, unless --bind: a
+    --slurm-manager-address that is a wildcard is refused by the same check."""
+    source = SlurmNodeSource("bft-test", tmp_path, manager_address=address)
+    with pytest.raises(SourceError, match=f"the manager's address '{address}'.*wildcard.*give --bind"):
+        source.listen_address()
+    bound = SlurmNodeSource("bft-test", tmp_path, manager_address=address, bind="127.0.0.1")
+    assert bound.listen_address() == "127.0.0.1"
 
 
 def test_one_address_of_the_host_is_accepted_and_a_name_that_does_not_resolve_is_named():
