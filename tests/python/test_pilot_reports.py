@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from bft.runtime.pilots import ENV_SECRET, MAX_CONNECTIONS, MESSAGE_DEADLINE_S, PilotReports, pilot_program
+from bft.runtime.pilots import ENV_SECRET_FILE, MAX_CONNECTIONS, MESSAGE_DEADLINE_S, PilotReports, pilot_program
 
 
 class _Listener:
@@ -35,7 +35,8 @@ class _Listener:
 
     def report(self, job: str) -> str:
         body = json.dumps({"job": job, "node": "n0", "event": "start", "time": time.time(), "identity": "bft-test"})
-        secret = bytes.fromhex(self.server.pilot_environment(manager_address="", job_var="", node_var="")[ENV_SECRET])
+        path = self.server.pilot_environment(manager_address="", job_var="", node_var="")[ENV_SECRET_FILE]
+        secret = bytes.fromhex(json.loads(Path(path).read_text())["secret"])
         mac = hmac.new(secret, body.encode(), hashlib.sha256).hexdigest()
         with socket.create_connection(self.address, timeout=10) as s:
             s.sendall(f"{mac} {body}\n".encode())
@@ -83,8 +84,12 @@ def test_the_pilot_knows_no_scheduler_it_reads_the_variables_the_scheduler_names
     listener = _Listener(tmp_path / "pilots.json")
     answers = {"start": "hold", "term": "release"}
     listener.server.on_report = lambda job, node, event: listener.reports.append((job, node, event)) or answers[event]
-    env = {**os.environ, "PBS_JOBID": "42.pbs-server",
-           **listener.server.pilot_environment(manager_address="127.0.0.1", job_var="PBS_JOBID", node_var="")}
+    pilot_env = listener.server.pilot_environment(manager_address="127.0.0.1", job_var="PBS_JOBID", node_var="")
+    # What the submission carries (over the network, in the clear) is the secret's path, not the secret.
+    secret = json.loads((tmp_path / "pilots.json").read_text())["secret"]
+    assert not any(secret in value for value in pilot_env.values()), pilot_env
+    assert pilot_env[ENV_SECRET_FILE] == str(tmp_path / "pilots.json")
+    env = {**os.environ, "PBS_JOBID": "42.pbs-server", **pilot_env}
     pilot = subprocess.Popen([sys.executable, "-c", pilot_program()], env=env)
     try:
         deadline = time.monotonic() + 30

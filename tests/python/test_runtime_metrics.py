@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -21,6 +22,7 @@ import pytest
 prometheus_client = pytest.importorskip("prometheus_client", reason="./dev.sh installs prometheus-client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from bft.runtime import metrics_http  # noqa: E402
 from bft.runtime.metrics import MetricsError, MetricsExporter  # noqa: E402
 from bft.runtime.state import StateStore  # noqa: E402
 from runtime_util import REPO, bft, listening_sockets  # noqa: E402
@@ -55,7 +57,7 @@ def test_the_figures_follow_prometheus_naming_and_come_from_the_state(tmp_path):
     store.log_event("resize_gap", bft_job="a", method="relaunch", gap="restart", gap_s=40.0)  # waiting: not counted
     row = store.add_proc("a", 1, "n0")
     store.db.execute("UPDATE procs SET started_s = 100.0 WHERE id = ?", (row,))
-    exporter = MetricsExporter(store)
+    exporter = MetricsExporter(store, job_names=True)
     jobs = [{"id": "a", "state": "running", "samples": 5000.0, "nodes": ["n0"], "rate": 250.0},
             {"id": "b", "state": "queued", "samples": 0.0, "waiting": "admission cap reached (1 jobs admitted, "
              "--max-jobs)"},
@@ -129,6 +131,80 @@ def test_the_textfile_is_replaced_whole_and_readable_by_node_exporter(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
     families = {f.name: f for f in text_string_to_metric_families(path.read_text())}
     assert _value(families, "bft_pool_nodes") == 2
+
+
+def test_jobs_are_labelled_by_a_keyed_hash_unless_the_operator_asks_for_their_names(tmp_path):
+    jobs = [{"id": "secret-project-x", "state": "running", "samples": 5.0, "nodes": ["n0"], "rate": 2.0}]
+
+    def labels(state_dir: Path, **options):
+        exporter = MetricsExporter(StateStore(state_dir / "state.db"), **options)
+        exporter.metrics.update(_status(["n0"], {"n0": "secret-project-x"}, jobs), decision_latencies_s=[],
+                                decisions=0)
+        text, families = _families(exporter)
+        return text, {s.labels["bft_job"] for s in families["bft_job_samples"].samples}
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    text, hashed = labels(tmp_path / "a")
+    assert "secret-project-x" not in text and len(hashed) == 1 and re.fullmatch("[0-9a-f]{16}", next(iter(hashed)))
+    assert labels(tmp_path / "a")[1] == hashed  # stable across managers of the state directory (its key)
+    assert labels(tmp_path / "b")[1] != hashed  # another directory's key: no dictionary of names to compare
+    assert labels(tmp_path / "a", job_names=True)[1] == {"secret-project-x"}
+
+
+def test_the_textfile_is_written_through_no_planted_symlink(tmp_path):
+    """A user who can write the textfile's directory plants links where the temporary file used to be
+    (.NAME.PID.tmp) and at the file itself: neither target is touched, the file becomes a real one."""
+    victims = {}
+    for name in ("victim-tmp", "victim-target"):
+        victims[name] = tmp_path / name
+        victims[name].write_text("root's own\n")
+        victims[name].chmod(0o600)
+    path = tmp_path / "bft.prom"
+    (tmp_path / f".bft.prom.{os.getpid()}.tmp").symlink_to(victims["victim-tmp"])
+    path.symlink_to(victims["victim-target"])
+    exporter = MetricsExporter(StateStore(tmp_path / "state.db"), textfile=path)
+    exporter.start()
+    exporter.update(_status(["n0"], {}, []), decision_latencies_s=[], decisions=0)
+    exporter.stop()
+    for victim in victims.values():
+        assert victim.read_text() == "root's own\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600, victim
+    assert not path.is_symlink() and stat.S_IMODE(path.lstat().st_mode) == 0o644
+    assert "bft_pool_nodes 1.0" in path.read_text()
+
+
+def test_the_endpoint_holds_a_bounded_number_of_connections_and_still_answers_a_scrape(tmp_path, monkeypatch):
+    """More idle connections than its slots: the server holds at most MAX_CONNECTIONS (the oldest are
+    closed first), a scrape is still answered, and an idle connection is closed at its deadline."""
+    monkeypatch.setattr(metrics_http, "REQUEST_DEADLINE_S", 2.0)
+    exporter = MetricsExporter(StateStore(tmp_path / "state.db"), port=0)
+    url = exporter.start()
+    exporter.update(_status(["n0"], {}, []), decision_latencies_s=[], decisions=0)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(metrics_http.MAX_CONNECTIONS + 20)]
+    try:
+        server = exporter._server
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert b"bft_pool_nodes 1.0" in r.read()
+        assert len(server._connections) <= metrics_http.MAX_CONNECTIONS
+        assert idle[0].recv(1) == b""  # the oldest was pushed out (closed: end of stream)
+        deadline = time.monotonic() + 30
+        while server._connections and time.monotonic() < deadline:  # the rest end at their deadline
+            time.sleep(0.1)
+        assert not server._connections
+        assert idle[-1].recv(1) == b""
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200
+        for request, status in ((b"POST /metrics HTTP/1.1\r\n\r\n", b"405"), (b"GET /x HTTP/1.1\r\n\r\n", b"404"),
+                                (b"garbage\r\n\r\n", b"400")):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(request)
+                assert s.makefile("rb").readline().split()[1] == status, request[:20]
+        assert exporter.render() is exporter.render()  # rendered once per snapshot, however often scraped
+    finally:
+        for s in idle:
+            s.close()
+        exporter.stop()
 
 
 def test_a_bad_metrics_option_is_refused_in_one_line(tmp_path):
@@ -221,7 +297,7 @@ def prometheus_server(tmp_path):
 def test_a_real_prometheus_scrapes_the_managers_endpoint(harness, prometheus_server, tmp_path):
     textfile = tmp_path / "bft.prom"
     proc = harness.start("--local-nodes", "2", "--local-emulate", "--resize", "relaunch", "--metrics-port", "0",
-                         "--metrics-interval", "0.5", "--metrics-textfile", str(textfile))
+                         "--metrics-interval", "0.5", "--metrics-textfile", str(textfile), "--metrics-job-names")
     m = _wait(lambda: re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", harness.manager_log()), 30,
               "the manager's metrics line", harness.root / "manager-0.log")
     target = f"127.0.0.1:{m.group(1)}"
@@ -256,3 +332,58 @@ def test_a_failing_snapshot_is_said_once_and_keeps_the_last_one(tmp_path, capsys
     _, families = _families(exporter)
     assert _value(families, "bft_pool_nodes") == 1
     assert capsys.readouterr().err.count("internal error in a metrics snapshot") == 1
+
+
+def _open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.runtime
+def test_1100_idle_connections_at_1024_open_files_stop_neither_the_manager_nor_its_jobs(harness):
+    """The issue's attack: the manager at the usual 1,024 open files, 1,100 idle connections held against
+    its metrics port. Its descriptors stay within the endpoint's bound, a second job (new files, new
+    processes) starts and trains meanwhile, the first trains on, and a scrape is still answered."""
+    proc = harness.start("--local-nodes", "2", "--local-emulate", "--resize", "relaunch", "--metrics-port", "0",
+                         "--metrics-interval", "0.5")
+    url = _wait(lambda: re.search(r"metrics on (http://127\.0\.0\.1:(\d+)/metrics)", harness.manager_log()), 30,
+                "the manager's metrics line", harness.root / "manager-0.log")
+    resource = pytest.importorskip("resource")
+    resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    curve = '{"nodes": [0, 1], "throughput": [0, 100]}'
+    harness.submit("first", "--min", "1", "--max", "1", "--samples", "1e12", "--", "--curve", curve, script=EMULATED)
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0, 120, "the first job to train", proc=proc)
+    before = _open_descriptors(proc.pid)
+    flood = []
+    try:
+        for _ in range(1100):  # connections, never a byte: non-blocking, so a full backlog holds up no test
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", int(url.group(2))))
+            flood.append(s)
+        poll = select.poll()
+        for s in flood:
+            poll.register(s, select.POLLOUT)
+        # Every one connected (writable), so the manager has accepted all but its backlog's.
+        _wait(lambda: len([fd for fd, ev in poll.poll(0) if ev & select.POLLOUT]) == len(flood), 60,
+              "the flood's connections to be established", harness.root / "manager-0.log")
+        first_samples = harness.job("first")["samples"]
+        harness.submit("second", "--min", "1", "--max", "1", "--samples", "1e12", "--", "--curve", curve,
+                       script=EMULATED)
+        most = [before]
+
+        def both_train(status) -> bool:
+            most[0] = max(most[0], _open_descriptors(proc.pid))
+            jobs = {j["id"]: j for j in status["jobs"]}
+            return jobs["second"]["samples"] > 0 and jobs["first"]["samples"] > first_samples
+
+        harness.wait(both_train, 120, "both jobs to train beside the flood", proc=proc)
+        # The endpoint's bound, and a few descriptors of the second job's launch (its log, its pipes).
+        assert most[0] <= before + metrics_http.MAX_CONNECTIONS + 16, (before, most[0])
+        with urllib.request.urlopen(url.group(1), timeout=10) as r:
+            assert b"bft_job_samples" in r.read()
+    finally:
+        for s in flood:
+            s.close()
+    harness.stop(proc)
+    log = harness.manager_log()
+    assert "Too many open files" not in log and "Traceback" not in log, log[-3000:]

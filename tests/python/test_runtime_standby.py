@@ -7,6 +7,10 @@ manager's identity tag, which standbys carry too) even when it fails.
 
 from __future__ import annotations
 
+import os
+import secrets
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -15,7 +19,10 @@ from typing import Dict, List, Optional
 import pytest
 
 from bft.runtime import tagged_processes
+from bft.runtime.jobfiles import JobFiles
+from bft.runtime.launcher import job_environment
 from bft.runtime.processes import standby_born
+from bft.runtime.standby import Standbys
 from runtime_util import REPO, python_env, write_trace
 
 pytestmark = pytest.mark.runtime
@@ -158,3 +165,32 @@ def test_a_standby_without_an_assignment_exits_0_and_a_malformed_one_is_refused_
     assert bad.returncode == 2
     assert bad.stderr.decode().strip().splitlines() == [
         "bft.train.standby: assignment: argv must be [python, '-m', 'bft.train.run', SCRIPT, ARGS...]"]
+
+
+def test_the_assignment_carries_the_secrets_path_not_the_secret_and_the_standby_resolves_it(tmp_path):
+    """The assignment line crosses the network with Slurm (srun forwards standard input unencrypted):
+    the bytes on the channel (recorded by a `tee` in front of a real standby, where srun would be)
+    hold the path of the job's 0600 secret file, not the secret, and the standby's job reads the
+    secret from that file."""
+    secret = secrets.token_hex(32)
+    files = JobFiles(tmp_path / "state")
+    secret_file = files.write_secret("j1", secret)
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    env = job_environment(job="j1", generation=1, node="n0", identity="test", report_address="127.0.0.1:9",
+                          secret_file=secret_file, checkpoint_dir=tmp_path / "ckpt", work=None, grace_s=5.0)
+    script = tmp_path / "job.py"
+    script.write_text("import os, sys\nopen(sys.argv[1], 'w').write(os.environ['BFT_JOB_SECRET'])\n")
+    channel, seen = tmp_path / "channel.bin", tmp_path / "seen.txt"
+    proc = subprocess.Popen(["sh", "-c", 'tee "$0" | exec "$1" -m bft.train.standby', str(channel), sys.executable],
+                            stdin=subprocess.PIPE, env=python_env(), start_new_session=True)
+    try:
+        assert Standbys.assign(proc, argv=[sys.executable, "-m", "bft.train.run", str(script), str(seen)], env=env,
+                               cwd=tmp_path, log_path=tmp_path / "output.log")
+        assert proc.wait(120) == 0, (tmp_path / "output.log").read_text(errors="replace")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    sent = channel.read_bytes()
+    assert str(secret_file).encode() in sent and secret.encode() not in sent
+    assert seen.read_text() == secret

@@ -89,6 +89,11 @@ def main(argv: List[str]) -> int:
     if not had_level:
         del os.environ["LOGLEVEL"]  # the workers inherit this environment: theirs stays the user's
     _quiet_torchrun_warnings()
+    try:
+        protocol.resolve_job_secret()  # into this environment, which torchrun's workers inherit
+    except ValueError as e:
+        print(f"bft.runtime.agent: {e}", file=sys.stderr, flush=True)
+        return 2
     job, secret = os.environ[protocol.ENV_JOB_ID], bytes.fromhex(os.environ[protocol.ENV_JOB_SECRET])
     _authenticate_worker_store(job, secret)
     argv, _gateway = _through_gateway(argv, job, secret)  # open as long as torchrun runs

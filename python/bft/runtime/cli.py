@@ -11,7 +11,6 @@ import fcntl
 import json
 import math
 import os
-import stat
 import sys
 import time
 from pathlib import Path
@@ -19,10 +18,12 @@ from typing import Any, Dict, List, Optional
 
 from .._bounded import tail_lines
 from . import control
+from .addresses import check_listen_address
 from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
 from .nodes import SourceError, source_class
 from .state import StateStore
 from .state_schema import JobState, StateError
+from .trust import check_private_dir
 
 
 def main(args: argparse.Namespace) -> int:
@@ -61,17 +62,16 @@ def main(args: argparse.Namespace) -> int:
 # -- manager --------------------------------------------------------------------------------------
 
 def _private_dir(path: Path) -> None:
+    """The state directory, made or checked: the control socket and the job secrets live here."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.stat()
+        check_private_dir(path)
+        if path.stat().st_mode & 0o077:  # readable by others, writable by none: nothing planted, close it
+            os.chmod(path, 0o700)
     except OSError as e:
         raise UsageError(f"--state-dir {path}: {e.strerror or e}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"--state-dir {path}: not a directory")
-    if st.st_uid != os.getuid():
-        raise UsageError(f"--state-dir {path}: owned by another user")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)  # the control socket and the job secrets live here
+    except ValueError as e:
+        raise UsageError(f"--state-dir {path}: {e}") from None
 
 
 def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
@@ -80,6 +80,7 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     options = manager_options(args)
     try:
         options.check()
+        check_listen_address("--metrics-address", args.metrics_address)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if not (math.isfinite(args.metrics_interval) and args.metrics_interval > 0):
@@ -135,7 +136,8 @@ def _metrics_exporter(args: argparse.Namespace, store: StateStore):
         raise UsageError("--metrics-*: needs prometheus-client: pip install 'libbft[runtime]'") from None
     try:
         return MetricsExporter(store, textfile=args.metrics_textfile, port=args.metrics_port,
-                               address=args.metrics_address, interval_s=args.metrics_interval)
+                               address=args.metrics_address, interval_s=args.metrics_interval,
+                               job_names=args.metrics_job_names)
     except MetricsError as e:
         raise UsageError(str(e)) from None
 

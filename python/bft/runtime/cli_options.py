@@ -15,6 +15,9 @@ from .launcher import default_python
 from .nodes import source_class, source_names
 from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions
 from .resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
+from .trust import read_owned_file
+
+CONFIG_MAX_BYTES = 1 << 20  # a configuration file is a few lines
 
 
 class UsageError(Exception):
@@ -91,6 +94,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--metrics-address", default=METRICS_ADDRESS, metavar="ADDR",
                    help=f"the one address --metrics-port listens on, never a wildcard (default {METRICS_ADDRESS}; "
                    "give the --bind address for a Prometheus on another host)")
+    p.add_argument("--metrics-job-names", action="store_true",
+                   help="label the jobs' series with their names; without it a job is a keyed hash of its name, "
+                   "so whoever reads the metrics learns no job's name (docs/security.md, \"Metrics\")")
     p.add_argument("--metrics-interval", type=float, default=METRICS_INTERVAL_S, metavar="S",
                    help=f"seconds between two snapshots of the metrics (default {METRICS_INTERVAL_S:g})")
     p.add_argument("--config", type=Path, metavar="FILE",
@@ -226,11 +232,11 @@ def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[st
     except ImportError:  # Python < 3.11
         raise UsageError(f"--config {path}: reading TOML needs Python 3.11 or newer") from None
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"--config {path}: {e.strerror or e}") from None
+        text = read_owned_file(path, CONFIG_MAX_BYTES).decode()
     except UnicodeDecodeError:
         raise UsageError(f"--config {path}: not UTF-8 text") from None
+    except ValueError as e:  # another user's, writable by others, a link, not a file, too large
+        raise UsageError(f"--config {path}: {e}") from None
     try:
         settings = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

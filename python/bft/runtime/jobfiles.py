@@ -1,5 +1,6 @@
 """A job's files under the state directory: its directory, its output log (the manager's lines and
-the workers' output) and the tails of both that a failure's reason quotes."""
+the workers' output) and the tails of both that a failure's reason quotes, and its secret's file,
+which the job's processes read on their nodes (bft.train.protocol.resolve_job_secret)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import os
 import time
 from pathlib import Path
 
+from .._atomic import write_atomically
 from .launcher import AGENTS_DIR, worker_log_tail
+
+SECRET_NAME = "secret"
 
 LOG_TAIL_LINES = 20
 OUTPUT_TAIL_BYTES = 64 * 1024
@@ -25,6 +29,13 @@ class JobFiles:
             (d / AGENTS_DIR).mkdir(exist_ok=True)
             self._made.add(job)
         return d
+
+    def write_secret(self, job: str, secret: str) -> Path:
+        """The job's secret in a 0600 file of its directory (on a cluster, a shared file system): its
+        launches carry this path, not the secret (docs/security.md, "What crosses the network")."""
+        path = self.job_dir(job) / SECRET_NAME
+        write_atomically(path, secret.encode())
+        return path
 
     def log_line(self, job: str, line: str) -> None:
         with open(self.job_dir(job) / "output.log", "a") as f:

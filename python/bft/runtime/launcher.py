@@ -85,7 +85,7 @@ def standby_environment(identity: str, node: str) -> Dict[str, str]:
     return {**node_environment(identity, node), protocol.ENV_STANDBY: "1"}
 
 
-def job_environment(*, job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
+def job_environment(*, job: str, generation: int, node: str, identity: str, report_address: str, secret_file: Path,
                     checkpoint_dir: Path, work: Optional[float], grace_s: float, configuration: str = "full",
                     exit_file: Optional[Path] = None) -> Dict[str, str]:
     env = {
@@ -94,7 +94,8 @@ def job_environment(*, job: str, generation: int, node: str, identity: str, repo
         protocol.ENV_JOB_ID: job,
         protocol.ENV_GENERATION: str(generation),
         protocol.ENV_REPORT_ADDR: report_address,
-        protocol.ENV_JOB_SECRET: secret,
+        # The path of the secret, never the secret: the launch crosses the network (docs/security.md).
+        protocol.ENV_JOB_SECRET_FILE: str(secret_file),
         protocol.ENV_CHECKPOINT_DIR: str(checkpoint_dir),
         protocol.ENV_GRACE_S: f"{grace_s:g}",
     }

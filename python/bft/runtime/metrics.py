@@ -5,7 +5,11 @@ Two ways out, either or both (docs/runtime.md, "Metrics"):
 - a file for node_exporter's textfile collector (``--metrics-textfile``): no listener at all; the
   file is replaced atomically, so node_exporter never reads half of it;
 - an HTTP endpoint (``--metrics-port``) on 127.0.0.1, or on the address ``--metrics-address``
-  names (the manager's ``--bind`` address, for a central Prometheus); never a wildcard.
+  names (the manager's ``--bind`` address, for a central Prometheus); never a wildcard. Its server
+  (:mod:`.metrics_http`) is bounded, so that nobody who reaches the port can exhaust the manager.
+
+Jobs appear by a keyed hash of their names unless the operator asks for the names
+(``--metrics-job-names``): whoever reads the metrics must not learn which jobs exist.
 
 The figures are taken in the manager's loop thread, every ``--metrics-interval`` seconds, into one
 snapshot; the HTTP thread and the file only read the last snapshot, so a scrape never touches the
@@ -16,8 +20,9 @@ drops as one series.
 
 from __future__ import annotations
 
-import ipaddress
-import os
+import hashlib
+import hmac
+import secrets
 import sys
 import threading
 import time
@@ -25,16 +30,23 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from .._atomic import write_atomically
+from .addresses import check_listen_address
+from .metrics_http import MetricsServer
 from .options import METRICS_ADDRESS, METRICS_INTERVAL_S
 from .resize import ResizeMethod
 from .state import StateStore
 from .state_schema import ACTIVE_STATES, JOB_STATES
 
-# A job's series carry its name as `bft_job`: Prometheus gives every scraped series a `job` label of its
-# own (the scrape job), which would rename ours to `exported_job`.
+# A job's series carry it as `bft_job`: Prometheus gives every scraped series a `job` label of its own
+# (the scrape job), which would rename ours to `exported_job`. Its value is the job's name only with
+# --metrics-job-names; else a keyed hash of it (the key kept in state.db), stable across restarts, that
+# tells whoever can read the metrics nothing about which names exist (docs/security.md, "Metrics").
+JOB_LABEL_KEY = "metrics_job_label_key"
+JOB_LABEL_HEX = 16
 # Upper bounds of the histograms' buckets, in seconds: resize gaps run from half a second (in place)
 # to a minute (a relaunch on a loaded machine); decisions from milliseconds to seconds (a MILP).
 RESIZE_GAP_BUCKETS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
@@ -72,12 +84,9 @@ def waiting_reason_label(reason: str) -> str:
 def check_address(address: str) -> str:
     """The metrics endpoint listens on one address, never a wildcard (docs/security.md)."""
     try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        raise MetricsError(f"--metrics-address: {address!r} is not an IP address") from None
-    if ip.is_unspecified:
-        raise MetricsError(f"--metrics-address: {address} is a wildcard; give the one address to listen on")
-    return address
+        return check_listen_address("--metrics-address", address)
+    except ValueError as e:
+        raise MetricsError(str(e)) from None
 
 
 class _Histogram:
@@ -107,8 +116,11 @@ class _Histogram:
 class ManagerMetrics:
     """A prometheus-client collector over the last snapshot of the manager's figures."""
 
-    def __init__(self, store: StateStore):
+    def __init__(self, store: StateStore, *, job_names: bool = False):
         self.store = store
+        self.job_names = job_names
+        self._label_key: Optional[bytes] = None  # read (or made) by the loop thread, which owns the store
+        self._labels: Dict[str, str] = {}  # the active jobs' labels, kept from one snapshot to the next
         self._snapshot: List[Metric] = []
         self._last_event_id = 0
         self._event_counts = {kind: 0 for kind, _, _ in EVENT_COUNTERS}
@@ -118,6 +130,21 @@ class ManagerMetrics:
 
     def collect(self) -> Iterable[Metric]:
         return list(self._snapshot)
+
+    def job_label(self, job: str) -> str:
+        """The `bft_job` label of `job`: its name, or a keyed hash of it (HMAC-SHA256, JOB_LABEL_HEX digits)."""
+        if self.job_names:
+            return job
+        if self._label_key is None:
+            key = self.store.meta(JOB_LABEL_KEY)
+            if key is None:
+                key = secrets.token_hex(32)
+                self.store.set_meta(JOB_LABEL_KEY, key)
+            self._label_key = bytes.fromhex(key)
+        label = self._labels.get(job)
+        if label is None:
+            label = hmac.new(self._label_key, job.encode(), hashlib.sha256).hexdigest()[:JOB_LABEL_HEX]
+        return label
 
     def _read_events(self) -> None:
         """Counts the event log's new lines since the last update (by id: each line once)."""
@@ -184,13 +211,15 @@ class ManagerMetrics:
         samples = GaugeMetricFamily("bft_job_samples", "Samples a job has reported (cumulative; a job resumed "
                                     "from an older checkpoint reports fewer).", labels=["bft_job"])
         nodes = GaugeMetricFamily("bft_job_nodes", "Nodes a job's processes run on now.", labels=["bft_job"])
+        labels: Dict[str, str] = {}
         for job in status["jobs"]:
             by_state[job["state"]] = by_state.get(job["state"], 0) + 1
             if job["state"] not in ACTIVE_STATES:
                 continue  # an ended job's series end with it
-            samples.add_metric([job["id"]], job["samples"])
-            nodes.add_metric([job["id"]], len(job.get("nodes", [])))
-            rate.add_metric([job["id"]], job.get("rate", 0.0))
+            label = labels[job["id"]] = self.job_label(job["id"])
+            samples.add_metric([label], job["samples"])
+            nodes.add_metric([label], len(job.get("nodes", [])))
+            rate.add_metric([label], job.get("rate", 0.0))
             if "waiting" in job:
                 label = waiting_reason_label(job["waiting"])
                 waiting[label] = waiting.get(label, 0) + 1
@@ -203,6 +232,7 @@ class ManagerMetrics:
         for _, label in (*WAITING_REASONS, ("", "other")):
             g.add_metric([label], waiting.get(label, 0))
         out.extend([g, rate, samples, nodes])
+        self._labels = labels
         self._snapshot = out  # one assignment: a scrape sees the old snapshot or the new one
 
 
@@ -210,12 +240,12 @@ class MetricsExporter:
     """Writes the snapshot to a textfile and/or serves it over HTTP; owned by the manager's loop."""
 
     def __init__(self, store: StateStore, *, textfile: Optional[Path] = None, port: Optional[int] = None,
-                 address: str = METRICS_ADDRESS, interval_s: float = METRICS_INTERVAL_S):
+                 address: str = METRICS_ADDRESS, interval_s: float = METRICS_INTERVAL_S, job_names: bool = False):
         if textfile is not None and textfile.suffix != ".prom":
             raise MetricsError(f"--metrics-textfile {textfile}: node_exporter reads only files ending in .prom")
         if port is not None and not 0 <= port <= 65535:
             raise MetricsError(f"--metrics-port: {port} is not a port")
-        self.metrics = ManagerMetrics(store)
+        self.metrics = ManagerMetrics(store, job_names=job_names)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.metrics)
         self.textfile = textfile
@@ -230,13 +260,15 @@ class MetricsExporter:
         self._stopping = False
         self._writer: Optional[threading.Thread] = None
         self._snapshot_failed = False
+        self._rendered: Tuple[Optional[List[Metric]], bytes] = (None, b"")  # (snapshot, its text)
 
     @property
     def enabled(self) -> bool:
         return self.textfile is not None or self.port is not None
 
     def start(self) -> Optional[str]:
-        """Starts the HTTP endpoint if asked; returns its URL (port 0: a free one was chosen)."""
+        """Starts the HTTP endpoint if asked (bounded: .metrics_http); returns its URL (port 0: a free
+        one was chosen)."""
         if self.textfile is not None:
             self._write_textfile()  # a directory that cannot take the file fails now, not in the loop
             self._writer = threading.Thread(target=self._write_textfiles, name="bft-metrics-textfile", daemon=True)
@@ -244,7 +276,7 @@ class MetricsExporter:
         if self.port is None:
             return None
         try:
-            self._server, _ = start_http_server(self.port, addr=self.address, registry=self.registry)
+            self._server = MetricsServer(self.address, self.port, self.render)
         except OSError as e:
             raise MetricsError(f"--metrics-port {self.port} on {self.address}: {e.strerror or e}") from None
         host = f"[{self.address}]" if ":" in self.address else self.address
@@ -264,6 +296,16 @@ class MetricsExporter:
             self._snapshot_failed = True
             return
         self._snapshot_taken.set()
+
+    def render(self) -> bytes:
+        """The last snapshot in Prometheus' text format, rendered once per snapshot: however often it
+        is scraped, the manager's process spends the rendering's time once per --metrics-interval."""
+        snapshot, text = self._rendered
+        if snapshot is not self.metrics._snapshot:
+            snapshot = self.metrics._snapshot
+            text = generate_latest(self.registry)  # may render a newer snapshot: then it is rendered again
+            self._rendered = (snapshot, text)
+        return text
 
     def _write_textfiles(self) -> None:
         """The writer thread: the textfile again after each snapshot (the newest, if several came), and
@@ -285,13 +327,12 @@ class MetricsExporter:
 
     def _write_textfile(self) -> None:
         path = self.textfile
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # node_exporter skips names not ending .prom
         try:
-            with open(tmp, "wb") as f:
-                # node_exporter runs as its own user: the file is world-readable (the manager's umask is 077).
-                os.fchmod(f.fileno(), 0o644)
-                f.write(generate_latest(self.registry))
-            os.replace(tmp, path)
+            # node_exporter runs as its own user: the file is world-readable (the manager's umask is 077).
+            # The temporary file (a name node_exporter skips: not ending .prom) is created exclusively
+            # under a random name, and the rename replaces a link at `path` instead of following it: a
+            # link planted in a directory others can write is never written through.
+            write_atomically(path, self.render(), mode=0o644, sync=False)
         except OSError as e:
             raise MetricsError(f"--metrics-textfile {path}: {e.strerror or e}") from None
 
@@ -302,6 +343,5 @@ class MetricsExporter:
             self._writer.join(10)
             self._writer = None
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None

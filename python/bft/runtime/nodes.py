@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Type
 
+from .addresses import check_listen_address
+
 
 class SourceError(Exception):
     """A node source cannot start or act (bad configuration, scheduler unreachable): one clear line."""
@@ -108,9 +110,13 @@ class NodeSource(abc.ABC):
         nodes reach the manager at (an IP, never a wildcard)."""
         host = self.manager_address()
         try:
-            return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            address = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
         except OSError as e:
             raise SourceError(f"{self.name}: cannot resolve the manager's address {host!r}: {e}") from None
+        try:
+            return check_listen_address(f"{self.name}: the manager's address {host!r}", address)
+        except ValueError as e:
+            raise SourceError(f"{e}; give --bind") from None
 
     def reclaim_done(self, node: str) -> None:  # noqa: B027 - optional: most sources need not hear it
         """The manager has vacated a reclaimed node (nothing of it runs there any more)."""

@@ -10,6 +10,7 @@ from typing import Optional
 
 from .. import alloc, curve, sim
 from ..train.protocol import DEFAULT_GRACE_S, DEFAULT_INPLACE_TIMEOUT_S
+from .addresses import check_listen_address
 from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
 from .resize import AUTO, ResizeMethod, check_resize_choice
 
@@ -53,6 +54,8 @@ class ManagerOptions:
         if self.policy not in alloc.SOLVERS:
             raise ValueError(f"--policy: unknown policy {self.policy!r} (choose from {', '.join(alloc.SOLVERS)})")
         check_resize_choice(self.resize)
+        if self.bind_address:  # "": the node source's address, checked by the source
+            check_listen_address("--bind", self.bind_address)
         try:
             curve.objective_from_string(self.objective)
         except ValueError as e:

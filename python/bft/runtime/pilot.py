@@ -23,9 +23,20 @@ import sys
 import time
 
 
+def read_secret(path):
+    """The key of the manager from its file in the shared state directory (the submission carries only the
+    path: it crosses the network in the clear): a file of this user, private to it, not a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd) as f:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            sys.exit(f"pilot: {path} is not a file private to this user (mode {st.st_mode & 0o777:o})")
+        return bytes.fromhex(json.load(f)["secret"])
+
+
 class Pilot:
     def __init__(self, env):
-        self.secret = bytes.fromhex(env.pop("BFT_PILOT_SECRET"))  # out of the environment of what runs here
+        self.secret = read_secret(env.pop("BFT_PILOT_SECRET_FILE"))
         self.host, self.port = env["BFT_PILOT_ADDR"].rsplit(":", 1)
         self.job = env[env["BFT_PILOT_JOB_VAR"]]
         self.node = env.get(env.get("BFT_PILOT_NODE_VAR") or "", "") or socket.gethostname()

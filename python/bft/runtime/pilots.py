@@ -11,8 +11,9 @@ its program (``pilot_program()``, inline: compute nodes need only a python3, not
 :class:`PilotReports` is a TCP listener on the manager's address that takes one signed message per
 connection (HMAC-SHA256 with the manager's pilot secret, its identity, a fresh timestamp), never
 more than ``MAX_CONNECTIONS`` at once, so that a slow or idle client holds up no other. The secret
-and the port are kept in a file of the state directory, so a restarted manager's adopted pilots
-keep reporting.
+and the port are kept in a 0600 file of the state directory, so a restarted manager's adopted pilots
+keep reporting; a pilot is given that file's path, never the secret, and reads it on its node (the
+state directory is shared with the compute nodes): its submission crosses the network in the clear.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class PilotState(str, enum.Enum):
 
 
 # The environment of a pilot (pilot.py reads it).
-ENV_SECRET = "BFT_PILOT_SECRET"
+ENV_SECRET_FILE = "BFT_PILOT_SECRET_FILE"  # the file that holds the secret ({"secret": hex, ...})
 ENV_ADDRESS = "BFT_PILOT_ADDR"
 ENV_IDENTITY = "BFT_PILOT_IDENTITY"
 ENV_JOB_VAR = "BFT_PILOT_JOB_VAR"  # the name of the scheduler's variable that holds the pilot's job id
@@ -77,6 +78,7 @@ class PilotReports:
         self.on_report = on_report
         self.port = 0
         self._secret = b""
+        self._state_path: Optional[Path] = None
         self._listener: Optional[socket.socket] = None
         self._thread: Optional[threading.Thread] = None
         self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
@@ -92,6 +94,7 @@ class PilotReports:
             except (OSError, ValueError) as e:
                 raise SourceError(f"{self.scheduler}: cannot read {state_path}: {e}") from None
         self._secret = bytes.fromhex(saved.get("secret", "")) or secrets.token_bytes(32)
+        self._state_path = state_path.absolute()
         self._listener = self._bind(address, port or int(saved.get("port", 0)))
         self.port = self._listener.getsockname()[1]
         state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,9 +116,9 @@ class PilotReports:
             self._thread = None
 
     def pilot_environment(self, *, manager_address: str, job_var: str, node_var: str) -> Dict[str, str]:
-        """What a pilot needs in its environment: where to report, how to sign, and which of the
-        scheduler's variables name its job and node."""
-        return {ENV_SECRET: self._secret.hex(), ENV_ADDRESS: f"{manager_address}:{self.port}",
+        """What a pilot needs in its environment: where to report, where to read the key it signs
+        with (open() first), and which of the scheduler's variables name its job and node."""
+        return {ENV_SECRET_FILE: str(self._state_path), ENV_ADDRESS: f"{manager_address}:{self.port}",
                 ENV_IDENTITY: self.identity, ENV_JOB_VAR: job_var, ENV_NODE_VAR: node_var}
 
     def _bind(self, address: str, port: int) -> socket.socket:

@@ -135,8 +135,8 @@ class SlurmCommands:
     def submit(self, pilot_env: Mapping[str, str]) -> str:
         """Submits one pilot with `pilot_env` (PilotReports.pilot_environment); its job id."""
         env = {**os.environ, **pilot_env}
-        # Only these variables reach the pilot (the secret travels in the environment, not on a
-        # command line that `ps` shows); Slurm adds its own SLURM_* variables.
+        # Only these variables reach the pilot (the secret's path: the secret itself stays in the
+        # state directory); Slurm adds its own SLURM_* variables.
         out = self.run(["sbatch", "--parsable", *self._pilot_options(), f"--output={self.pilot_output}",
                         f"--export={','.join(['PATH', *pilot_env])}"], stdin=PILOT_SCRIPT, env=env)
         return out.strip().split(";")[0]

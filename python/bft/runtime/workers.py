@@ -84,6 +84,7 @@ class Workers:
         row = run.row
         how = method(run.method)
         job_dir = self.files.job_dir(row.id)
+        secret_file = self.files.write_secret(row.id, row.secret)
         with self.store.transaction():
             rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
         started: Dict[str, Any] = {}
@@ -98,7 +99,7 @@ class Workers:
             exit_file = how.exit_file(job_dir, row.generation, node)
             exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
             env = job_environment(job=row.id, generation=row.generation, node=node, identity=self.identity,
-                                  report_address=self.report_address, secret=row.secret,
+                                  report_address=self.report_address, secret_file=secret_file,
                                   checkpoint_dir=job_dir / "checkpoint", work=row.work, grace_s=self.grace_s,
                                   configuration=row.configuration, exit_file=exit_file)
             env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))

@@ -4,8 +4,12 @@ manager, bft.runtime) both use this module, so the two cannot disagree::
 
     BFT1 <job> <generation> <round> <seq> <rank> <world> <all_ranks 0|1> <samples> <time_s> <state_bytes> <hmac>
 
-``hmac`` is HMAC-SHA256 (hex) of everything before it, keyed with the job's secret, which the
-manager hands to the job in its environment (BFT_JOB_SECRET) and nobody else sees. ``generation``
+``hmac`` is HMAC-SHA256 (hex) of everything before it, keyed with the job's secret, which nobody
+else sees: the manager leaves it in a 0600 file of the job's directory (on a cluster, the shared
+state directory) and starts the job with the file's path (BFT_JOB_SECRET_FILE), never the secret,
+which would cross the network in the clear in Slurm's launch messages or a standby's assignment; the
+node's first process of the job reads it there (:func:`resolve_job_secret`) into BFT_JOB_SECRET of
+its own environment, which its children inherit. ``generation``
 counts the manager's launches of the job, ``round`` torchrun's restarts of its workers within one
 launch (TORCHELASTIC_RESTART_COUNT), and ``seq`` the datagrams of one worker process: so a
 replayed or stale datagram is recognised and dropped. ``state_bytes`` is the size of the state a
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import stat
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -26,7 +32,8 @@ ENV_JOB_ID = "BFT_JOB_ID"
 ENV_NODE = "BFT_NODE"
 ENV_GENERATION = "BFT_GENERATION"  # the manager's launch count of the job
 ENV_REPORT_ADDR = "BFT_REPORT_ADDR"  # host:port of the report receiver
-ENV_JOB_SECRET = "BFT_JOB_SECRET"  # hex key of the reports' HMAC
+ENV_JOB_SECRET = "BFT_JOB_SECRET"  # hex key of the reports' HMAC (set on the node: resolve_job_secret)
+ENV_JOB_SECRET_FILE = "BFT_JOB_SECRET_FILE"  # where the node reads it: what the manager's launch carries
 ENV_CHECKPOINT_DIR = "BFT_CHECKPOINT_DIR"
 ENV_GRACE_S = "BFT_GRACE_S"  # seconds between SIGTERM and SIGKILL
 # The defaults of both sides (bft manager --grace, --inplace-timeout; a worker without the variable).
@@ -45,6 +52,35 @@ ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gl
 # A warm standby (bft.train.standby) carries it from its start: a worker born of one has no job tag
 # (its environment in /proc is the standby's), so it is known by its pid and the manager and node tags.
 ENV_STANDBY = "BFT_STANDBY"
+
+SECRET_HEX = 64  # a job's secret: 32 bytes, in hex
+
+
+def resolve_job_secret(environ=os.environ) -> None:
+    """Sets BFT_JOB_SECRET in `environ` from the file BFT_JOB_SECRET_FILE names, unless it is set. The
+    file must be a regular file of this user that nobody else can read or write, reached without a
+    symbolic link. ValueError, one line naming the file, if it cannot be used."""
+    path = environ.get(ENV_JOB_SECRET_FILE)
+    if environ.get(ENV_JOB_SECRET) or not path:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ValueError(f"{ENV_JOB_SECRET_FILE} {path}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise ValueError(f"{ENV_JOB_SECRET_FILE} {path}: not a regular file of this user, private to it "
+                             f"(mode {stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid})")
+        text = f.read(SECRET_HEX + 1).decode("ascii", "replace").strip()
+    try:
+        if len(text) != SECRET_HEX:
+            raise ValueError
+        bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(f"{ENV_JOB_SECRET_FILE} {path}: not a job secret ({SECRET_HEX} hex digits)") from None
+    environ[ENV_JOB_SECRET] = text
+
 
 MAGIC = "BFT1"
 MAX_SAMPLES = 1e18  # the most samples a job's work (bft submit --samples) or a report's count may say

@@ -22,6 +22,12 @@ def main() -> int:
     if len(sys.argv) < 2:
         print("usage: python -m bft.train.run SCRIPT [ARGS...]", file=sys.stderr)
         return 2
+    try:
+        protocol.resolve_job_secret()  # the launch carries the file's path, never the secret itself
+    except ValueError as e:
+        print(f"bft.train.run: {e}", file=sys.stderr, flush=True)
+        leave_exit_status(2)
+        return 2
     script = sys.argv[1]
     sys.argv = sys.argv[1:]
     gloo_on_the_node_address(os.environ.get(protocol.ENV_NODE_ADDR, ""))  # before the script's first group
