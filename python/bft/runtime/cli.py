@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional
 from .._bounded import tail_lines
 from . import control
 from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
+from .keeper import KeeperError
 from .nodes import SourceError, source_class
 from .state import StateStore
 from .state_schema import JobState, StateError
@@ -118,7 +119,7 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
         if exporter is not None:
             _start_metrics(exporter)
         return manager.run()
-    except OSError as e:
+    except (OSError, KeeperError) as e:  # KeeperError: its listeners (--bind, --store-port, --report-port)
         raise UsageError(f"cannot start: {e}") from None
     finally:
         if exporter is not None:

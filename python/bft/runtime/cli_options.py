@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import alloc, curve
+from .._bounded import read_whole
 from .launcher import default_python
 from .nodes import source_class, source_names
 from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions
@@ -218,6 +219,10 @@ def located(args: argparse.Namespace, message: str) -> str:
     return f"{where}: {message}" if where else message
 
 
+# A manager's configuration file is a few dozen lines: 1 MiB is read, a larger file refused unread.
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[str, str, str]]:
     """The options that a TOML configuration file sets, checked: (flag, command-line token, "file:line")
     each; a bad file, key or value raises UsageError naming the file and line."""
@@ -226,15 +231,16 @@ def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[st
     except ImportError:  # Python < 3.11
         raise UsageError(f"--config {path}: reading TOML needs Python 3.11 or newer") from None
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"--config {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--config {path}: not UTF-8 text") from None
+        text = read_whole(path, "--config", MAX_CONFIG_BYTES).decode()
+    except ValueError as e:  # unreadable, too large, a line too long (/dev/zero), or not UTF-8
+        raise UsageError(str(e) if not isinstance(e, UnicodeDecodeError) else f"--config {path}: not UTF-8 text") \
+            from None
     try:
         settings = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"--config {path}: not TOML: {e}") from None
+    except RecursionError:
+        raise UsageError(f"--config {path}: nested too deeply to be read (a manager's settings are flat)") from None
     actions = {option[2:]: action for action in parser._actions for option in action.option_strings
                if option.startswith("--")}
     out: List[Tuple[str, str, str]] = []
