@@ -33,6 +33,9 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workload_args import OneLineParser, number, whole  # noqa: E402  (beside this script)
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 TRACE = DATA / "summit-idle-nodes-2021-02.csv.gz"
@@ -206,14 +209,19 @@ def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nodes", type=int, default=8)
-    p.add_argument("--time-scale", type=float, default=12.0, help="trace seconds per wall second (12: 5 minutes)")
-    p.add_argument("--jobs", type=int, default=3)
-    p.add_argument("--kills", type=int, default=3, help="kill -9 of the manager at random moments")
-    p.add_argument("--seed", type=int, default=1)
+    p = OneLineParser(description=__doc__.splitlines()[0])
+    # Checked as the flags are read: --nodes 0 was a traceback after the hour's selection, --time-scale 0 a
+    # ZeroDivisionError. At most an hour played in a second; at least an hour in an hour.
+    p.add_argument("--nodes", type=whole(1, 4608), default=8, help="nodes (Summit's count at most; default 8)")
+    p.add_argument("--time-scale", type=number("trace seconds per wall second", positive=True, high=HOUR_S),
+                   default=12.0, help="trace seconds per wall second (12: 5 minutes)")
+    p.add_argument("--jobs", type=whole(1), default=3)
+    p.add_argument("--kills", type=whole(0), default=3, help="kill -9 of the manager at random moments")
+    p.add_argument("--seed", type=whole(0), default=1)
     p.add_argument("--keep", metavar="DIR", help="run in DIR and keep it (default: a temporary directory)")
     args = p.parse_args()
+    if args.time_scale < 1:
+        p.error(f"argument --time-scale: expected at least 1 (an hour in an hour), got {args.time_scale:g}")
     if not TRACE.exists():
         sys.exit(f"chaos_bench: {TRACE} not found (../shared/data beside the checkout)")
     if args.keep:

@@ -19,7 +19,6 @@ replay is also `bft replay --trace TRACE --jobs OUT/jobs-mixed.jsonl` (the comma
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 from pathlib import Path
@@ -28,7 +27,16 @@ import numpy as np
 
 from bft import jobs, sim
 from bft.runtime import read_curve
-from workload_args import OBJECTIVES, with_objective
+from workload_args import (
+    OBJECTIVES,
+    OneLineParser,
+    number,
+    policies,
+    refuse_overwriting,
+    seconds,
+    whole,
+    with_objective,
+)
 
 
 def gpt_jobs(curve: dict, count: int, work: float, scale_up_s: float, scale_down_s: float,
@@ -65,20 +73,22 @@ def by_workload(result, gpt_names: set) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", required=True, help="idle-node trace (CSV time,node,state, optionally .gz)")
     p.add_argument("--jobs", required=True, help="the workload the GPT jobs join (JSONL)")
     p.add_argument("--gpt-curve", required=True, help='the GPT\'s curve: {"nodes": [...], "throughput": [...]}')
-    p.add_argument("--gpt-jobs", type=int, default=100, help="GPT jobs to add (default 100)")
-    p.add_argument("--gpt-work", type=float, default=20_000, help="samples per GPT job (default 20,000, the "
+    p.add_argument("--gpt-jobs", type=whole(1), default=100, help="GPT jobs to add (default 100)")
+    p.add_argument("--gpt-work", type=number("samples", positive=True, high=1e18), default=20_000,
+                   help="samples per GPT job (default 20,000, the "
                    "example's --samples)")
-    p.add_argument("--scale-up-s", type=float, required=True, help="the GPT's measured grow gap (s)")
-    p.add_argument("--scale-down-s", type=float, required=True, help="the GPT's measured shrink gap (s)")
+    p.add_argument("--scale-up-s", type=seconds(), required=True, help="the GPT's measured grow gap (s)")
+    p.add_argument("--scale-down-s", type=seconds(), required=True, help="the GPT's measured shrink gap (s)")
     p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                    help="speedup: each job's objective over its own one-node value (default throughput)")
-    p.add_argument("--policy", default="exact", help="comma list, as bft replay --policy (default exact)")
-    p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS)
-    p.add_argument("--tfwd", type=float, default=sim.DEFAULT_TFWD_S)
+    p.add_argument("--policy", type=policies, default=["exact"],
+                   help="comma list, as bft replay --policy (default exact)")
+    p.add_argument("--max-jobs", type=whole(1), default=sim.DEFAULT_MAX_JOBS)
+    p.add_argument("--tfwd", type=seconds(positive=True), default=sim.DEFAULT_TFWD_S)
     p.add_argument("--out", required=True, help="directory for jobs-mixed.jsonl")
     a = p.parse_args()
     try:
@@ -88,6 +98,8 @@ def main() -> int:
         added = gpt_jobs(curve, a.gpt_jobs, a.gpt_work, a.scale_up_s, a.scale_down_s, min(submits), max(submits))
         mixed = sorted(base + added, key=lambda s: s.submit_s)
         out = Path(a.out)
+        refuse_overwriting([out / "jobs-mixed.jsonl"], {"--jobs": a.jobs, "--trace": a.trace,
+                                                         "--gpt-curve": a.gpt_curve})
         out.mkdir(parents=True, exist_ok=True)
         jobs.write_jobs(mixed, out / "jobs-mixed.jsonl")
         trace = sim.read_trace(a.trace)
@@ -99,9 +111,9 @@ def main() -> int:
           f"{min(submits):g}..{max(submits):g} s; objective {a.objective}")
     print("the mixed replay as bft replay: " + shlex.join(
         [sys.executable, "-m", "bft", "replay", "--trace", a.trace, "--jobs", str(out / "jobs-mixed.jsonl"),
-         "--policy", a.policy, "--max-jobs", str(a.max_jobs), "--tfwd", f"{a.tfwd:g}"])
+         "--policy", ",".join(a.policy), "--max-jobs", str(a.max_jobs), "--tfwd", f"{a.tfwd:g}"])
         + ("" if a.objective == "throughput" else " (with the throughput objective; speedup is this script's)"))
-    for policy in a.policy.split(","):
+    for policy in a.policy:
         for label, path in (("alone", a.jobs), ("with GPT", out / "jobs-mixed.jsonl")):
             specs = with_objective(sim.read_jobs(path), a.objective)  # read again: with_objective changes them
             r = sim.replay(trace, specs, policy, max_jobs=a.max_jobs, tfwd_s=a.tfwd)

@@ -22,7 +22,6 @@ replay itself is deterministic, so this shows how far a tiny change of the rule 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -30,7 +29,7 @@ import numpy as np
 
 from bft import Error, sim
 from bft.cli import CliError, advisor_options
-from workload_args import OBJECTIVES, with_objective
+from workload_args import OBJECTIVES, OneLineParser, seconds, whole, with_objective
 
 POLICIES = ("exact", "completion_aware")
 ACCOUNTINGS = ("continuous", "reference")
@@ -49,9 +48,9 @@ def _split(text: str, what: str) -> list:
 
 def _ratios(learned, oracle) -> tuple:
     """(samples, jobs finished, mean turnaround) of a learned replay over the oracle's."""
-    def ratio(key):
-        o = oracle.summary[key]
-        return learned.summary[key] / o if o else float("nan")
+    def ratio(key):  # both 0 (no job finished in either): equal; only the oracle's 0: as far above as can be
+        o, v = oracle.summary[key], learned.summary[key]
+        return v / o if o else (1.0 if not v else float("inf"))
     return ratio("samples_done"), ratio("jobs_finished"), ratio("mean_turnaround_s")
 
 
@@ -63,7 +62,7 @@ def _candidate(text: str) -> tuple:
 
 def _worst(r: tuple) -> float:
     """How far a cell is from the oracle, one number (higher is better, 1 = the oracle's)."""
-    return min(r[0], r[1], 1.0 / r[2])
+    return min(r[0], r[1], 1.0 / r[2] if r[2] > 0 else float("inf"))  # 0: no job finished (the jobs ratio says so)
 
 
 def _spread(values) -> str:
@@ -72,34 +71,35 @@ def _spread(values) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", required=True, help="idle-node trace (CSV time,node,state, optionally .gz)")
     p.add_argument("--jobs", required=True, help="job workload (JSONL)")
     p.add_argument("--node-sets", required=True, metavar="A:B,...",
                    help="disjoint node sets, each as bft replay --nodes A:B (first-appearance positions)")
-    p.add_argument("--choose-on", type=int, default=2, help="the first N node sets choose the options (default 2)")
+    p.add_argument("--choose-on", type=whole(1), default=2, help="the first N node sets choose the options (default 2)")
     p.add_argument("--candidate", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
                    help=f"advisor options to choose among (repeatable; default: {' / '.join(DEFAULT_CANDIDATES)})")
-    p.add_argument("--seeds", type=int, default=3, help="learned replays per cell (default 3)")
+    p.add_argument("--seeds", type=whole(1), default=3, help="learned replays per cell (default 3)")
     p.add_argument("--objectives", default=",".join(OBJECTIVES))
     p.add_argument("--policies", default=",".join(POLICIES))
     p.add_argument("--accountings", default=",".join(ACCOUNTINGS))
-    p.add_argument("--max-jobs", type=int, default=10)
-    p.add_argument("--first-jobs", type=int, help="only the first N jobs of the workload")
-    p.add_argument("--start", type=float, help="window start, seconds on the trace's clock")
-    p.add_argument("--end", type=float, help="window end, seconds on the trace's clock")
+    p.add_argument("--max-jobs", type=whole(1), default=10)
+    p.add_argument("--first-jobs", type=whole(1), help="only the first N jobs of the workload")
+    p.add_argument("--start", type=seconds(high=1e12), help="window start, seconds on the trace's clock")
+    p.add_argument("--end", type=seconds(high=1e12), help="window end, seconds on the trace's clock")
     args = p.parse_args()
     try:
         candidates = args.candidate or list(DEFAULT_CANDIDATES)
         for c in candidates:  # checked before anything is replayed, as bft replay checks them
             _candidate(c)
         sets = _split(args.node_sets, "--node-sets")
+        repeated = next((x for k, x in enumerate(sets) if x in sets[:k]), None)
+        if repeated is not None:
+            raise ValueError(f"--node-sets: {repeated} is given twice (the sets must be disjoint)")
+        if args.start is not None and args.end is not None and args.end <= args.start:
+            raise ValueError(f"--end ({args.end:g}) must be after --start ({args.start:g})")
         if not 1 <= args.choose_on < len(sets):
             raise ValueError(f"--choose-on: {args.choose_on} must be in 1..{len(sets) - 1} (some node sets held out)")
-        if args.seeds < 1:
-            raise ValueError(f"--seeds: {args.seeds} must be >= 1")
-        if args.first_jobs is not None and args.first_jobs < 1:
-            raise ValueError(f"--first-jobs: {args.first_jobs} must be >= 1")
         objectives, policies = _split(args.objectives, "--objectives"), _split(args.policies, "--policies")
         accountings = _split(args.accountings, "--accountings")
         for name, given, valid in (("--objectives", objectives, OBJECTIVES), ("--policies", policies, sim.POLICIES),

@@ -34,14 +34,15 @@ Two checks of what is left (docs/sim.md, "The two held-out misses, diagnosed"):
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from bft import Error, curve, sim
 from bft.cli import CliError, advisor_options
-from workload_args import add_workload_arguments, with_objective
+from workload_args import OneLineParser, add_workload_arguments, refuse_overwriting, seconds, whole, with_objective
 
 EARLY_S = 3600.0  # "late learning": the first hour after admission
 TRUTHS = ("workload", "fit", "fit-at-breakpoints")
@@ -105,15 +106,15 @@ def curve_errors(result, specs):
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     add_workload_arguments(p)
-    p.add_argument("--start", type=float, help="window start, seconds on the trace's clock")
-    p.add_argument("--end", type=float, help="window end, seconds on the trace's clock")
-    p.add_argument("--first-jobs", type=int, help="only the first N jobs of the workload")
-    p.add_argument("--policy", default="exact")
+    p.add_argument("--start", type=seconds(high=1e12), help="window start, seconds on the trace's clock")
+    p.add_argument("--end", type=seconds(high=1e12), help="window end, seconds on the trace's clock")
+    p.add_argument("--first-jobs", type=whole(1), help="only the first N jobs of the workload")
+    p.add_argument("--policy", choices=sim.POLICIES, default="exact")
     p.add_argument("--accounting", choices=("continuous", "reference"), default="continuous",
                    help="the replay's accounting (sim.replay accounting; docs/sim.md, \"Two accountings\")")
-    p.add_argument("--max-jobs", type=int, default=10)
+    p.add_argument("--max-jobs", type=whole(1), default=10)
     p.add_argument("--jobs-csv", help="write the per-job table here")
     p.add_argument("--models-from-names", action="store_true",
                    help="jobs of one model share priors, the model being the name after its first '-' "
@@ -124,7 +125,7 @@ def main() -> int:
     p.add_argument("--truth", choices=TRUTHS, default="workload",
                    help="the true curves of every replay: the workload's, or the advisor's fit of them at every "
                    "count (fit) or at the workload's breakpoints (fit-at-breakpoints)")
-    p.add_argument("--oracle-perturbations", type=int, default=0, metavar="K",
+    p.add_argument("--oracle-perturbations", type=whole(0), default=0, metavar="K",
                    help="also replay the oracle K times with every objective scaled by a random factor within "
                    "+-0.5 %% (seeds 0..K-1)")
     args = p.parse_args()
@@ -132,15 +133,19 @@ def main() -> int:
         options = advisor_options(args.advisor)
         no_bonus = advisor_options(args.advisor)
         no_bonus.exploration_bonus = 0.0
-        if args.oracle_perturbations < 0:
-            raise ValueError(f"--oracle-perturbations: {args.oracle_perturbations} must be >= 0")
+        if args.start is not None and args.end is not None and args.end <= args.start:
+            raise ValueError(f"--end ({args.end:g}) must be after --start ({args.start:g})")
+        if args.jobs_csv:  # checked before the replays, which take long
+            refuse_overwriting([Path(args.jobs_csv)], {"--jobs": args.jobs, "--trace": args.trace})
+            parent = Path(args.jobs_csv).absolute().parent
+            if Path(args.jobs_csv).is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+                raise ValueError(f"--jobs-csv {args.jobs_csv}: cannot be written (a directory, or {parent} is not "
+                                 "writable)")
         trace = sim.read_trace(args.trace)
         nodes = sim.select_nodes(args.nodes, trace)
         # The fitted truth replaces the workload's curves before the objective is derived from them.
         specs = with_objective(fitted_truth(sim.read_jobs(args.jobs), args.truth, options.fit), args.objective)
         if args.first_jobs is not None:
-            if args.first_jobs < 1:
-                raise ValueError(f"--first-jobs: {args.first_jobs} must be >= 1")
             specs = specs[: args.first_jobs]
 
         models = [sim.model_from_name(s.name) for s in specs] if args.models_from_names else None
@@ -187,11 +192,11 @@ def main() -> int:
     print(f"| replay | {name} | / oracle | rescales | idle node-time used |")
     print("|---|---|---|---|---|")
     for k, r in runs.items():
-        print(f"| {k} | {value[k]:.6g} | {value[k] / oracle:.4f} | {r.summary['rescales']} | "
+        print(f"| {k} | {value[k]:.6g} | {_ratio(value[k], oracle)} | {r.summary['rescales']} | "
               f"{r.summary['active_idle_capture']:.4f} |")
     # Shortfalls in percent of the oracle's figure, positive = worse than the comparison.
-    def loss(a, b):
-        return 100.0 * better * (value[b] - value[a]) / oracle
+    def loss(a, b):  # nan when the oracle's figure is 0 (no sample done in the window)
+        return 100.0 * better * (value[b] - value[a]) / oracle if oracle else float("nan")
 
     print(f"\nlearned against oracle: {loss('learned', 'oracle'):+.2f} % of the oracle's figure, of which")
     print(f"  wrong costs (learned vs learned_curves):          {loss('learned', 'learned_curves'):+.2f} %")
@@ -202,7 +207,8 @@ def main() -> int:
     print(f"  (learned costs alone, learned_costs vs oracle:     {loss('learned_costs', 'oracle'):+.2f} %)")
 
     if perturbed:
-        ratios = [(r.summary[key] / 86400.0 if all_finish else r.summary[key]) / oracle for r in perturbed]
+        ratios = [(r.summary[key] / 86400.0 if all_finish else r.summary[key]) / oracle if oracle else float("nan")
+                  for r in perturbed]
         print(f"  (oracle, objectives perturbed within +-{100 * PERTURBATION:g} %, {name} / oracle's, "
               f"seeds 0..{len(ratios) - 1}: "
               f"{', '.join(f'{x:.4f}' for x in ratios)}; min {min(ratios):.4f}, max {max(ratios):.4f})")
@@ -228,17 +234,29 @@ def main() -> int:
           f"scale_up_s {_median(up):.3f} ({len(up)} jobs), scale_down_s {_median(down):.3f} ({len(down)} jobs)")
 
     if args.jobs_csv:
-        o = runs["oracle"].jobs
-        with open(args.jobs_csv, "w", encoding="utf-8") as f:
-            f.write("job,oracle_done,learned_done,oracle_finish_s,learned_finish_s,err_first_hour,err_later,"
-                    "scale_up_ratio,scale_down_ratio\n")
-            for j, spec in enumerate(specs):
-                e = errors.get(j, (None, 0, None, 0))
-                cells = [o["done"][j], jobs["done"][j], o["finish_s"][j], jobs["finish_s"][j], e[0], e[2],
-                         jobs["allocator_scale_up_s"][j] / spec.scale_up_s,
-                         jobs["allocator_scale_down_s"][j] / spec.scale_down_s]
-                f.write(",".join([spec.name] + ["" if c is None else repr(float(c)) for c in cells]) + "\n")
+        try:
+            write_jobs_csv(args.jobs_csv, runs["oracle"].jobs, jobs, specs, errors)
+        except OSError as e:
+            print(f"learned_diagnose: error: --jobs-csv {args.jobs_csv}: {e.strerror or e}", file=sys.stderr)
+            return 2
     return 0
+
+
+def _ratio(v: float, oracle: float) -> str:
+    return f"{v / oracle:.4f}" if oracle else "n/a"
+
+
+def write_jobs_csv(path: str, o, jobs, specs, errors) -> None:
+    """The per-job table: the oracle's and the learned replay's figures side by side."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("job,oracle_done,learned_done,oracle_finish_s,learned_finish_s,err_first_hour,err_later,"
+                "scale_up_ratio,scale_down_ratio\n")
+        for j, spec in enumerate(specs):
+            e = errors.get(j, (None, 0, None, 0))
+            cells = [o["done"][j], jobs["done"][j], o["finish_s"][j], jobs["finish_s"][j], e[0], e[2],
+                     jobs["allocator_scale_up_s"][j] / spec.scale_up_s,
+                     jobs["allocator_scale_down_s"][j] / spec.scale_down_s]
+            f.write(",".join([spec.name] + ["" if c is None else repr(float(c)) for c in cells]) + "\n")
 
 
 if __name__ == "__main__":

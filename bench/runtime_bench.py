@@ -133,6 +133,8 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
     step at the old size -> first at the new one). Then, per method, `launches` short jobs one after
     the other on the same nodes: launch -> first step. With `gpus`, virtual node k trains on GPU k mod
     gpus (the manager's --local-gpus)."""
+    from bft.runtime.curvebook import RESCALE_METHODS
+
     options = ("--local-gpus", str(gpus)) if gpus else ()
     if gpus:
         import torch
@@ -153,8 +155,8 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
             c = r["advisor_costs"]  # what the allocator is charged, in its units (docs/runtime.md)
             print(f"advisor's measured costs, {method:8s} ({nodes // 2}<->{nodes} nodes): "
                   + "; ".join(f"{m} up {c[m]['scale_up_s']:.2f} s ({c[m]['measured_ups']} grows), down "
-                              f"{c[m]['scale_down_s']:.2f} s ({c[m]['measured_downs']} shrinks)" for m in c
-                              if isinstance(c[m], dict)), flush=True)  # (not "charged", "restart_s")
+                              f"{c[m]['scale_down_s']:.2f} s ({c[m]['measured_downs']} shrinks)"
+                              for m in RESCALE_METHODS), flush=True)  # the methods' entries, not cold_start's
             g = r["grow_decided_to_first_step"]
             print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
                   f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",

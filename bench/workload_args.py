@@ -4,12 +4,87 @@ their reading (bft.sim's readers and node selection; errors as ValueError/OSErro
 from __future__ import annotations
 
 import argparse
-from typing import Any, List, Optional, Sequence, Tuple
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import numpy as np
 
 from bft import sim
+from bft.alloc import MAX_HORIZON_S
 from bft.curve import OBJECTIVES
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, `NAME: error: ...`, exit status 2 (the house rule;
+    argparse's own adds a usage line). NAME: the script's, without .py, as the scripts' other errors."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(prog=Path(sys.argv[0]).stem, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# argparse types that check a value's range, so a bad one is argparse's usage line and one error naming
+# the flag (not a traceback, or a message naming the API's parameter, after a replay).
+def whole(low: int, high: Optional[int] = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"in [{low}, {high}]" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {bounds}, got {value}")
+        return value
+    return parse
+
+
+def number(what: str, *, positive: bool = False, high: float = MAX_HORIZON_S) -> Callable[[str], float]:
+    """A finite number (of `what`) in [0, high] ((0, high] if `positive`)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (math.isfinite(value) and (value > 0 if positive else value >= 0) and value <= high):
+            raise argparse.ArgumentTypeError(f"expected {what} in {'(' if positive else '['}0, {high:g}], got {text}")
+        return value
+    return parse
+
+
+def seconds(*, positive: bool = False, high: float = MAX_HORIZON_S) -> Callable[[str], float]:
+    """Seconds in [0, high] ((0, high] if `positive`); high defaults to the allocator's cap (MAX_HORIZON_S)."""
+    return number("seconds", positive=positive, high=high)
+
+
+def policies(text: str) -> List[str]:
+    """A comma list of the replay's policies (bft replay --policy)."""
+    names = [p for p in text.split(",")]
+    bad = [p for p in names if p not in sim.POLICIES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown policy {bad[0]!r} (one of {', '.join(sim.POLICIES)})")
+    return names
+
+
+def refuse_overwriting(outputs: Sequence[Path], inputs: Dict[str, Optional[str]]) -> None:
+    """A ValueError if an output file is one of the inputs (by device and inode: a link is the same file)."""
+    def identity(path) -> Optional[Tuple[int, int]]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    given = {identity(path): flag for flag, path in inputs.items() if path is not None}
+    given.pop(None, None)
+    for out in outputs:
+        flag = given.get(identity(out))
+        if flag is not None:
+            raise ValueError(f"{out} would be written over the {flag} input: choose another output")
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:

@@ -25,17 +25,19 @@ TAIL_BLOCK_BYTES = 1 << 16
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def read_whole(path: PathLike, what: str) -> bytes:
-    """The bytes of a file of at most MAX_FILE_BYTES whose lines are at most MAX_LINE_BYTES long;
-    otherwise (or if it cannot be read) a ValueError naming `what` and the file (and line)."""
+def read_whole(path: PathLike, what: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a file of at most `max_bytes` (default MAX_FILE_BYTES) whose lines are at most
+    MAX_LINE_BYTES long; otherwise (or if it cannot be read) a ValueError naming `what` and the file
+    (and line)."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+            data = f.read(max_bytes + 1)
     except OSError as e:
         raise ValueError(f"{what}: cannot read {path}: {e.strerror or e}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{what}: {path} is larger than {MAX_FILE_BYTES >> 20} MiB")
+    if len(data) > max_bytes:
+        size = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes >> 10} KiB"
+        raise ValueError(f"{what}: {path} is larger than {size}")
     # A line longer than the cap contains a multiple of the cap: look around each, never further
     # than the cap, so the check is one pass over the file however it looks.
     for boundary in range(MAX_LINE_BYTES, len(data), MAX_LINE_BYTES):

@@ -172,6 +172,15 @@ def expand_hostlist(expression: str) -> List[str]:
     return _sim.expand_hostlist(_text("hostlist", expression))
 
 
+def read_sacct_jobs(path: PathLike, columns: Sequence[str], optional: Sequence[str] = (),
+                    max_names: int = MAX_MACHINE_NODES) -> List[Tuple[int, List[str], List[str]]]:
+    """The job lines of a ``sacct --parsable2`` log as (line number, the fields of `columns` in their
+    order, NodeList's node names): the one reader of sacct's format, the importer's. The header must
+    name each of `columns` once (those in `optional` may be missing: ""); steps are skipped; more than
+    `max_names` node names in the file is a ValueError naming the line, counted before they are made."""
+    return _sim.read_sacct_jobs(os.fspath(path), list(columns), list(optional), int(max_names))
+
+
 def expand_hostlists(expressions: Sequence[str], labels: Optional[Sequence[str]] = None,
                      field: str = "machine_nodes") -> List[str]:
     """The node names of several hostlist expressions, at most MAX_MACHINE_NODES in all.

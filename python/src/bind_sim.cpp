@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bft/alloc.h"
@@ -295,7 +296,46 @@ void BindSim(py::module_& m) {
       "The reference accounting's default window start (the trace's REFERENCE_START_EVENT-th distinct time), "
       "or None if the trace has fewer distinct times");
   m.def("expand_hostlist", &sim::ExpandHostlist, py::arg("expression"),
-        "Expands a Slurm hostlist expression (c[01-03,07],gpu5) into node names.");
+        py::arg("max_names") = sim::kMaxMachineNodes,
+        "Expands a Slurm hostlist expression (c[01-03,07],gpu5) into node names (at most max_names).");
+  m.def(
+      "read_sacct_jobs",
+      [](const std::string& path, const std::vector<std::string>& columns,
+         const std::vector<std::string>& optional, std::uint64_t max_names) {
+        // Each distinct node name is one Python string, shared by every job that ran on it: a month's
+        // log names the same few thousand nodes millions of times.
+        std::unordered_map<std::string, std::int32_t> ids;
+        std::vector<std::string> names;
+        struct Job {
+          long line;
+          std::vector<std::string> fields;
+          std::vector<std::int32_t> nodes;
+        };
+        std::vector<Job> jobs;
+        {
+          py::gil_scoped_release release;
+          sim::ForEachSacctJob(path, columns, optional, max_names, [&](sim::SacctJobLine& line) {
+            Job& job = jobs.emplace_back(Job{line.line, std::move(line.fields), {}});
+            job.nodes.reserve(line.nodes.size());
+            for (std::string& n : line.nodes) {
+              const auto [it, added] = ids.try_emplace(n, static_cast<std::int32_t>(names.size()));
+              if (added) names.push_back(std::move(n));
+              job.nodes.push_back(it->second);
+            }
+          });
+        }
+        std::vector<py::str> shared(names.begin(), names.end());
+        py::list out(jobs.size());
+        for (std::size_t k = 0; k < jobs.size(); ++k) {
+          py::list nodes(jobs[k].nodes.size());
+          for (std::size_t i = 0; i < jobs[k].nodes.size(); ++i) nodes[i] = shared[jobs[k].nodes[i]];
+          out[k] = py::make_tuple(jobs[k].line, py::cast(jobs[k].fields), nodes);
+        }
+        return out;
+      },
+      py::arg("path"), py::arg("columns"), py::arg("optional"), py::arg("max_names"),
+      "The job lines of a sacct --parsable2 log, as (line, [fields of `columns`], [node names]): the one "
+      "reader of the format (the importer's); more than max_names node names in the file is a ValueError.");
   m.def("parse_sacct_time", &sim::ParseSacctTime, py::arg("text"),
         "A time as sacct prints it (Unix seconds or YYYY-MM-DDTHH:MM:SS) in seconds.");
   m.def(

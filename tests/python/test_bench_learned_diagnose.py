@@ -80,4 +80,5 @@ def test_a_negative_perturbation_count_is_refused(tmp_path):
     r = run_script("--trace", str(tmp_path / "missing.csv"), "--jobs", str(tmp_path / "missing.jsonl"),
                    "--oracle-perturbations", "-1")
     assert r.returncode == 2
-    assert r.stderr.strip() == "learned_diagnose: error: --oracle-perturbations: -1 must be >= 0", r.stderr
+    assert r.stderr.strip() == ("learned_diagnose: error: argument --oracle-perturbations: expected a whole number "
+                                ">= 0, got -1"), r.stderr

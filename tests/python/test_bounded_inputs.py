@@ -78,6 +78,18 @@ def test_a_curve_file_is_bounded_and_deep_nesting_is_one_line(tmp_path):
         _bounded.read_json("/dev/zero", "--curve")
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is in the standard library from 3.11")
+def test_a_manager_config_file_is_read_within_a_cap_and_deep_nesting_is_one_line(capsys, tmp_path):
+    """--config /dev/zero, a file past the 1 MiB cap and TOML nested 100,000 deep: one line each, exit
+    2, read no further than the cap (the manager never starts)."""
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"\n" * (2 << 20))
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100_000)
+    for path, needle in (("/dev/zero", "/dev/zero"), (big, "larger than 1 MiB"), (deep, "nested too deeply")):
+        assert needle in one_line_error(capsys, ["manager", "--config", str(path)])
+
+
 # -- tail_lines: what bft logs -n reads ------------------------------------------------------------
 
 

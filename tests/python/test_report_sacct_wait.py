@@ -34,8 +34,14 @@ LOG = """JobID|JobName|Eligible|Start|End|NodeList
 """
 
 
-def test_added_wait_counts_only_the_time_pilots_alone_held_a_waiting_jobs_nodes():
-    jobs = sacct_wait.parse(LOG)
+def _log(tmp_path, text: str = LOG):
+    path = tmp_path / "jobs.sacct"
+    path.write_text(text)
+    return path
+
+
+def test_added_wait_counts_only_the_time_pilots_alone_held_a_waiting_jobs_nodes(tmp_path):
+    jobs = sacct_wait.parse(_log(tmp_path))
     assert sorted(j.job_id for j in jobs) == ["100", "101", "102", "200", "201", "202", "203"]
     m1 = sacct_wait.added_wait(jobs, ["bft-pilot.m1"], since_s=0, until_s=2000)
     assert (m1.main_jobs, m1.jobs, m1.wait_s) == (4, 1, 31.0)  # A, B, C, D started; A waited 31 s
@@ -46,13 +52,31 @@ def test_added_wait_counts_only_the_time_pilots_alone_held_a_waiting_jobs_nodes(
     assert (late.main_jobs, late.jobs, late.wait_s) == (3, 1, 21.0)
 
 
-def test_sacct_records_that_cannot_be_read_are_one_line_naming_the_line():
-    with pytest.raises(sacct_wait.SacctError, match=r"^x:1: the header lacks the columns JobName, Eligible"):
-        sacct_wait.parse("JobID|Start|End|NodeList\n", "x")
-    with pytest.raises(sacct_wait.SacctError, match=r"^x:2: job 7: .*yesterday"):
-        sacct_wait.parse("JobID|JobName|Eligible|Start|End|NodeList\n7|a|1|yesterday|2|n1\n", "x")
-    with pytest.raises(sacct_wait.SacctError, match=r"^x:2: expected 6 '\|'-separated fields"):
-        sacct_wait.parse("JobID|JobName|Eligible|Start|End|NodeList\n7|a|1|2\n", "x")
+def test_sacct_records_that_cannot_be_read_are_one_line_naming_the_line(tmp_path):
+    header = "JobID|JobName|Eligible|Start|End|NodeList\n"
+    for text, message in [
+            ("JobID|Start|End|NodeList\n", r"^x:1: expected a sacct --parsable2 header naming the columns JobID, "
+                                            r"JobName, Eligible, Start, End and NodeList"),
+            (header + "7|a|1|yesterday|2|n1\n", r"^x:2: job 7: .*yesterday"),
+            (header + "7|a|1|2\n", r"^x:2: expected 6 '\|'-separated fields"),
+            # The importer's own refusal (one reader of the format): not the first of two columns.
+            ("JobID|JobName|Eligible|Start|End|NodeList|Start\n", r"^x:1: the header names the column Start twice")]:
+        with pytest.raises(sacct_wait.SacctError, match=message):
+            sacct_wait.parse(_log(tmp_path, text), "x")
+
+
+def test_sacct_node_names_are_counted_before_they_are_made_and_capped_per_file(tmp_path, monkeypatch):
+    """Three lines of a million names each: refused at the line that passes the file's cap, before its
+    names are made (the cap lowered to keep the test small; the real one is MAX_NODE_NAMES)."""
+    monkeypatch.setattr(sacct_wait, "MAX_NODE_NAMES", 2_500_000)
+    header = "JobID|JobName|Eligible|Start|End|NodeList\n"
+    lines = "".join(f"{k}|a|1|2|3|n[0-999999]\n" for k in range(1, 4))
+    past_the_cap = r"^x:4: job 3: NodeList: \"n\[0-999999\]\" would take the file past 2500000 node names"
+    with pytest.raises(sacct_wait.SacctError, match=past_the_cap):
+        sacct_wait.parse(_log(tmp_path, header + lines), "x")
+    # Within the cap, every job keeps its nodes, and a node named by many jobs is one string.
+    jobs = sacct_wait.parse(_log(tmp_path, header + "1|a|1|2|3|n[1-3]\n2|b|1|2|3|n[2-3]\n"), "x")
+    assert [j.nodes for j in jobs] == [["n1", "n2", "n3"], ["n2", "n3"]] and jobs[0].nodes[1] is jobs[1].nodes[0]
 
 
 def test_report_of_a_slurm_manager_reads_the_added_wait_from_a_saved_sacct_file(tmp_path):
@@ -67,14 +91,16 @@ def test_report_of_a_slurm_manager_reads_the_added_wait_from_a_saved_sacct_file(
     r = bft("report", "--state-dir", str(state), "--sacct", str(log), "--since", "0", "--until", "2000")
     assert r.returncode == 0 and not r.stderr, r.stderr
     assert f"main jobs' added wait measured from {log}: 31 s; 1 of the 4 main jobs that started waited" in r.stdout
-    # A local manager's directory: only the grace bound, sacct is not read (the file is not even opened).
+    # A local manager's directory: only the grace bound; a --sacct given for it is a mistake, said in one line.
     local = tmp_path / "local"
     local.mkdir()
     store = StateStore(local / "state.db")
     store.log_event("manager_started", source={"source": "local"})
     store.close()
-    r = bft("report", "--state-dir", str(local), "--sacct", str(tmp_path / "absent"), "--csv", "-")
+    r = bft("report", "--state-dir", str(local), "--csv", "-")
     assert r.returncode == 0 and list(csv.DictReader(io.StringIO(r.stdout))) == [], r.stderr
+    one_line_error(bft("report", "--state-dir", str(local), "--sacct", str(tmp_path / "absent")),
+                   "no state directory given is a Slurm manager's")
     one_line_error(bft("report", "--state-dir", str(state), "--sacct", str(tmp_path / "absent")),
                    f"--sacct {tmp_path / 'absent'}")
     # Read within the caps of every file read whole: a line of /dev/zero is refused, not held.

@@ -28,6 +28,9 @@ def test_submit_errors_are_one_line(harness, tmp_path):
     one_line_error(bft("submit", str(script), "--state-dir", state, "--min", "2", "--max", "2"),
                     "--min 2: the local source offers at most 1 node")
     one_line_error(bft("submit", str(script), "--state-dir", state, "--name", "bad name!"), "--name")
+    # A directory is "executable" (searchable): refused at submit, not launched three times.
+    one_line_error(bft("submit", str(script), "--state-dir", state, "--python", str(tmp_path)),
+                   f"--python: {str(tmp_path)!r} is not an executable file")
     one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "-5"), "--samples")
     one_line_error(bft("submit", str(script), "--state-dir", state, "--samples", "nan"), "--samples")
     curve = tmp_path / "curve.json"
@@ -140,6 +143,22 @@ def test_corrupt_and_foreign_state_files_are_refused(tmp_path):
         data[page * 4096:page * 4096 + 8] = b"\xa5" * 8
     (damaged / "state.db").write_bytes(bytes(data))
     one_line_error(bft("manager", "--state-dir", str(damaged)), "malformed")
+
+
+@pytest.mark.parametrize("flag", ["--store-port", "--report-port"])
+@pytest.mark.parametrize("port", ["70000", "-1", "-5"])
+def test_a_listener_port_out_of_range_is_one_line_before_anything_starts(tmp_path, flag, port):
+    r = bft("manager", "--state-dir", str(tmp_path / "s"), "--local-nodes", "1", f"{flag}={port}")
+    one_line_error(r, f"{flag}: expected a port in [0, 65535]", port)
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_store_port_in_use_is_one_line_naming_it(tmp_path):
+    """The keeper cannot listen: the manager says so in one line (it was a KeeperError traceback)."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        r = bft("manager", "--state-dir", str(tmp_path / "s"), "--local-nodes", "1", "--store-port", str(port))
+    one_line_error(r, "cannot start", f"store port {port}", "Address already in use")
 
 
 def test_a_negative_local_gpu_count_is_one_line(tmp_path):

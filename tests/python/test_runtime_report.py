@@ -151,9 +151,12 @@ def test_report_over_two_users_state_directories_keeps_each_job_under_its_owner(
 def test_report_errors_are_one_line(tmp_path):
     r = bft("report", "--state-dir", str(tmp_path / "none"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no manager state" in r.stderr, r.stderr
-    one_line_error(bft("report", "--state-dir", str(tmp_path), "--state-dir", str(tmp_path / "none")),
-                   f"no manager state in {tmp_path}")
-    one_line_error(bft("report", "--state-dir", str(tmp_path), "--state-dir", f"{tmp_path}/"), "given twice")
+    # Each directory that cannot be reported is one line naming it (test_report_inputs.py: the others are reported).
+    r = bft("report", "--state-dir", str(tmp_path), "--state-dir", str(tmp_path / "none"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert [line.split(": ")[1] for line in r.stderr.splitlines()] == [f"no manager state in {d} (--state-dir)"
+                                                                       + " (left out of the report)"
+                                                                       for d in (tmp_path, tmp_path / "none")]
     r = bft("report", "--state-dir", str(tmp_path), "--since", "yesterday")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a time: 'yesterday'" in r.stderr, r.stderr
 

@@ -122,8 +122,10 @@ struct ImportedTrace {
 // Expands a Slurm hostlist expression: "c[01-03,07],gpu5" gives c01 c02 c03 c07 gpu5; brackets
 // may follow each other ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2); a range keeps the zero padding
 // of its first bound. Throws InvalidArgument naming the expression (unbalanced brackets, a range
-// that runs backwards, more than kMaxMachineNodes names or 64 MiB of them).
-std::vector<std::string> ExpandHostlist(const std::string& expression);
+// that runs backwards, more than `max_names` names or 64 MiB of them). The names are counted before
+// any is made, so a typo costs no memory.
+std::vector<std::string> ExpandHostlist(const std::string& expression,
+                                        std::size_t max_names = kMaxMachineNodes);
 
 // A time as sacct prints it: Unix seconds (with SLURM_TIME_FORMAT=%s) or YYYY-MM-DDTHH:MM:SS
 // (sacct's default; read as UTC, so a daylight-saving change inside the window shifts what follows
@@ -148,6 +150,22 @@ struct SacctImportOptions {
 // then one line per job. Job steps (a JobID with a '.') are skipped: they run inside their job's
 // allocation. Plain or gzip.
 ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& options);
+
+// One job line of a `sacct --parsable2` log, as ForEachSacctJob gives it.
+struct SacctJobLine {
+  long line = 0;                    // its number in the file
+  std::vector<std::string> fields;  // the columns asked for, in the order asked ("" for one the header lacks)
+  std::vector<std::string> nodes;   // NodeList expanded (empty: "None assigned" or empty)
+};
+// The one reader of sacct's line format (ImportSacct and `bft report --sacct` both use it): a header
+// naming `columns` (each at most once; those in `optional` may be missing, the rest are required),
+// then one "|"-separated line per job; steps (a JobID with a '.') are skipped, empty lines too. The
+// NodeList column (which `columns` must name) is expanded; the names of the whole file are counted
+// before each line's are made, and more than `max_names` in all is a ParseError naming that line.
+// Errors name file:line (and the job, by JobID when the header has it). Plain or gzip.
+void ForEachSacctJob(const std::string& path, const std::vector<std::string>& columns,
+                     const std::vector<std::string>& optional, std::uint64_t max_names,
+                     const std::function<void(SacctJobLine&)>& f);
 
 struct SwfImportOptions {
   int procs_per_node = 0;  // processors of one node (required, >= 1)

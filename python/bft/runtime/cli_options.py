@@ -241,6 +241,8 @@ def config_options(parser: argparse.ArgumentParser, path: Path) -> List[Tuple[st
         settings = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"--config {path}: not TOML: {e}") from None
+    except RecursionError:
+        raise UsageError(f"--config {path}: nested too deeply to be read (a manager's settings are flat)") from None
     actions = {option[2:]: action for action in parser._actions for option in action.option_strings
                if option.startswith("--")}
     out: List[Tuple[str, str, str]] = []

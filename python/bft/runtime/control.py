@@ -260,8 +260,8 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
     if not isinstance(args, list) or not all(isinstance(a, str) and "\0" not in a for a in args):
         raise ValueError("args: expected a list of strings")
     python = r.get("python")
-    if not isinstance(python, str) or not os.access(python, os.X_OK):
-        raise ValueError(f"--python: {python!r} is not an executable")
+    if not isinstance(python, str) or not os.path.isfile(python) or not os.access(python, os.X_OK):
+        raise ValueError(f"--python: {python!r} is not an executable file")  # a directory is X_OK too
     lo, hi = _int(r, "min_nodes", "--min"), _int(r, "max_nodes", "--max")
     if lo < 1:
         raise ValueError(f"--min: must be >= 1, got {lo}")

@@ -203,8 +203,9 @@ def main(argv: list) -> int:
     state_dir, bind, store_port, report_port = Path(argv[0]), argv[1], int(argv[2]), int(argv[3])
     try:
         keeper = Keeper(state_dir, bind=bind, store_port=store_port, report_port=report_port)
-    except OSError as e:
-        print(f"bft keeper: cannot listen on {bind}: {e}", file=sys.stderr, flush=True)
+    except (OSError, OverflowError) as e:
+        print(f"bft keeper: cannot listen on {bind} (store port {store_port}, report port {report_port}): {e}",
+              file=sys.stderr, flush=True)
         return 2
     keeper.serve()
     return 0

@@ -76,6 +76,9 @@ class ManagerOptions:
             if value > alloc.MAX_HORIZON_S or (name == "tfwd_s" and value == 0):
                 raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected seconds in "
                                  f"{'(0' if name == 'tfwd_s' else '[0'}, {alloc.MAX_HORIZON_S:g}], got {value:g}")
+        for flag, port in (("--store-port", self.store_port), ("--report-port", self.report_port)):
+            if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+                raise ValueError(f"{flag}: expected a port in [0, 65535] (0: any free one), got {port}")
         if self.max_jobs < 1:
             raise ValueError("--max-jobs must be >= 1")
         if self.max_retries < 0:

@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import csv
 import io
-import pwd
+import json
+import sqlite3
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .sacct_wait import MainWait
 from .state import StateStore
+from .state_schema import StateError
 
 Interval = Tuple[float, float]
 
@@ -97,23 +99,6 @@ def _overlap(a: Interval, b: Interval) -> float:
     return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
 
 
-def _pool_intervals(events: List[dict], now: float) -> List[Tuple[str, float, float]]:
-    """(node, joined, left) for every stay of a node in the pool."""
-    joined: Dict[str, float] = {}
-    out = []
-    for e in events:
-        kind, t = e["kind"], e["time_s"]
-        if kind == "join":
-            joined.setdefault(e["node"], t)
-        elif kind == "reclaim" and e["node"] in joined:
-            out.append((e["node"], joined.pop(e["node"]), t))
-        elif kind in ("manager_stopped", "manager_started"):  # every node is given back or announced again
-            out += [(node, since, t) for node, since in joined.items()]
-            joined.clear()
-    out += [(node, since, now) for node, since in joined.items()]
-    return out
-
-
 def _steps(intervals: List[Interval], since: float, until: float) -> List[Tuple[float, int]]:
     changes: Dict[float, int] = {}
     for a, b in intervals:
@@ -128,6 +113,41 @@ def _steps(intervals: List[Interval], since: float, until: float) -> List[Tuple[
     return out
 
 
+# The events the report reads, and the most nesting it accepts in one's detail (a manager's is 2 deep).
+_KINDS = ("join", "reclaim", "manager_started", "manager_stopped", "resize_gap", "preempted", "job_failed")
+MAX_DETAIL_DEPTH = 8
+
+
+def _detail(row: sqlite3.Row, path: Path) -> Dict[str, Any]:
+    """An event's detail: a JSON object at most MAX_DETAIL_DEPTH deep, else StateError naming the row."""
+    where = f"{path}: table 'events', row {row['id']}"
+    try:
+        detail = json.loads(row["detail"])
+    except (ValueError, TypeError, RecursionError):
+        raise StateError(f"{where}: detail is not JSON (or nested too deeply)") from None
+    if not isinstance(detail, dict):
+        raise StateError(f"{where}: detail is a JSON {type(detail).__name__}, not an object")
+    level, depth = [detail], 1
+    while level:
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)
+                 if isinstance(v, (dict, list))]
+        depth += bool(level)
+        if depth > MAX_DETAIL_DEPTH:
+            raise StateError(f"{where}: detail nested more than {MAX_DETAIL_DEPTH} deep")
+    return detail
+
+
+def _number(detail: Dict[str, Any], key: str, row: sqlite3.Row, path: Path, *, default: Any = None,
+            whole: bool = False) -> float:
+    """detail[key]: a finite number >= 0 (a whole one if `whole`), else StateError naming the row."""
+    value = detail.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float) if not whole else int) or \
+            not 0 <= value <= 1e12:
+        raise StateError(f"{path}: table 'events', row {row['id']}: {key} holds {str(value)[:32]!r}, "
+                         f"not a{' whole' if whole else ''} number >= 0")
+    return float(value)
+
+
 def first_record_s(store: StateStore) -> Optional[float]:
     """When the state directory's history begins (None: no record yet)."""
     return store.db.execute("SELECT MIN(time_s) FROM events").fetchone()[0]
@@ -135,19 +155,22 @@ def first_record_s(store: StateStore) -> Optional[float]:
 
 def pilot_job_name(store: StateStore) -> Optional[str]:
     """The Slurm job name of the manager's pilots, from its last start (None: not a Slurm manager)."""
-    started = store.events(("manager_started",))
-    source = started[-1].get("source") if started else None
+    row = store.db.execute("SELECT id, detail FROM events WHERE kind = 'manager_started' ORDER BY id DESC "
+                           "LIMIT 1").fetchone()
+    source = _detail(row, store.path).get("source") if row is not None else None
     if isinstance(source, dict) and source.get("source") == "slurm" and source.get("job_name"):
-        return str(source["job_name"])
+        name = source["job_name"]
+        if not isinstance(name, str) or len(name) > 256:
+            raise StateError(f"{store.path}: table 'events', row {row['id']}: job_name is not a pilot's job name")
+        return name
     return None
 
 
 def account(store: StateStore, owner: str, *, since: Optional[float] = None, until: Optional[float] = None,
             now: Optional[float] = None) -> Report:
-    """The report of the state database `store` over [since, until] (default: all of its history)."""
+    """The report of the state database `store` over [since, until] (default: all of its history).
+    Only the period's events are read (the pool at its start is found in SQL), one at a time."""
     now = time.time() if now is None else now
-    events = store.events(("join", "reclaim", "manager_started", "manager_stopped", "resize_gap", "preempted",
-                           "job_failed"))
     if since is None:
         first = first_record_s(store)
         since = first if first is not None else now
@@ -155,44 +178,66 @@ def account(store: StateStore, owner: str, *, since: Optional[float] = None, unt
     if until <= since:
         raise ValueError(f"--until must be after --since (the period is [{since:.0f}, {until:.0f}])")
     period = (since, until)
-    pool = _pool_intervals(events, now)
-    procs = [(r["job"], r["started_s"], r["ended_s"] if r["ended_s"] is not None else now)
-             for r in store.db.execute("SELECT job, started_s, ended_s FROM procs")]
-    accounts = {j.id: JobAccount(job=j.id, user=owner, state=j.state) for j in store.jobs()}
+    db, path = store.db, store.path
+    # The nodes in the pool when the period begins: those whose last join or reclaim before it, since
+    # the last manager start or stop (every node given back or announced again), is a join.
+    joined: Dict[str, float] = {
+        node: since for node, kind, _ in db.execute(
+            "SELECT node, kind, MAX(id) FROM events WHERE kind IN ('join', 'reclaim') AND node IS NOT NULL "
+            "AND time_s < :since AND id > (SELECT COALESCE(MAX(id), 0) FROM events WHERE kind IN "
+            "('manager_started', 'manager_stopped') AND time_s < :since) GROUP BY node", {"since": since})
+        if kind == "join"}
+    pool: List[Interval] = []
+    accounts = {job: JobAccount(job=job, user=owner, state=state)
+                for job, state in db.execute("SELECT id, state FROM jobs ORDER BY seq")}
+    reclaims, added_wait_s = 0, 0.0
+    rows = db.execute(f"SELECT * FROM events WHERE time_s BETWEEN ? AND ? AND kind IN ({', '.join('?' * len(_KINDS))}) "
+                      "ORDER BY id", (since, until, *_KINDS))
+    for row in rows:
+        kind, t, node = row["kind"], row["time_s"], row["node"]
+        detail = _detail(row, path)
+        if kind == "join" and node is not None:
+            joined.setdefault(node, t)
+        elif kind == "reclaim":
+            if node in joined:
+                pool.append((joined.pop(node), t))
+            reclaims += 1
+            added_wait_s += _number(detail, "grace_s", row, path, default=0.0)
+        elif kind in ("manager_stopped", "manager_started"):  # every node is given back or announced again
+            pool += [(a, t) for a in joined.values()]
+            joined.clear()
+        a = accounts.get(row["job"] or "")
+        if a is None:
+            continue
+        if kind == "resize_gap":
+            a.resizes += 1
+            if detail.get("gap") == "resize":  # a restart's gap includes waiting for nodes, which held none
+                a.resize_gap_node_hours += (_number(detail, "gap_s", row, path) *
+                                            _number(detail, "to_nodes", row, path, whole=True) / 3600.0)
+        elif kind == "preempted":
+            a.preemptions += 1
+        elif kind == "job_failed":
+            a.failures += 1
+    pool += [(a, now) for a in joined.values()]
+    procs = [(r[0], r[1], r[2]) for r in db.execute(
+        "SELECT job, started_s, COALESCE(ended_s, :now) FROM procs WHERE started_s <= :until AND "
+        "COALESCE(ended_s, :now) >= :since", {"now": now, "since": since, "until": until})]
     for job, a, b in procs:
         if job in accounts:
             accounts[job].node_hours += _overlap((a, b), period) / 3600.0
     # Samples: the monotone count at the period's end minus the one at its start (0 before a first report).
     for job, account_ in accounts.items():
-        before = store.db.execute("SELECT MAX(advisor_samples) FROM progress WHERE job = ? AND time_s <= ?",
-                                  (job, since)).fetchone()[0] or 0.0
-        at_end = store.db.execute("SELECT MAX(advisor_samples) FROM progress WHERE job = ? AND time_s <= ?",
-                                  (job, until)).fetchone()[0] or 0.0
+        before = db.execute("SELECT MAX(advisor_samples) FROM progress WHERE job = ? AND time_s <= ?",
+                            (job, since)).fetchone()[0] or 0.0
+        at_end = db.execute("SELECT MAX(advisor_samples) FROM progress WHERE job = ? AND time_s <= ?",
+                            (job, until)).fetchone()[0] or 0.0
         account_.samples = max(0.0, at_end - before)
-    reclaims, added_wait_s = 0, 0.0
-    for e in events:
-        if not since <= e["time_s"] <= until:
-            continue
-        a = accounts.get(e.get("job") or "")
-        if e["kind"] == "reclaim":
-            reclaims += 1
-            added_wait_s += float(e.get("grace_s") or 0.0)
-        elif a is None:
-            continue
-        elif e["kind"] == "resize_gap":
-            a.resizes += 1
-            if e.get("gap") == "resize":  # a restart's gap includes waiting for nodes, which held none
-                a.resize_gap_node_hours += float(e["gap_s"]) * int(e["to_nodes"]) / 3600.0
-        elif e["kind"] == "preempted":
-            a.preemptions += 1
-        elif e["kind"] == "job_failed":
-            a.failures += 1
     jobs = [a for a in accounts.values() if a.node_hours > 0 or a.samples > 0 or a.resizes or a.failures]
     return Report(since_s=since, until_s=until,
-                  harvested_node_hours=sum(_overlap((a, b), period) for _, a, b in pool) / 3600.0,
+                  harvested_node_hours=sum(_overlap(i, period) for i in pool) / 3600.0,
                   used_node_hours=sum(_overlap((a, b), period) for _, a, b in procs) / 3600.0,
                   reclaims=reclaims, added_wait_s=added_wait_s, jobs=jobs,
-                  pool_steps=_steps([(a, b) for _, a, b in pool], since, until),
+                  pool_steps=_steps(pool, since, until),
                   used_steps=_steps([(a, b) for _, a, b in procs], since, until))
 
 
@@ -226,14 +271,6 @@ def combine(reports: Sequence[Report], main_wait: Optional[MainWait] = None) -> 
                   jobs=sorted((j for r in reports for j in r.jobs), key=lambda j: (j.user, j.job)),
                   pool_steps=_sum_steps([r.pool_steps for r in reports]),
                   used_steps=_sum_steps([r.used_steps for r in reports]), main_wait=main_wait)
-
-
-def owner_of(state_dir: Path) -> str:
-    uid = (state_dir / "state.db").stat().st_uid
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 def _when(t: float) -> str:

@@ -14,11 +14,10 @@ cost J in one respect: Slurm might not have started J sooner without them (a res
 it is a measure, not the grace time granted (the bound :mod:`.report` gives without sacct).
 
 The records are ``sacct --allusers --allocations --parsable2`` lines (:data:`FORMAT`); on a cluster
-without an accounting database, those of its job-completion log (``sacct --completion``: ended jobs only). The one
-parser of sacct's format in the project, the C++ trace importer (``bft.sim.import_sacct``), returns
-an idle-node trace with the jobs merged away: no job names, no Eligible time. Its pieces are reused
-here (``expand_hostlist``, sacct's time formats), and the line format is read as it reads it: a
-header naming the columns, ``|``-separated fields, steps (a JobID with a ``.``) skipped.
+without an accounting database, those of its job-completion log (``sacct --completion``: ended jobs only). The lines
+are read by the project's one reader of sacct's format, the C++ trace importer's
+(``bft.sim.read_sacct_jobs``: a header naming the columns, each once, ``|``-separated fields, steps
+skipped, NodeList expanded within a count of names per file); its times by sacct's time parser.
 """
 
 from __future__ import annotations
@@ -30,11 +29,10 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import sim
-from .._bounded import MAX_LINE_BYTES, read_whole
+from .._bounded import MAX_LINE_BYTES
 from .slurm_commands import PILOT_PREFIX
 
 FORMAT = "JobID,JobName,Eligible,Start,End,NodeList"
@@ -43,6 +41,10 @@ _TIMEOUT_S = 60.0
 # with the period's jobs, so a longer one is refused with a line asking for a shorter period instead
 # of being read into memory whatever its size.
 MAX_OUTPUT_BYTES = 256 << 20
+# The most node names one file of records may expand to (a month of a busy machine's jobs names a few
+# million; each distinct name is held once): a hostlist such as n[0-999999] on a few lines is refused
+# in one line, counted before it is expanded.
+MAX_NODE_NAMES = 10_000_000
 
 
 class SacctError(Exception):
@@ -73,61 +75,49 @@ def _time(text: str) -> Optional[float]:
     return float(sim.parse_sacct_time(text))
 
 
-def parse(text: str, source: str = "sacct") -> List[SacctJob]:
-    """The jobs (not steps) that started, from ``sacct --parsable2 --format=`` :data:`FORMAT` output
-    (columns in any order, more allowed); SacctError naming `source` and the line otherwise."""
-    lines = text.splitlines()
-    if not lines:
-        raise SacctError(f"{source}: empty: expected a sacct --parsable2 header line")
-    names = lines[0].lstrip("\ufeff").split("|")
-    missing = [c for c in FORMAT.split(",") if c not in names]
-    if missing:
-        raise SacctError(f"{source}:1: the header lacks the column{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(missing)} (run sacct --parsable2 --format={FORMAT})")
-    col = {c: names.index(c) for c in FORMAT.split(",")}
+def parse(path: "os.PathLike[str] | str", source: Optional[str] = None) -> List[SacctJob]:
+    """The jobs (not steps) that started, from a file of ``sacct --parsable2 --format=`` :data:`FORMAT`
+    output (columns in any order, more allowed), read by the project's one reader of the format (the
+    importer's, :func:`bft.sim.read_sacct_jobs`): at most :data:`MAX_NODE_NAMES` node names, counted
+    before they are made. SacctError naming `source` (default: the path) and the line otherwise."""
+    path = os.fspath(path)
+    source = path if source is None else source
+    try:
+        lines = sim.read_sacct_jobs(path, FORMAT.split(","), max_names=MAX_NODE_NAMES)
+    except (ValueError, OSError) as e:
+        raise SacctError(str(e).replace(path, source, 1)) from None
     out = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line:
-            continue
-        fields = line.split("|")
-        if len(fields) == len(names) + 1 and fields[-1] == "":  # --parsable ends lines with '|'
-            fields.pop()
-        if len(fields) != len(names):
-            raise SacctError(f"{source}:{number}: expected {len(names)} '|'-separated fields as in the header, "
-                             f"found {len(fields)}")
-        f = {c: fields[i] for c, i in col.items()}
-        if "." in f["JobID"]:
-            continue  # a step, inside its job's allocation
+    for number, (job_id, name, eligible, start, end, _), nodes in lines:
         try:
-            start, end, eligible = _time(f["Start"]), _time(f["End"]), _time(f["Eligible"])
-            nodes = [] if f["NodeList"] in ("", "None assigned") else sim.expand_hostlist(f["NodeList"])
+            start_s, end_s, eligible_s = _time(start), _time(end), _time(eligible)
         except ValueError as e:
-            raise SacctError(f"{source}:{number}: job {f['JobID']}: {e}") from None
-        if start is None or not nodes:
+            raise SacctError(f"{source}:{number}: job {job_id}: {e}") from None
+        if start_s is None or not nodes:
             continue  # never started
-        out.append(SacctJob(f["JobID"], f["JobName"], eligible, start, end, nodes))
+        out.append(SacctJob(job_id, name, eligible_s, start_s, end_s, nodes))
     return out
 
 
-def read(since_s: float, until_s: float) -> Tuple[str, str]:
-    """sacct's records of every user's jobs that ran in [since_s, until_s], and where they came from:
-    the accounting database, else (a cluster without one) the job-completion log, which has the
-    ended jobs only. SacctError if sacct is missing or refuses."""
+def read(since_s: float, until_s: float) -> Tuple[List[SacctJob], str]:
+    """The jobs in sacct's records of every user's jobs that ran in [since_s, until_s], and where they
+    came from: the accounting database, else (a cluster without one) the job-completion log, which has
+    the ended jobs only. SacctError if sacct is missing or refuses."""
     fmt = "%Y-%m-%dT%H:%M:%S"
     argv = ["sacct", "--allusers", "--allocations", "--parsable2", f"--format={FORMAT}",
             f"--starttime={time.strftime(fmt, time.localtime(since_s))}",
             f"--endtime={time.strftime(fmt, time.localtime(until_s))}"]
     try:
-        return _run(argv), "sacct"
+        return _run(argv, "sacct"), "sacct"
     except SacctError as e:
         if "accounting storage is disabled" not in str(e):
             raise
-    return _run([*argv, "--completion"]), "sacct --completion (ended jobs only)"
+    source = "sacct --completion (ended jobs only)"
+    return _run([*argv, "--completion"], source), source
 
 
-def _run(argv: List[str]) -> str:
-    """sacct's standard output, kept on disk while it runs and read only within MAX_OUTPUT_BYTES."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+def _run(argv: List[str], source: str) -> List[SacctJob]:
+    """The jobs of sacct's standard output, kept on disk while it runs and read within MAX_OUTPUT_BYTES."""
+    with tempfile.NamedTemporaryFile(prefix="bft-sacct-") as out, tempfile.TemporaryFile() as err:
         try:
             r = subprocess.run(argv, stdout=out, stderr=err, timeout=_TIMEOUT_S,
                                env={**os.environ, "SLURM_TIME_FORMAT": "%s"})
@@ -140,19 +130,10 @@ def _run(argv: List[str]) -> str:
             first = next((x.strip() for x in err.read(MAX_LINE_BYTES).decode("utf-8", "replace").splitlines()
                           if x.strip()), f"exit {r.returncode}")
             raise SacctError(f"sacct failed: {first}")
-        if out.tell() > MAX_OUTPUT_BYTES:
+        if os.fstat(out.fileno()).st_size > MAX_OUTPUT_BYTES:
             raise SacctError(f"sacct's records of the period take more than {MAX_OUTPUT_BYTES >> 20} MiB: "
                              "report a shorter period (--since, --until)")
-        out.seek(0)
-        return out.read().decode("utf-8", errors="replace")
-
-
-def load(path: Path) -> str:
-    """A saved sacct output (--sacct), read within the caps every file read whole has (_bounded)."""
-    try:
-        return read_whole(path, f"--sacct {path}").decode("utf-8", errors="replace")
-    except ValueError as e:
-        raise SacctError(str(e)) from None
+        return parse(out.name, source)
 
 
 def _union(intervals: Iterable[Tuple[float, float]]) -> List[Tuple[float, float]]:

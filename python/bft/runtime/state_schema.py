@@ -133,7 +133,12 @@ def check_database(db: sqlite3.Connection, path: Path, read_only: bool) -> None:
 
 def _check_tables(db: sqlite3.Connection, path: Path) -> None:
     """Each table with exactly the columns SCHEMA gives it (a file that passes quick_check may still
-    have lost a table or gained a column)."""
+    have lost a table or gained a column), and no view or trigger: SQL that would run whenever a table
+    is read or written (a view named like a table passes PRAGMA table_info; docs/security.md)."""
+    code = db.execute("SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger') LIMIT 1").fetchone()
+    if code is not None:
+        raise StateError(f"{path}: holds a {code[0]} ({str(code[1])[:64]!r}), which no manager creates: "
+                         "not a usable libbft state file")
     for table, schema in _schema_columns().items():
         columns = [name for name, _, _ in schema]
         have = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]

@@ -156,6 +156,26 @@ TEST(SimImportSacct, BadLinesAreErrorsNamingFileAndLine) {
             std::string::npos);
 }
 
+TEST(SimSacctReader, NodeNamesAreCountedPerFileBeforeTheLineThatPassesTheCapIsExpanded) {
+  const TempFile f("JobID|NodeList\n1|a[1-3]\n1.0|a[1-3]\n2|b[1-3]\n");
+  std::vector<std::string> seen;
+  const std::string e = ErrorOf([&] {
+    ForEachSacctJob(f.path(), {"JobID", "NodeList"}, {}, 5,
+                    [&](SacctJobLine& job) { seen.insert(seen.end(), job.nodes.begin(), job.nodes.end()); });
+  });
+  // The step (1.0) is skipped; job 2 would make 6 names of at most 5: refused before any is made.
+  EXPECT_NE(e.find(":4: job 2: NodeList: \"b[1-3]\" would take the file past 5 node names (it named 3 before "
+                   "this line)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(seen, (std::vector<std::string>{"a1", "a2", "a3"}));
+  EXPECT_NE(ErrorOf([&] {
+              ForEachSacctJob(TempFile("NodeList|JobID|NodeList\n").path(), {"JobID", "NodeList"}, {}, 5,
+                              [](SacctJobLine&) {});
+            }).find(":1: the header names the column NodeList twice"),
+            std::string::npos);
+}
+
 TEST(SimImportSwf, FixtureGivesTheHandComputedTrace) {
   SwfImportOptions options;
   options.procs_per_node = 4;

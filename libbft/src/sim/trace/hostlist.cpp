@@ -22,7 +22,18 @@ using text::Shorten;
 // million names of up to 31 characters, more than any real hostlist.
 constexpr std::uint64_t kMaxHostlistBytes = 64ULL << 20;
 
-std::vector<std::string> ExpandHostlist(const std::string& expression) {
+namespace {
+
+// 1000000 as "1,000,000", for messages.
+std::string WithThousands(std::uint64_t n) {
+  std::string digits = std::to_string(n);
+  for (std::size_t i = digits.size(); i > 3; i -= 3) digits.insert(i - 3, ",");
+  return digits;
+}
+
+}  // namespace
+
+std::vector<std::string> ExpandHostlist(const std::string& expression, std::size_t max_names) {
   auto fail = [&](const std::string& what) -> void {
     throw InvalidArgument("hostlist \"" + Shorten(expression) + "\": " + what);
   };
@@ -45,6 +56,7 @@ std::vector<std::string> ExpandHostlist(const std::string& expression) {
     }
     if (depth != 0) fail("'[' without ']'");
   }
+  const std::string too_many = "more than " + WithThousands(max_names) + " names";
   std::vector<std::string> out;
   std::uint64_t out_bytes = 0;
   for (const std::string_view item : items) {
@@ -79,10 +91,10 @@ std::vector<std::string> ExpandHostlist(const std::string& expression) {
         ParseInt64(hi, &r.hi);
         if (r.hi < r.lo) fail("range " + std::string(range) + " runs backwards");
         list_size += static_cast<std::uint64_t>(r.hi - r.lo) + 1;
-        if (list_size > kMaxMachineNodes) fail("more than 1,000,000 names");
+        if (list_size > max_names) fail(too_many);
         ranges.push_back(r);
       }
-      if (count * list_size + out.size() > kMaxMachineNodes) fail("more than 1,000,000 names");
+      if (count * list_size + out.size() > max_names) fail(too_many);
       count *= list_size;
       std::vector<std::string>& suffixes = lists.emplace_back();
       suffixes.reserve(list_size);
