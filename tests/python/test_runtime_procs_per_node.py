@@ -20,6 +20,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from bft.runtime.options import resolve_procs_per_node
+from bft.runtime.processes import standby_born, tagged_processes
 from bft.runtime.runs import Agent
 from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE
 from runtime_util import REPO, bft, one_line_error, write_trace
@@ -176,5 +177,69 @@ def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_ea
     assert sorted(seen) == list(range(len(seen))) and all(len(v) == 1 for v in seen.values())
     for epoch in range(len(seen) // DATASET):
         assert sorted(seen[p][0] for p in range(epoch * DATASET, (epoch + 1) * DATASET)) == list(range(DATASET))
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def _standby_pids(harness, node: str) -> List[int]:
+    """The pids of the manager's standbys waiting on `node` (started as standbys, in no process row)."""
+    assigned = {pid for _, _, _, pid in _rows(harness, "el")}
+    return sorted(pid for pid in tagged_processes(harness.identity)
+                  if pid not in assigned and standby_born(pid, harness.identity, node))
+
+
+@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, two managers: about two minutes here
+def test_processes_per_node_born_of_standbys_are_adopted_after_kill_9_and_shrink_in_place_together(harness):
+    """Each node gets two standbys; the job's two processes per node are those standbys' processes.
+    kill -9 of the manager while they train: the restarted manager adopts all four by their rows,
+    and when n1 is reclaimed shrinks the job in place to n0, whose two processes train on to the end."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (50, "n1", "busy")])
+    args = ("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--local-grace-s", "8",
+            "--grace", "10", "--procs-per-node", "2")
+    first = harness.start(*args)
+    harness.wait(lambda s: s["nodes"]["standbys"] == ["n0", "n1"], 60, "standbys on n0 and n1")
+    deadline = time.monotonic() + 60
+    while any(len(_standby_pids(harness, n)) < 2 for n in ("n0", "n1")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    warm = {n: _standby_pids(harness, n) for n in ("n0", "n1")}
+    assert all(len(pids) == 2 for pids in warm.values()), warm
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", "200000", "--curve",
+                   str(_linear_curve(harness.root / "curve.json", 2)), "--", "--step-s", "0.05", script=ELASTIC)
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and s["jobs"][0]["world_size"] == 4, 150, "training on 4")
+    before = {n: sorted(pid for node, _, _, pid in _rows(harness, "el") if node == n) for n in ("n0", "n1")}
+    assert before == warm, (before, warm)  # the standbys' own processes
+    harness.kill9(first)
+    time.sleep(2)
+    second = harness.start(*args)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 300, "the job to finish")
+    assert [e["adopted"] for e in harness.events("recovered")] == [["el"]]
+    assert len(harness.events("launch", job="el")) == 1  # never relaunched
+    assert [r["nodes"] for r in harness.events("resize_inplace", job="el")] == [["n0"]]
+    assert not harness.events("inplace_failed", "job_failed", job="el")
+    after = {pid for node, _, _, pid in _rows(harness, "el") if node == "n0"}
+    assert after == set(warm["n0"]), (warm, after)  # n0's two processes throughout
+    log = harness.job_log("el")
+    assert "done: " in log and "Traceback" not in log, log[-3000:]
+    harness.stop(second)
+    assert harness.leftovers() == []
+
+
+@pytest.mark.runtime  # torchrun with 2 workers on each of 2 virtual nodes: about a minute here
+def test_processes_per_node_relaunch_runs_one_torchrun_per_node_with_n_workers(harness):
+    """--resize relaunch at 2 processes per node: one torchrun agent per node (one process row
+    each), started with --nproc-per-node=2; the job trains at world size 4 and finishes."""
+    logs = harness.root / "indices"
+    logs.mkdir()
+    proc = harness.start("--resize", "relaunch", "--local-nodes", "2", "--procs-per-node", "2")
+    harness.submit("el", "--min", "2", "--max", "2", "--samples", "20000", "--", "--step-s", "0.02",
+                   "--log-indices", str(logs), script=ELASTIC)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    rows = _rows(harness, "el")
+    assert sorted((node, k) for node, _, k, _ in rows) == [("local-0", 0), ("local-1", 0)], rows
+    worlds = {int(line.split()[2]) for f in logs.glob("*.txt") for line in f.read_text().splitlines()}
+    assert worlds == {4}, worlds
+    assert len(list(logs.glob("*.txt"))) == 4  # four workers, one index log each
+    log = harness.job_log("el")
+    assert "done: " in log and "on 4 workers" in log, log[-3000:]
     harness.stop(proc)
     assert harness.leftovers() == []
