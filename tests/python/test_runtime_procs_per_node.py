@@ -22,6 +22,7 @@ import pytest
 from bft.runtime.options import resolve_procs_per_node
 from bft.runtime.processes import standby_born, tagged_processes
 from bft.runtime.runs import Agent
+from bft.runtime.state import StateStore
 from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE
 from runtime_util import REPO, bft, one_line_error, write_trace
 
@@ -51,6 +52,25 @@ def test_processes_per_node_auto_without_accelerators_is_one_and_a_bad_value_nam
     assert resolve_procs_per_node("3", {}, device_count=lambda: 8) == (3, "--procs-per-node 3")
     with pytest.raises(ValueError, match="--procs-per-node: expected a whole number or auto, got 'two'"):
         resolve_procs_per_node("two", {})
+
+
+@pytest.mark.parametrize("value, needle", [("two", "expected a whole number or auto, got 'two'"),
+                                           ("0", "expected 1 to 64, got 0")])
+def test_manager_processes_per_node_that_is_no_count_is_refused_in_one_line(tmp_path, value, needle):
+    r = bft("manager", "--state-dir", str(tmp_path / "state"), "--procs-per-node", value)
+    assert r.returncode == 2
+    one_line_error(r, "--procs-per-node", needle)
+
+
+def test_processes_per_node_count_node_seconds_once_per_node(tmp_path):
+    """A node's two process rows (local ranks 0 and 1) hold one node: node-seconds count it once."""
+    store = StateStore(tmp_path / "state.db")
+    rows = [store.add_proc("j", 1, "n0", k) for k in (0, 1)] + [store.add_proc("j", 1, "n1", k) for k in (0, 1)]
+    now = time.time()
+    for row in rows:
+        store.db.execute("UPDATE procs SET started_s = ?, ended_s = ? WHERE id = ?", (now - 10.0, now, row))
+    assert store.proc_node_seconds(now) == pytest.approx(20.0)  # 2 nodes x 10 s, not 4 processes
+    store.close()
 
 
 def _sleeper(code: int, after_s: float) -> subprocess.Popen:
@@ -92,6 +112,8 @@ def test_a_nodes_processes_per_node_exit_as_one_member_and_a_crash_ends_its_sibl
 
 
 def test_submit_with_more_processes_per_node_than_the_manager_gives_is_refused_in_one_line(harness):
+    """A manager whose nodes give 2 processes refuses a job asking for 3 (and one asking for 0), in one
+    line naming the flag; its status says what a node gives."""
     proc = harness.start("--local-nodes", "1", "--procs-per-node", "2", "--no-standby")
     r = bft("submit", str(ELASTIC), "--state-dir", str(harness.state_dir), "--name", "big", "--procs-per-node", "3",
             cwd=harness.root)
@@ -102,6 +124,8 @@ def test_submit_with_more_processes_per_node_than_the_manager_gives_is_refused_i
     assert r.returncode == 2
     one_line_error(r, "--procs-per-node", "got 0")
     assert harness.status()["jobs"] == []
+    text = bft("status", "--state-dir", str(harness.state_dir)).stdout
+    assert "2 processes per node" in text and "PROCS" in text, text
     harness.stop(proc)
 
 
