@@ -108,7 +108,8 @@ STEPS = STEPS_PER_SIZE * len(RESIZES)
 # 0.9 and learning rate 0.05 carry such differences on without amplifying them much. Measured
 # (2026-11-26, this machine): at most 1.1e-16 after 12 steps against either fixed run, and 1.3e-15
 # over the 900 steps of the in-place run (1 -> 3 -> 2 -> 4 ranks under the manager), while the fixed
-# per-worker batch was 1.9e-2 apart after its first step. 1e-12 leaves three orders of magnitude above
+# per-worker batch was 1.9e-2 apart after its first step; 2.4e-15 over the 700 steps of the in-place run
+# at 2 processes per node (2 -> 6 -> 4 ranks, 2026-11-27). 1e-12 leaves three orders of magnitude above
 # reassociation and stays ten below what a step with other samples changes.
 TOLERANCE = 1e-12
 
