@@ -220,7 +220,7 @@ def account(store: StateStore, owner: str, *, since: Optional[float] = None, unt
             a.failures += 1
     pool += [(a, now) for a in joined.values()]
     procs = [(r[0], r[1], r[2]) for r in db.execute(
-        "SELECT job, started_s, COALESCE(ended_s, :now) FROM procs WHERE started_s <= :until AND "
+        "SELECT job, started_s, COALESCE(ended_s, :now) FROM procs WHERE local_rank = 0 AND started_s <= :until AND "
         "COALESCE(ended_s, :now) >= :since", {"now": now, "since": since, "until": until})]
     for job, a, b in procs:
         if job in accounts:
