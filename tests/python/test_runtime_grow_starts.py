@@ -31,7 +31,7 @@ def running_in_place(store: StateStore, nodes, max_nodes: int = 4):
     run = make_run(store, "job", max_nodes=max_nodes, resize=INPLACE)
     run.machine.start(list(nodes), 1)
     run.target = list(nodes)
-    run.agents = {n: Agent(job="job", generation=1, node=n, proc=None, row=0) for n in nodes}
+    run.agents = {n: Agent(job="job", generation=1, node=n, procs=[], rows=[]) for n in nodes}
     return run
 
 
@@ -97,14 +97,14 @@ def test_a_grows_start_is_in_its_resize_gap_event_and_a_restarted_manager_reads_
     book = new_book(store)
     intake, run, send = reporting_job(store, book, INPLACE)
     run.machine.start(["n0"], 1)
-    run.agents = {"n0": Agent(job="job", generation=1, node="n0", proc=None, row=0)}
+    run.agents = {"n0": Agent(job="job", generation=1, node="n0", procs=[], rows=[])}
     t0 = time.time()
     send(1, 1, 1, 100.0, t0 - 1.0)
     for generation, node, standby in [(2, "n1", False), (3, "n2", True)]:
         resize_begins(run, store, in_place=True)
         plan = run.machine.resize(sorted(run.agents) + [node], time.monotonic(), in_place=True)
         run.row.generation = plan.generation
-        run.agents[node] = Agent(job="job", generation=generation, node=node, proc=None, row=0, standby=standby)
+        run.agents[node] = Agent(job="job", generation=generation, node=node, procs=[], rows=[], standby=standby)
         book.rescale_begins(run, len(plan.members), method=INPLACE)
         run.machine.arrived(node, plan.generation)
         send(generation, generation, len(plan.members), 100.0 * generation, time.time() + 2.0)
@@ -118,7 +118,7 @@ def test_a_grow_that_falls_back_to_a_relaunch_is_not_measured_as_a_newcomers_sta
     book = new_book(store)
     run = running_in_place(store, ["n0"])
     run.machine.resize(["n0", "n1"], time.monotonic(), in_place=True)
-    run.agents["n1"] = Agent(job="job", generation=2, node="n1", proc=None, row=0)
+    run.agents["n1"] = Agent(job="job", generation=2, node="n1", procs=[], rows=[])
     book.rescale_begins(run, 2, method=INPLACE)
     book.launched(run, 2)  # the in-place resize failed: every process starts anew
     assert book.grows.first_step("job", time.time()) == {}

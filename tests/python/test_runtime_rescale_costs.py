@@ -241,7 +241,7 @@ def test_a_version_2_state_file_is_upgraded_and_its_rescales_count_as_relaunches
     db.commit()
     db.close()
     book, run, store = rebuilt(path)
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert store.job("job").resize == ""  # the manager's method (it fixes it when it starts)
     assert {p["method"] for p in store.progress()} == {RELAUNCH}
     assert book.method_costs(run, RELAUNCH) == pytest.approx((24.0, 4.0), rel=1e-6)

@@ -77,8 +77,8 @@ def _private_dir(path: Path) -> None:
 def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     from .manager import Manager, new_identity
 
-    options = manager_options(args)
     try:
+        options = manager_options(args)
         options.check()
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -113,7 +113,8 @@ def _run_manager(args: argparse.Namespace, state_dir: Path) -> int:
     manager = Manager(state_dir=state_dir, source=source, store=store, identity=identity, options=options,
                       metrics=exporter)
     print(f"bft manager: {identity}, state in {state_dir}, source {args.source}, policy {args.policy}, "
-          f"resize {args.resize}", flush=True)
+          f"resize {args.resize}, {options.procs_per_node} processes per node ({options.procs_per_node_found})",
+          flush=True)
     try:
         if exporter is not None:
             _start_metrics(exporter)
@@ -184,6 +185,8 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
         request["max_retries"] = args.retries
     if args.resize is not None:
         request["resize"] = args.resize
+    if args.procs_per_node is not None:
+        request["procs_per_node"] = args.procs_per_node
     answer = control.request(state_dir, request, appear_s=control.SUBMIT_WAIT_S)
     print(answer["job"])
     return 0
@@ -249,7 +252,7 @@ def format_status(status: Dict[str, Any]) -> str:
         unused = status["nodes"].get("unused")
         lines.append(f"nodes: {len(status['nodes']['pool'])} in the pool, {len(used)} training"
                      + (f"; {len(unused['nodes'])} unused: {unused['why']}" if unused and unused["nodes"] else ""))
-    header = ("JOB", "STATE", "NODES", "RANGE", "RESIZE", "SAMPLES", "WORK", "RATE/s", "ETA", "RETRIES")
+    header = ("JOB", "STATE", "NODES", "PROCS", "RANGE", "RESIZE", "SAMPLES", "WORK", "RATE/s", "ETA", "RETRIES")
     # The configuration column only when a job declares configurations (bft submit --configuration).
     configurations = any(j.get("configurations") for j in status["jobs"])
     if configurations:
@@ -258,7 +261,9 @@ def format_status(status: Dict[str, Any]) -> str:
     for j in status["jobs"]:
         state = j["state"] + (" (resizing)" if j.get("resizing") else "")
         nodes = str(len(j["nodes"])) if "nodes" in j else "-"
-        row = (j["id"], state, nodes, f"{j['min_nodes']}..{j['max_nodes']}", j.get("resize") or "-",
+        # The training processes of its nodes (world size), and how many each node runs.
+        procs = f"{j['world_size']} ({j.get('procs_per_node', 1)}/node)" if "world_size" in j else "-"
+        row = (j["id"], state, nodes, procs, f"{j['min_nodes']}..{j['max_nodes']}", j.get("resize") or "-",
                _si(j["samples"]), _si(j["work"]),
                _si(j.get("rate")) if "rate" in j else "-", _duration(j.get("eta_s")), str(j["retries"]))
         rows.append(row + ((j.get("configuration", "full"),) if configurations else ()))

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import alloc, curve
 from .launcher import default_python
 from .nodes import source_class, source_names
-from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions
+from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions, resolve_procs_per_node
 from .resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
 
 
@@ -53,6 +53,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=DEFAULTS.standby,
                    help="a warm standby process (torch imported) on every idle node, so a job resized in place "
                    "starts at once there (default: on unless --resize relaunch or membership)")
+    p.add_argument("--procs-per-node", default=str(DEFAULTS.procs_per_node), metavar="N|auto",
+                   help="processes a job runs on each node, one per device (LOCAL_RANK), unless it asks for fewer "
+                   "(bft submit --procs-per-node); auto: this host's accelerators, from CUDA_VISIBLE_DEVICES, "
+                   "Slurm's GPUs (SLURM_GPUS_ON_NODE, SLURM_STEP_GPUS, SLURM_JOB_GPUS) or torch.cuda.device_count(), "
+                   f"else 1 (default {DEFAULTS.procs_per_node}; docs/runtime.md)")
     p.add_argument("--objective", choices=curve.OBJECTIVES, default=DEFAULTS.objective,
                    help="what the allocator maximises for each job: throughput (samples/s) or speedup (over the "
                    f"job's own one-node rate, learned like its curve; docs/curve.md) (default {DEFAULTS.objective})")
@@ -119,6 +124,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--resize", metavar="METHOD",
                    help=f"how this job changes size: {', '.join(RESIZE_CHOICES)} (default: the manager's "
                    "--resize; docs/runtime.md)")
+    p.add_argument("--procs-per-node", type=int, metavar="N",
+                   help="processes on each of the job's nodes (default: the manager's --procs-per-node, which is "
+                   "also the most it accepts)")
     p.add_argument("--python", default=default_python(), help="Python interpreter for the job (default: this one)")
     _state_dir_arg(p)
 
@@ -156,8 +164,11 @@ def add_parsers(sub) -> None:
 
 
 def manager_options(args: argparse.Namespace) -> ManagerOptions:
-    """The manager's options from ``bft manager``'s parsed arguments (unchecked: ManagerOptions.check)."""
-    return ManagerOptions(policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, objective=args.objective,
+    """The manager's options from ``bft manager``'s parsed arguments (unchecked: ManagerOptions.check;
+    ValueError for a --procs-per-node that is neither a number nor auto)."""
+    procs_per_node, found = resolve_procs_per_node(args.procs_per_node)
+    return ManagerOptions(procs_per_node=procs_per_node, procs_per_node_found=found,
+                          policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, objective=args.objective,
                           max_jobs=args.max_jobs,
                           bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
                           grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,

@@ -277,12 +277,16 @@ def job_from_request(r: Dict[str, Any], default_max_retries: int) -> JobRow:
     resize = r.get("resize", "")  # "": the manager's --resize
     if resize:
         check_resize_choice(resize)
+    procs_per_node = r.get("procs_per_node")  # none: the manager's --procs-per-node (0 until it resolves it)
+    if procs_per_node is not None and (isinstance(procs_per_node, bool) or not isinstance(procs_per_node, int)
+                                       or not 1 <= procs_per_node <= MAX_NODES):
+        raise ValueError(f"--procs-per-node: expected a number of processes >= 1, got {procs_per_node!r}")
     curve = check_curve(r.get("curve"), "--curve")
     configurations = check_configurations(r.get("configurations", []))
     check_rates(curve, configurations, hi)
     return JobRow(id=name, seq=0, script=script, args=args, cwd=cwd, python=python, min_nodes=lo, max_nodes=hi,
                   work=float(work) if work is not None else None, curve=curve, secret="", state=JobState.QUEUED,
-                  max_retries=retries, configurations=configurations, resize=resize)
+                  max_retries=retries, configurations=configurations, resize=resize, procs_per_node=procs_per_node or 0)
 
 
 def _int(r: Dict[str, Any], key: str, flag: str) -> int:

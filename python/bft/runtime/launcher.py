@@ -33,6 +33,7 @@ class LaunchSpec:
     max_nodes: int
     max_restarts: int
     log_dir: Path  # torchrun copies each worker's stdout/stderr here (and to the job's output)
+    procs_per_node: int = 1  # the job's processes on each node (torchrun's --nproc-per-node)
 
 
 def torchrun_argv(spec: LaunchSpec) -> List[str]:
@@ -45,7 +46,7 @@ def torchrun_argv(spec: LaunchSpec) -> List[str]:
     return [
         spec.python, "-m", "bft.runtime.agent",  # torchrun, quiet about planned stops
         f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
-        "--nproc-per-node=1",
+        f"--nproc-per-node={spec.procs_per_node}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={spec.store_address}",
         f"--rdzv-id={spec.job}-g{spec.generation}",
@@ -81,15 +82,24 @@ def node_environment(identity: str, node: str) -> Dict[str, str]:
     }
 
 
-def standby_environment(identity: str, node: str) -> Dict[str, str]:
-    return {**node_environment(identity, node), protocol.ENV_STANDBY: "1"}
+def standby_environment(identity: str, node: str, local_rank: int = 0, procs_per_node: int = 1) -> Dict[str, str]:
+    """A standby's: bound to device `local_rank` of its node's `procs_per_node` from its start (it
+    becomes that local rank's worker)."""
+    return {**node_environment(identity, node), protocol.ENV_STANDBY: "1",
+            protocol.ENV_PROCS_PER_NODE: str(procs_per_node), **local_rank_environment(local_rank, procs_per_node)}
+
+
+def local_rank_environment(local_rank: int, procs_per_node: int) -> Dict[str, str]:
+    """What tells one of a node's in-place workers which it is (torchrun sets the same for its own)."""
+    return {"LOCAL_RANK": str(local_rank), "LOCAL_WORLD_SIZE": str(procs_per_node)}
 
 
 def job_environment(*, job: str, generation: int, node: str, identity: str, report_address: str, secret: str,
                     checkpoint_dir: Path, work: Optional[float], grace_s: float, configuration: str = "full",
-                    exit_file: Optional[Path] = None) -> Dict[str, str]:
+                    exit_file: Optional[Path] = None, procs_per_node: int = 1) -> Dict[str, str]:
     env = {
         **node_environment(identity, node),
+        protocol.ENV_PROCS_PER_NODE: str(procs_per_node),
         protocol.ENV_CONFIGURATION: configuration,
         protocol.ENV_JOB_ID: job,
         protocol.ENV_GENERATION: str(generation),

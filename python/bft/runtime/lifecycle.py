@@ -1,13 +1,13 @@
 """Job lifecycle: carrying out the decider's placements on real processes, and what follows when
 they exit.
 
-A job runs as generations of worker processes (one per node). Where a job's resize stands, and the
-answer to every event (a decision, a reclaim, a worker's exit, a newcomer's deadline) is its resize
-machine's (:mod:`.resize.machine`); how its workers are started and what their exit statuses mean is
-its method's (:mod:`.resize.methods`). This part does the I/O they ask for: it records every process
-in the state database before starting it (a restarted manager finds it), starts and signals
-processes (through :mod:`.workers`, their I/O), reaps them, publishes in-place configurations, and
-writes the job's log and events.
+A job runs as generations of worker processes (each node's processes are one member). Where a job's
+resize stands, and the answer to every event (a decision, a reclaim, a worker's exit, a newcomer's
+deadline) is its resize machine's (:mod:`.resize.machine`); how its workers are started and what
+their exit statuses mean is its method's (:mod:`.resize.methods`). This part does the I/O they ask
+for: it records every process in the state database before starting it (a restarted manager finds
+it), starts and signals processes (through :mod:`.workers`, their I/O), reaps them, publishes
+in-place configurations, and writes the job's log and events.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .workers import Workers
 class JobLifecycle:
     def __init__(self, *, files: JobFiles, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
                  active_runs: Dict[str, JobRun], pool: Dict[str, float], grace_s: float, report_timeout_s: float,
-                 mark_dirty: Callable[[float], None], inplace_timeout_s: float, standby: bool):
+                 mark_dirty: Callable[[float], None], inplace_timeout_s: float, standby: bool, procs_per_node: int = 1):
         self.files = files
         self.store = store
         self.source = source
@@ -46,7 +46,8 @@ class JobLifecycle:
         self.inplace_timeout_s = inplace_timeout_s
         self.workers = Workers(files=files, store=store, source=source, identity=identity, grace_s=grace_s,
                                inplace_timeout_s=inplace_timeout_s, standby=standby,
-                               secret_of=lambda job: bytes.fromhex(active_runs[job].row.secret))
+                               secret_of=lambda job: bytes.fromhex(active_runs[job].row.secret),
+                               procs_per_node=procs_per_node)
         self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
         self._shrinks: Dict[str, Any] = {}  # within node_events(): job -> (run, its reclaimed nodes)
         self._sweep: set = set()  # jobs whose generation ended: their strays are killed once per poll
@@ -109,17 +110,18 @@ class JobLifecycle:
         row.generation = plan.generation
         self.store.update_job(row.id, generation=row.generation)
         try:
-            self.workers.configurations.publish(row.id, row.generation, plan.members)
+            self.workers.configurations.publish(row.id, row.generation, plan.members, row.procs_per_node)
         except Exception as e:  # noqa: BLE001 - the store is unreachable: relaunch instead
             run.machine.not_started(plan.start, f"rendezvous store: {e}", time.monotonic())
             self.store.log_event("inplace_failed", job=row.id, generation=row.generation, error=str(e))
             return
         with self.store.transaction():
-            for node in plan.carried:  # the same process, now of the new generation
+            for node in plan.carried:  # the same processes, now of the new generation
                 agent = run.agents[node]
-                self.store.end_proc(agent.row, None)
-                agent.row = self.store.add_proc(row.id, row.generation, node)
-                self.store.set_proc_pid(agent.row, agent.proc.pid)
+                for k, (old, pid) in enumerate(zip(agent.rows, agent.pids)):
+                    self.store.end_proc(old, None)
+                    agent.rows[k] = self.store.add_proc(row.id, row.generation, node, k)
+                    self.store.set_proc_pid(agent.rows[k], pid)
                 agent.generation = row.generation
         self.files.log_line(row.id, f"=== generation {row.generation} in place: {len(plan.members)} nodes "
                                     f"({', '.join(plan.members)}); joining {', '.join(plan.start) or 'none'}, "
@@ -241,7 +243,7 @@ class JobLifecycle:
         run.machine.start(run.target, row.generation)
         if method(run.method).in_place:
             try:
-                self.workers.configurations.publish(row.id, row.generation, run.target)
+                self.workers.configurations.publish(row.id, row.generation, run.target, row.procs_per_node)
             except Exception as e:  # noqa: BLE001 - its workers could not start: a launch failure
                 self.store.log_event("launch_failed", job=row.id, error=f"rendezvous store: {e}")
                 for node in list(run.target):
@@ -263,7 +265,7 @@ class JobLifecycle:
         row = run.row
         how = method(run.method)
         agents = self.workers.find_again(run, procs)
-        if not agents or any(a.proc.poll() is not None for a in agents.values()):
+        if not agents or any(a.poll() is not None for a in agents.values()):
             return False
         members = sorted(agents)
         if how.in_place:
@@ -316,13 +318,14 @@ class JobLifecycle:
         kill = set(m.to_kill(now))
         vacated = False
         for node, agent in list(run.agents.items()):
-            code = agent.proc.poll()
+            code = agent.poll()
             if code is None:
                 if node in kill:
                     self.workers.kill(agent)
                 continue
             del run.agents[node]
-            self.store.end_proc(agent.row, code)
+            for row_id in agent.rows:
+                self.store.end_proc(row_id, code)
             was_leaving, judged = m.blocked(node), how.judge(code)
             if not was_leaving and code != 0:
                 if not how.runs_script:  # a torchrun agent: its failed worker's own status, from its report

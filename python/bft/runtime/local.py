@@ -112,7 +112,8 @@ class LocalNodeSource(NodeSource):
                        help="seconds between a node turning busy and its processes being killed (default %(default)g)")
         g.add_argument("--local-start", type=float, metavar="S", help="trace time to start playing at")
         g.add_argument("--local-gpus", type=int, default=d["gpus"], metavar="N",
-                       help="give virtual node k only GPU k mod N (CUDA_VISIBLE_DEVICES); with more nodes than GPUs "
+                       help="give virtual node k only GPU k mod N (CUDA_VISIBLE_DEVICES; with P processes per node, "
+                            "GPUs kP..kP+P-1 mod N); with more processes than GPUs "
                             "the workers use gloo on the GPU, as NCCL needs a device per rank (default 0: the "
                             "processes see what this host's environment says)")
         g.add_argument("--local-emulate", action="store_true",
@@ -219,8 +220,12 @@ class LocalNodeSource(NodeSource):
                 self._generations = {k: p for k, p in self._generations.items() if p.poll() is None}
                 proc = self._generations[key] = self._popen(argv, env, log_path, cwd, False)
         else:
-            gpu = {"CUDA_VISIBLE_DEVICES": str(self.node_names.index(node) % self.gpus)} if self.gpus else {}
-            if self.gpus and len(self.node_names) > self.gpus:
+            # Node k's processes see devices k*N .. k*N+N-1 (mod --local-gpus), each binding its LOCAL_RANK.
+            per_node = int(env.get(protocol.ENV_PROCS_PER_NODE, "1"))
+            first = self.node_names.index(node) * per_node
+            gpu = ({"CUDA_VISIBLE_DEVICES": ",".join(str((first + k) % self.gpus) for k in range(per_node))}
+                   if self.gpus else {})
+            if self.gpus and len(self.node_names) * per_node > self.gpus:
                 gpu[protocol.ENV_DIST_BACKEND] = "gloo"  # virtual nodes share a GPU: NCCL refuses two ranks on one
             proc = self._popen(argv, {**os.environ, **env, **gpu}, log_path, cwd, stdin)
         self._launched[node] = proc

@@ -76,7 +76,8 @@ class Manager:
                                       active_runs=self.active_runs, pool=self.pool, grace_s=options.grace_s,
                                       report_timeout_s=options.report_timeout_s, mark_dirty=self._mark_dirty,
                                       inplace_timeout_s=options.inplace_timeout_s,
-                                      standby=options.standbys and source.runs_scripts)
+                                      standby=options.standbys and source.runs_scripts,
+                                      procs_per_node=options.procs_per_node)
         self._dirty = False
         self._dirty_since: Optional[float] = None
         self._last_decision = 0.0
@@ -117,13 +118,13 @@ class Manager:
                 self.book.replay_record(run, p)
         adopted = [run for run in self.active_runs.values() if run.row.state == JobState.RUNNING and self.keeper.adopted
                    and self.lifecycle.adopt(run, by_job.get(run.id, []))]
-        kept = {a.row for run in adopted for a in run.agents.values()}
+        kept = {r for run in adopted for a in run.agents.values() for r in a.rows}
         for run in adopted:  # one killed mid-resize still has its gap measured
             restore_gap_start(run, self.store)
         # One pass over the process table for all the others (also strays of jobs that have ended).
         # Workers born of standbys carry no job tag: spared by pid. Standbys of the previous manager end.
         stopped = terminate_tagged(self.identity, self.options.grace_s, except_jobs=[run.id for run in adopted],
-                                   except_pids=[a.proc.pid for run in adopted for a in run.agents.values()])
+                                   except_pids=[pid for run in adopted for a in run.agents.values() for pid in a.pids])
         for row in open_rows:
             if row["id"] not in kept:
                 self.store.end_proc(row["id"], None)
@@ -307,6 +308,12 @@ class Manager:
         if capacity is not None and job.min_nodes > capacity:
             raise ValueError(f"--min {job.min_nodes}: the {self.source.name} source offers at most {capacity} "
                              f"node{'s' if capacity != 1 else ''}")
+        most = self.options.procs_per_node
+        if job.procs_per_node > most:
+            raise ValueError(f"--procs-per-node {job.procs_per_node}: a node of this manager gives at most {most} "
+                             f"process{'es' if most != 1 else ''} (bft manager --procs-per-node: "
+                             f"{self.options.procs_per_node_found or most})")
+        job.procs_per_node = job.procs_per_node or most
         job.secret = secrets.token_hex(32)
         job.resize = job_resize_method(job.resize or self.options.resize, job.script)
         self.store.add_job(job)
@@ -348,7 +355,8 @@ class Manager:
         held = {n for run in self.active_runs.values() for n in run.target} | set(busy)
         return {
             "manager": {"identity": self.identity, "pid": os.getpid(), "policy": self.options.policy,
-                        "resize": self.options.resize, "decisions": self.decider.decisions,
+                        "resize": self.options.resize, "procs_per_node": self.options.procs_per_node,
+                        "decisions": self.decider.decisions,
                         "bad_reports": self.reports.dropped_total, "dropped_reports": dict(self.reports.dropped),
                         "decision_p50_s": self.decider.latency_p50_s(),
                         "decision_latency_s": self.decider.latency_summary_s(), "stopping": self._stopping,

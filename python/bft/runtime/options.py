@@ -5,8 +5,9 @@ dataclass, so a default is never restated."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Mapping, Optional, Tuple
 
 from .. import alloc, curve, sim
 from ..train.protocol import DEFAULT_GRACE_S, DEFAULT_INPLACE_TIMEOUT_S
@@ -44,6 +45,10 @@ class ManagerOptions:
     # Warm standbys on idle nodes (for jobs resized in place); None: on unless --resize relaunch or
     # membership (a job may still ask for inplace: it then starts without a standby).
     standby: Optional[bool] = None
+    # The processes a job runs on each node unless it asks for fewer (bft submit --procs-per-node): the
+    # most a node gives (--procs-per-node N, or auto: resolve_procs_per_node).
+    procs_per_node: int = 1
+    procs_per_node_found: str = ""  # how (resolve_procs_per_node), for the manager's first line and status
 
     @property
     def standbys(self) -> bool:
@@ -77,6 +82,50 @@ class ManagerOptions:
             raise ValueError("--max-jobs must be >= 1")
         if self.max_retries < 0:
             raise ValueError("--max-retries must be >= 0")
+        if not 1 <= self.procs_per_node <= MAX_PROCS_PER_NODE:
+            raise ValueError(f"--procs-per-node: expected 1 to {MAX_PROCS_PER_NODE}, got {self.procs_per_node}")
+
+
+# The most processes a node runs for one job (the largest nodes have 8 GPUs, or 8 dies of 4 GPUs).
+MAX_PROCS_PER_NODE = 64
+AUTO_PROCS = "auto"
+
+
+def _device_list(value: str) -> int:
+    """The devices a CUDA_VISIBLE_DEVICES or Slurm GPU list names ("0,1,3", "GPU-uuid,...")."""
+    return len([d for d in value.split(",") if d.strip()])
+
+
+def resolve_procs_per_node(text: str, environ: Mapping[str, str] = os.environ,
+                           device_count: Optional[Callable[[], int]] = None) -> Tuple[int, str]:
+    """``--procs-per-node N|auto`` as (N, how it was found). ``auto``: one process per accelerator
+    of the node the manager runs on, the first of: CUDA_VISIBLE_DEVICES (set: its entries, none
+    meaning 1), Slurm's allocation (SLURM_GPUS_ON_NODE, then the lists SLURM_STEP_GPUS and
+    SLURM_JOB_GPUS), the GPUs torch sees (torch.cuda.device_count()); else 1. ValueError names the
+    flag for anything else."""
+    if text != AUTO_PROCS:
+        try:
+            return int(text), f"--procs-per-node {int(text)}"
+        except ValueError:
+            raise ValueError(f"--procs-per-node: expected a whole number or {AUTO_PROCS}, got {text!r}") from None
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return max(1, _device_list(visible)), f"CUDA_VISIBLE_DEVICES={visible!r}"
+    on_node = environ.get("SLURM_GPUS_ON_NODE", "").strip()
+    if on_node.isdigit() and int(on_node) > 0:
+        return int(on_node), f"SLURM_GPUS_ON_NODE={on_node}"
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        if _device_list(environ.get(name, "")):
+            return _device_list(environ[name]), f"{name}={environ[name]!r}"
+    if device_count is None:
+        def device_count() -> int:
+            import torch
+
+            return torch.cuda.device_count()
+    count = device_count()
+    if count > 0:
+        return count, f"torch.cuda.device_count() = {count}"
+    return 1, "no accelerator found (CUDA_VISIBLE_DEVICES, Slurm's GPUs and torch.cuda all say none)"
 
 
 DEFAULTS = ManagerOptions()

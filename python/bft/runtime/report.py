@@ -157,7 +157,7 @@ def account(store: StateStore, owner: str, *, since: Optional[float] = None, unt
     period = (since, until)
     pool = _pool_intervals(events, now)
     procs = [(r["job"], r["started_s"], r["ended_s"] if r["ended_s"] is not None else now)
-             for r in store.db.execute("SELECT job, started_s, ended_s FROM procs")]
+             for r in store.db.execute("SELECT job, started_s, ended_s FROM procs WHERE local_rank = 0")]
     accounts = {j.id: JobAccount(job=j.id, user=owner, state=j.state) for j in store.jobs()}
     for job, a, b in procs:
         if job in accounts:

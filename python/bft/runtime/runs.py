@@ -1,30 +1,61 @@
-"""What the manager tracks of each active job besides its database row: its agents (one torchrun
-process per node), its reports, and the bookkeeping of resizes and failures."""
+"""What the manager tracks of each active job besides its database row: its agents (each node's
+processes: a torchrun agent, or N in-place workers), its reports, and the bookkeeping of resizes
+and failures."""
 
 from __future__ import annotations
 
 import collections
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from ..train import protocol
+from ..train import EXIT_INPLACE_FAILED, EXIT_RESIZE, protocol
+from .processes import signal_processes
 from .resize import Machine, Phase, Stop
 from .state import JobRow
 
 
 @dataclass
 class Agent:
-    """One worker process of a job on one node (a torchrun agent, or the script itself in place).
-    Where it stands in the job's resize (a newcomer, leaving, its deadlines) is the job's resize
-    machine's business (run.machine.workers[node])."""
+    """A job's worker processes on one node, one member of its generation: a torchrun agent (which
+    starts the node's N workers itself), or the node's N in-place workers (local rank k at index k).
+    Where the member stands in the job's resize (a newcomer, leaving, its deadlines) is the job's
+    resize machine's business (run.machine.workers[node]); the node's processes are counted, started,
+    stopped and judged together."""
 
     job: str
     generation: int
     node: str
-    proc: Any  # subprocess.Popen, or processes.AdoptedAgent
-    row: int  # procs table row
+    procs: List[Any]  # subprocess.Popen or processes.AdoptedAgent, by local rank
+    rows: List[int]  # their procs table rows, in the same order
     signalled: bool = False  # SIGTERM sent
-    standby: bool = False  # born of a warm standby: no job tag in its environment, known by its pid
+    # Born of warm standbys: no job tag in their environment, known by their pids.
+    standby: bool = False
+
+    @property
+    def pids(self) -> List[int]:
+        return [proc.pid for proc in self.procs]
+
+    def poll(self) -> Optional[int]:
+        """None while the member runs, else its exit status. A node's processes leave together (they
+        finish, stop for a resize or fail a resize at the same step boundary), so the member has exited
+        once all of them have; its status is the first crash's, else the most telling of the others'
+        (an in-place failure, a planned stop, 0). A crash while its siblings run ends the member: they
+        are killed at once (their node's share of the world is gone)."""
+        codes = [proc.poll() for proc in self.procs]
+        crashes = [c for c in codes if c is not None and c not in _ORDERLY]
+        if crashes and None in codes:
+            signal_processes([-proc.pid for proc, c in zip(self.procs, codes) if c is None], signal.SIGKILL)
+            return crashes[0]
+        if None in codes:
+            return None
+        if crashes:
+            return crashes[0]
+        return max(codes, key=_ORDERLY.index)
+
+
+# A member's orderly exit statuses, least telling first (Agent.poll).
+_ORDERLY = (0, EXIT_RESIZE, EXIT_INPLACE_FAILED)
 
 
 @dataclass

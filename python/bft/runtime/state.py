@@ -56,6 +56,7 @@ class JobRow:
     # How it changes size (relaunch, membership, inplace): fixed at submit; '' in a job stored by a
     # manager that had one method for all: the manager's.
     resize: str = ""
+    procs_per_node: int = 1  # its processes on each node (bft submit --procs-per-node, else the manager's)
 
     def status(self) -> Dict[str, Any]:
         """What ``bft status`` shows of the job from its row (the manager adds what it knows live)."""
@@ -63,7 +64,7 @@ class JobRow:
                 "samples": self.samples, "work": self.work, "retries": self.retries, "generation": self.generation,
                 "reason": self.reason, "submitted_s": self.submitted_s, "finished_s": self.finished_s,
                 "configuration": self.configuration, "configurations": [c["name"] for c in self.configurations],
-                "resize": self.resize}
+                "resize": self.resize, "procs_per_node": self.procs_per_node}
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "JobRow":
@@ -204,10 +205,11 @@ class StateStore:
 
     # -- processes ------------------------------------------------------------------------------
 
-    def add_proc(self, job: str, generation: int, node: str) -> int:
-        """Records a process about to be started (before it exists); returns its row id."""
-        cur = self.db.execute("INSERT INTO procs (job, generation, node, started_s) VALUES (?, ?, ?, ?)",
-                              (job, generation, node, time.time()))
+    def add_proc(self, job: str, generation: int, node: str, local_rank: int = 0) -> int:
+        """Records a process about to be started (before it exists), the `local_rank`-th of the node's;
+        returns its row id."""
+        cur = self.db.execute("INSERT INTO procs (job, generation, node, started_s, local_rank) VALUES (?, ?, ?, ?, ?)",
+                              (job, generation, node, time.time(), local_rank))
         return int(cur.lastrowid)
 
     def set_proc_pid(self, row: int, pid: int) -> None:
@@ -221,8 +223,10 @@ class StateStore:
 
     def proc_node_seconds(self, now: float) -> float:
         """Node-seconds that jobs' processes have held nodes: each process row from its start to its
-        end (to `now` while it runs). One row per node and generation, so this is the nodes' time."""
-        row = self.db.execute("SELECT TOTAL(MAX(COALESCE(ended_s, ?) - started_s, 0)) FROM procs", (now,)).fetchone()
+        end (to `now` while it runs). The rows of a node's first process (local rank 0), one per node and
+        generation, so this is the nodes' time whatever the processes per node."""
+        row = self.db.execute("SELECT TOTAL(MAX(COALESCE(ended_s, ?) - started_s, 0)) FROM procs WHERE local_rank = 0",
+                              (now,)).fetchone()
         return float(row[0])
 
     # -- events ---------------------------------------------------------------------------------

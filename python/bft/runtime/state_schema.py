@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict, List
 
 APPLICATION_ID = 0x42465452  # "BFTR"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 
@@ -41,7 +41,8 @@ CREATE TABLE jobs (
   work REAL, curve TEXT, secret TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
   retries INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
   samples REAL NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, started_s REAL, finished_s REAL,
-  configurations TEXT, configuration TEXT NOT NULL DEFAULT 'full', resize TEXT NOT NULL DEFAULT '');
+  configurations TEXT, configuration TEXT NOT NULL DEFAULT 'full', resize TEXT NOT NULL DEFAULT '',
+  procs_per_node INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE progress (
   job TEXT NOT NULL, generation INTEGER NOT NULL, time_s REAL NOT NULL, nodes INTEGER NOT NULL,
   samples REAL NOT NULL, advisor_samples REAL NOT NULL, configuration TEXT NOT NULL DEFAULT 'full',
@@ -49,7 +50,7 @@ CREATE TABLE progress (
 CREATE INDEX progress_job ON progress (job, time_s);
 CREATE TABLE procs (
   id INTEGER PRIMARY KEY, job TEXT NOT NULL, generation INTEGER NOT NULL, node TEXT NOT NULL,
-  pid INTEGER, started_s REAL NOT NULL, ended_s REAL, exit_code INTEGER);
+  pid INTEGER, started_s REAL NOT NULL, ended_s REAL, exit_code INTEGER, local_rank INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE events (
   id INTEGER PRIMARY KEY, time_s REAL NOT NULL, kind TEXT NOT NULL, job TEXT, node TEXT,
   detail TEXT NOT NULL DEFAULT '{}');
@@ -60,7 +61,9 @@ CREATE TABLE report_seqs (
 # Version 1 lacked the jobs' configurations (structured partial backpropagation), version 2 the
 # progress records' rescale method (every rescale was a relaunch), version 3 the jobs' own resize
 # method ('': the manager's), version 4 the last sequence number believed of each job's ranks (so a
-# restarted manager drops a replayed report): their files are upgraded in place, in one transaction.
+# restarted manager drops a replayed report), version 5 the jobs' processes per node and each process
+# row's local rank (every job ran one process per node): their files are upgraded in place, in one
+# transaction.
 MIGRATIONS = {
     1: """
 ALTER TABLE jobs ADD COLUMN configurations TEXT;
@@ -78,6 +81,10 @@ ALTER TABLE jobs ADD COLUMN resize TEXT NOT NULL DEFAULT '';
 CREATE TABLE report_seqs (
   job TEXT NOT NULL, rank INTEGER NOT NULL, generation INTEGER NOT NULL, round INTEGER NOT NULL,
   seq INTEGER NOT NULL, PRIMARY KEY (job, rank));
+""",
+    5: """
+ALTER TABLE jobs ADD COLUMN procs_per_node INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE procs ADD COLUMN local_rank INTEGER NOT NULL DEFAULT 0;
 """,
 }
 

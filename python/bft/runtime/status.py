@@ -1,5 +1,5 @@
 """What ``bft status`` shows of the manager's live jobs and idle nodes beyond their database rows:
-each job's nodes, rate, curve, rescale costs and resize phase, why a job holds no nodes, and why
+each job's nodes and processes, rate, curve, rescale costs and resize phase, why a job holds no nodes, and why
 an idle node is left unused. Pure functions of what the manager passes in (:mod:`.manager`
 assembles the answer)."""
 
@@ -21,6 +21,7 @@ def run_status(run: JobRun, book: CurveBook, *, waiting: str, now: float) -> Dic
     row = run.row
     d = row.status()
     d["nodes"] = sorted(run.agents)
+    d["world_size"] = len(run.agents) * row.procs_per_node  # its training processes: each node's N
     d["target"] = list(run.target)
     d["rate"] = run.recent_rate() if run.agents else 0.0
     d["curve"] = book.curve_source(run)

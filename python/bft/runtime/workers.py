@@ -9,13 +9,12 @@ What to start and when, and what an exit means, is the lifecycle's and its resiz
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .jobfiles import JobFiles
-from .launcher import LaunchSpec, default_python, job_environment
+from .launcher import LaunchSpec, default_python, job_environment, local_rank_environment
 from .nodes import NodeSource, SourceError
 from .processes import AdoptedAgent, signal_processes, tagged_processes, terminate_tagged
 from .resize import Configurations, method
@@ -26,8 +25,9 @@ from .state import StateStore
 
 class Workers:
     def __init__(self, *, files: JobFiles, store: StateStore, source: NodeSource, identity: str, grace_s: float,
-                 inplace_timeout_s: float, standby: bool, secret_of: Callable[[str], bytes]):
-        """`secret_of(job)`: the job's secret, which its connection to the keeper's store is admitted with."""
+                 inplace_timeout_s: float, standby: bool, secret_of: Callable[[str], bytes], procs_per_node: int = 1):
+        """`secret_of(job)`: the job's secret, which its connection to the keeper's store is admitted with;
+        `procs_per_node`: the manager's (the standbys each node gets)."""
         self.files = files
         self.store = store
         self.source = source
@@ -41,7 +41,8 @@ class Workers:
         # Warm standbys on the pool's nodes that run nothing of a job (for methods whose workers run the
         # script itself, as a standby does).
         self.standbys = (Standbys(source=source, identity=identity, python=default_python(),
-                                  state_dir=files.state_dir, log_event=store.log_event) if standby else None)
+                                  state_dir=files.state_dir, log_event=store.log_event,
+                                  procs_per_node=procs_per_node) if standby else None)
 
     def keeper_started(self, store_address: str, report_address: str) -> None:
         """A keeper (a first one, or the replacement of one that died) serves the jobs' stores and
@@ -63,7 +64,7 @@ class Workers:
         m = run.machine
         for node in m.pending:
             try:
-                if self.configurations.arrived(run.id, m.workers[node].generation, node):
+                if self.configurations.arrived(run.id, m.workers[node].generation, node, run.row.procs_per_node):
                     m.arrived(node, m.workers[node].generation)
             except Exception:  # noqa: BLE001 - the store is unreachable: the newcomer's deadline decides
                 return
@@ -78,15 +79,18 @@ class Workers:
             self._configurations.forget(job)
 
     def start(self, run: JobRun, nodes: List[str]) -> Dict[str, str]:
-        """Starts the job's workers on `nodes`; the nodes where none could start, with why. Their
-        process rows are recorded, in one commit, before any of them exists; their pids, or their
-        failures, in one more."""
+        """Starts the job's workers on `nodes` (its method's processes per node: one torchrun agent, or
+        N in-place workers); the nodes where not all could start, with why (whatever started there is
+        killed: a node is one member). Their process rows are recorded, in one commit, before any of
+        them exists; their pids, or their failures, in one more."""
         row = run.row
         how = method(run.method)
         job_dir = self.files.job_dir(row.id)
+        count = how.processes(row.procs_per_node)
         with self.store.transaction():
-            rows = {node: self.store.add_proc(row.id, row.generation, node) for node in nodes}
-        started: Dict[str, Any] = {}
+            rows = {node: [self.store.add_proc(row.id, row.generation, node, k) for k in range(count)]
+                    for node in nodes}
+        started: Dict[str, List[Any]] = {}
         from_standby = set()
         failed: Dict[str, str] = {}
         low, high, restarts = how.node_range(row.min_nodes, row.max_nodes, len(run.target))
@@ -94,52 +98,72 @@ class Workers:
             spec = LaunchSpec(
                 job=row.id, generation=row.generation, script=row.script, args=row.args, python=row.python,
                 node=node, node_address=self.source.address(node), store_address=self.store_address,
-                min_nodes=low, max_nodes=high, max_restarts=restarts, log_dir=job_dir / "workers")
-            exit_file = how.exit_file(job_dir, row.generation, node)
-            exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
-            env = job_environment(job=row.id, generation=row.generation, node=node, identity=self.identity,
-                                  report_address=self.report_address, secret=row.secret,
-                                  checkpoint_dir=job_dir / "checkpoint", work=row.work, grace_s=self.grace_s,
-                                  configuration=row.configuration, exit_file=exit_file)
-            env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
+                min_nodes=low, max_nodes=high, max_restarts=restarts, log_dir=job_dir / "workers",
+                procs_per_node=row.procs_per_node)
             argv = how.argv(spec)
+            envs = []
+            for k in range(count):
+                exit_file = how.exit_file(job_dir, row.generation, node, k)
+                exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
+                env = job_environment(job=row.id, generation=row.generation, node=node, identity=self.identity,
+                                      report_address=self.report_address, secret=row.secret,
+                                      checkpoint_dir=job_dir / "checkpoint", work=row.work, grace_s=self.grace_s,
+                                      configuration=row.configuration, exit_file=exit_file,
+                                      procs_per_node=row.procs_per_node)
+                env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
+                if how.runs_script:
+                    env.update(local_rank_environment(k, row.procs_per_node))
+                envs.append(env)
             if how.runs_script and self.standbys is not None:
-                standby = self.standbys.take(node, row.python)
-                if standby is not None and self.standbys.assign(standby, argv=argv, env=env, cwd=Path(row.cwd),
-                                                                log_path=job_dir / "output.log"):
-                    started[node] = standby
+                standbys = self.standbys.take(node, row.python, count)
+                if standbys and all(self.standbys.assign(proc, argv=argv, env=env, cwd=Path(row.cwd),
+                                                         log_path=job_dir / "output.log")
+                                    for proc, env in zip(standbys, envs)):
+                    started[node] = standbys
                     from_standby.add(node)
                     continue
+                self.standbys.discard(standbys)  # one of them was gone: the node starts afresh
             elif self.standbys is not None:
                 self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
+            started[node] = []
             try:
-                started[node] = self.source.launch(node, argv, env, job_dir / "output.log", cwd=Path(row.cwd))
+                for env in envs:
+                    started[node].append(self.source.launch(node, argv, env, job_dir / "output.log", cwd=Path(row.cwd)))
             except (SourceError, OSError) as e:
                 failed[node] = str(e)
+                signal_processes([-proc.pid for proc in started.pop(node)], signal.SIGKILL)
         with self.store.transaction():
-            for node, proc in started.items():
-                self.store.set_proc_pid(rows[node], proc.pid)
-                run.agents[node] = Agent(job=row.id, generation=row.generation, node=node, proc=proc, row=rows[node],
-                                         standby=node in from_standby)
+            for node, procs in started.items():
+                for row_id, proc in zip(rows[node], procs):
+                    self.store.set_proc_pid(row_id, proc.pid)
+                run.agents[node] = Agent(job=row.id, generation=row.generation, node=node, procs=procs,
+                                         rows=rows[node], standby=node in from_standby)
             for node, error in failed.items():
-                self.store.end_proc(rows[node], None)
+                for row_id in rows[node]:
+                    self.store.end_proc(row_id, None)
                 self.store.log_event("launch_failed", job=row.id, node=node, error=error)
         return failed
 
     def find_again(self, run: JobRun, procs: List[Any]) -> Dict[str, Agent]:
         """The workers of the job's current generation that a previous manager started, from its open
-        process rows `procs` (alive or not: the caller judges)."""
+        process rows `procs` (alive or not: the caller judges), by node; a node whose rows are not
+        all there (its method's processes per node, local ranks 0..N-1) is left out."""
         row = run.row
         how = method(run.method)
         job_dir = self.files.job_dir(row.id)
-        agents = {}
+        by_node: Dict[str, Dict[int, Any]] = {}
         for p in procs:
-            if p["generation"] != row.generation or not p["pid"]:
+            if p["generation"] == row.generation and p["pid"]:
+                by_node.setdefault(p["node"], {})[p["local_rank"]] = p
+        agents = {}
+        count = how.processes(row.procs_per_node)
+        for node, ranks in by_node.items():
+            if sorted(ranks) != list(range(count)):
                 continue
-            proc = AdoptedAgent(pid=p["pid"], identity=self.identity, job=row.id, node=p["node"],
-                                exit_file=how.exit_file(job_dir, row.generation, p["node"]))
-            agents[p["node"]] = Agent(job=row.id, generation=row.generation, node=p["node"], proc=proc, row=p["id"],
-                                      standby=proc.standby)
+            adopted = [AdoptedAgent(pid=ranks[k]["pid"], identity=self.identity, job=row.id, node=node,
+                                    exit_file=how.exit_file(job_dir, row.generation, node, k)) for k in range(count)]
+            agents[node] = Agent(job=row.id, generation=row.generation, node=node, procs=adopted,
+                                 rows=[ranks[k]["id"] for k in range(count)], standby=adopted[0].standby)
         return agents
 
     def terminate(self, run: JobRun, nodes: Iterable[str]) -> None:
@@ -149,16 +173,13 @@ class Workers:
             if agent is None or agent.signalled:
                 continue
             agent.signalled = True
-            try:
-                os.killpg(agent.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            signal_processes([-pid for pid in agent.pids], signal.SIGTERM)
 
     def kill(self, agent: Agent) -> None:
-        """SIGKILL to a worker and whatever it started."""
+        """SIGKILL to a node's workers and whatever they started."""
         terminate_tagged(self.identity, 0.0, job=agent.job, node=agent.node)
-        if agent.standby:  # no job tag: its own process group (it leads its session)
-            signal_processes([-agent.proc.pid], signal.SIGKILL)
+        if agent.standby:  # no job tag: their own process groups (each leads its session)
+            signal_processes([-pid for pid in agent.pids], signal.SIGKILL)
 
     def kill_strays(self, jobs: Iterable[str]) -> None:
         """SIGKILL to every process still tagged with one of `jobs`: a worker that outlived its agent

@@ -72,12 +72,18 @@ def open_store(timeout_s: float):
     return store
 
 
+def _local_rank() -> int:
+    """Which of its node's processes this one is (LOCAL_RANK: the manager's or torchrun's; 0 alone)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
 def device() -> Any:
-    """This worker's device: ``cuda:LOCAL_RANK`` when a GPU is present, else the CPU."""
+    """This worker's device: ``cuda:LOCAL_RANK`` when a GPU is present (a node's N processes bind its
+    devices 0..N-1), else the CPU."""
     import torch
 
     if torch.cuda.is_available():
-        return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
+        return torch.device(f"cuda:{_local_rank()}")
     return torch.device("cpu")
 
 
@@ -285,16 +291,24 @@ class ElasticState:
 
     def _join(self, generation: int) -> None:
         """Joins the process group of `generation` or of a newer one published meanwhile, or exits if
-        this node is not a member of it."""
+        this node is not a member of it. Ranks are node-major: the node at position i of the
+        configuration holds ranks i*N .. i*N+N-1 (N processes per node, this one LOCAL_RANK of them),
+        so a node's processes are neighbours and the survivors, listed first, keep the lowest ranks."""
         dist = self._dist
-        generation, nodes = self._await_members(generation)
-        rank, world = nodes.index(os.environ.get(p.ENV_NODE, "")), len(nodes)
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE="1")
+        generation, nodes, per_node = self._await_members(generation)
+        rank = nodes.index(os.environ.get(p.ENV_NODE, "")) * per_node + _local_rank()
+        world = len(nodes) * per_node
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(per_node))
         store = dist.PrefixStore(p.group_prefix(self._job, generation), self._store)
         dist.init_process_group(self.backend, store=store, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=self._timeout_s),
                                 device_id=self._bound_device())
         _reporter.REPORTER.reconfigure(generation, rank, world)
+
+    def _configuration(self, generation: int) -> Tuple[List[str], int]:
+        """A published generation's member nodes (rank order) and processes per node."""
+        config = json.loads(self._store.get(p.config_key(self._job, generation)).decode())
+        return config["nodes"], int(config.get("procs_per_node", 1))
 
     def _ready_generation(self) -> int:
         """The newest published generation if all its newcomers have arrived, else the current one:
@@ -303,23 +317,24 @@ class ElasticState:
         latest = int(store.get(p.generation_key(job)).decode())
         if latest <= self.generation:
             return self.generation
-        nodes = json.loads(store.get(p.config_key(job, latest)).decode())["nodes"]
-        newcomers = [p.arrived_key(job, latest, n) for n in nodes if n not in self._nodes]
+        nodes, per_node = self._configuration(latest)
+        newcomers = [p.arrived_key(job, latest, n, k) for n in nodes if n not in self._nodes for k in range(per_node)]
         return latest if not newcomers or store.check(newcomers) else self.generation
 
-    def _await_members(self, generation: int) -> Tuple[int, List[str]]:
-        """Waits until every member of the generation has arrived, so that the process group forms at
-        once; moves on to a newer generation if the manager publishes one meanwhile (a member that
-        will never come: a reclaimed newcomer). Raises TimeoutError after BFT_INPLACE_TIMEOUT_S."""
+    def _await_members(self, generation: int) -> Tuple[int, List[str], int]:
+        """Waits until every process of every member of the generation has arrived, so that the process
+        group forms at once; moves on to a newer generation if the manager publishes one meanwhile (a
+        member that will never come: a reclaimed newcomer). Raises TimeoutError after
+        BFT_INPLACE_TIMEOUT_S. Returns the generation, its nodes and its processes per node."""
         store, job, node = self._store, self._job, os.environ.get(p.ENV_NODE, "")
         deadline = time.monotonic() + self._timeout_s
         while True:
-            nodes = json.loads(store.get(p.config_key(job, generation)).decode())["nodes"]
+            nodes, per_node = self._configuration(generation)
             self.generation = generation
             if node not in nodes:
                 exit_for_resize()  # this node leaves the job
-            store.set(p.arrived_key(job, generation, node), "1")
-            keys = [p.arrived_key(job, generation, n) for n in nodes]
+            store.set(p.arrived_key(job, generation, node, _local_rank()), "1")
+            keys = [p.arrived_key(job, generation, n, k) for n in nodes for k in range(per_node)]
             while True:
                 latest = int(store.get(p.generation_key(job)).decode())
                 if latest > generation:
@@ -327,13 +342,14 @@ class ElasticState:
                     break
                 if store.check(keys):
                     self._nodes = nodes
-                    return generation, nodes
+                    return generation, nodes, per_node
                 if stop_requested.is_set():  # stopped while waiting (SIGTERM): no need to wait on
                     if self._nodes:  # a survivor: it holds the state of its last step
                         self.save()
                     exit_for_resize()
                 if time.monotonic() > deadline:
-                    missing = [n for n, k in zip(nodes, keys) if not store.check([k])]
+                    missing = sorted({n for n in nodes for k in range(per_node)
+                                      if not store.check([p.arrived_key(job, generation, n, k)])})
                     raise TimeoutError(f"{', '.join(missing)} did not join within {self._timeout_s:g} s")
                 time.sleep(0.01)
 

@@ -35,6 +35,9 @@ DEFAULT_INPLACE_TIMEOUT_S = 30.0
 ENV_TARGET_SAMPLES = "BFT_TARGET_SAMPLES"  # the job's work, if the user gave one
 ENV_CONFIGURATION = "BFT_CONFIGURATION"  # the configuration to run in ("full" or a declared name)
 ENV_REPORT_INTERVAL_S = "BFT_REPORT_INTERVAL_S"  # optional: seconds between reports (default 0.5)
+# The job's processes on each node (bft manager/submit --procs-per-node): each in-place worker's
+# LOCAL_RANK/LOCAL_WORLD_SIZE, torchrun's --nproc-per-node; a node source may bind devices by it.
+ENV_PROCS_PER_NODE = "BFT_PROCS_PER_NODE"
 ENV_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where a process the manager started leaves its exit status
 # In-place resizes (--resize inplace): the workers' rendezvous store, and how long a resize may take.
 ENV_RESIZE = "BFT_RESIZE"  # the manager's resize method
@@ -126,8 +129,9 @@ def config_key(job: str, generation: int) -> str:
     return f"bft/{job}/g{generation}/config"
 
 
-def arrived_key(job: str, generation: int, node: str) -> str:
-    return f"bft/{job}/g{generation}/arrived/{node}"
+def arrived_key(job: str, generation: int, node: str, local_rank: int = 0) -> str:
+    """Set by local rank `local_rank` of `node` once it has come to the generation's rendezvous."""
+    return f"bft/{job}/g{generation}/arrived/{node}/{local_rank}"
 
 
 def group_prefix(job: str, generation: int) -> str:

@@ -2,9 +2,10 @@
 
     python -m bft.train.standby
 
-``bft manager --resize inplace`` starts one on every node of its pool that runs nothing of a job
-(through the node source's ``launch``, like a worker), so that a job launched there skips the
-interpreter's start and the imports: most of a launch (bench/README.md, "Launch → first step").
+``bft manager --resize inplace`` starts one per process (``--procs-per-node``; each bound to its
+device, LOCAL_RANK) on every node of its pool that runs nothing of a job (through the node source's
+``launch``, like a worker), so that a job launched there skips the interpreter's start and the
+imports (and the device's context): most of a launch (bench/README.md, "Launch → first step").
 The assignment comes on standard input, a pipe only the manager holds: one JSON line
 ``{"argv": [python, "-m", "bft.train.run", SCRIPT, ARGS...], "env": {...}, "cwd": DIR, "log": FILE}``.
 The standby then runs the script exactly as ``python -m bft.train.run`` would (the same function),
@@ -21,7 +22,8 @@ import sys
 from typing import Any, Dict, List
 
 # Warm-up: what a training script imports in any case, and what torch imports lazily on its first
-# optimizer (torch._dynamo: a second on this machine). Nothing here reads the job's environment.
+# optimizer (torch._dynamo: a second on this machine). Nothing here reads the job's environment (the
+# device is the standby's own LOCAL_RANK, the local rank it serves).
 import torch
 import torch.distributed  # noqa: F401 - imported for the job
 import torch.nn.parallel  # noqa: F401 - imported for the job
@@ -29,6 +31,9 @@ import torch.nn.parallel  # noqa: F401 - imported for the job
 from . import elastic, run  # noqa: F401 - elastic: imported for the job
 
 torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
+if torch.cuda.is_available():  # its device's context now, not at the job's start (the manager's LOCAL_RANK)
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.zeros(1, device="cuda")
 
 EXIT_BAD_ASSIGNMENT = 2
 

@@ -1,6 +1,7 @@
 """In-place jobs' configurations in the keeper's rendezvous store (``--resize inplace``).
 
-The manager writes every generation's configuration (its member nodes, in rank order) and then the
+The manager writes every generation's configuration (its member nodes, in rank order, and the
+processes each runs) and then the
 job's current generation (key layout: bft.train.protocol). The workers that stay notice a new
 generation at their next step boundary and re-form their process group on its prefix
 (bft.train.elastic); those that leave exit with EXIT_RESIZE; newcomers announce their arrival.
@@ -40,16 +41,17 @@ class Configurations:
         for job in list(self._clients):
             self.forget(job)
 
-    def publish(self, job: str, generation: int, nodes: List[str]) -> None:
-        """Generation `generation` of `job` runs on `nodes` (rank order): the configuration first,
-        then the current generation, so a worker that sees the number finds its configuration."""
+    def publish(self, job: str, generation: int, nodes: List[str], procs_per_node: int = 1) -> None:
+        """Generation `generation` of `job` runs on `nodes` (rank order), `procs_per_node` processes
+        each: the configuration first, then the current generation, so a worker that sees the number
+        finds its configuration."""
         store = self._client(job)
-        store.set(protocol.config_key(job, generation), json.dumps({"nodes": nodes}))
+        store.set(protocol.config_key(job, generation), json.dumps({"nodes": nodes, "procs_per_node": procs_per_node}))
         store.set(protocol.generation_key(job), str(generation))
 
-    def arrived(self, job: str, generation: int, node: str) -> bool:
-        """True once the worker on `node` has come to generation `generation`'s rendezvous."""
-        return self._client(job).check([protocol.arrived_key(job, generation, node)])
+    def arrived(self, job: str, generation: int, node: str, procs_per_node: int = 1) -> bool:
+        """True once every worker on `node` has come to generation `generation`'s rendezvous."""
+        return self._client(job).check([protocol.arrived_key(job, generation, node, k) for k in range(procs_per_node)])
 
     def members(self, job: str, generation: int) -> Optional[List[str]]:
         """The nodes of a published generation in rank order, or None if it was never published."""

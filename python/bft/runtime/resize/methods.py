@@ -5,9 +5,9 @@ nothing else branches on a method's name.
 
 - ``relaunch``: torchrun agents; a resize stops every worker (they checkpoint) and starts a new
   generation at the new size.
-- ``inplace``: the script itself on each node (``bft.train.run``, no torchrun); a resize publishes a
-  new generation, the survivors keep their process and send the state to the newcomers
-  (bft.train.elastic; configurations in the keeper's store: :mod:`.configurations`).
+- ``inplace``: the script itself on each node, once per local rank (``bft.train.run``, no torchrun);
+  a resize publishes a new generation, the survivors keep their processes and send the state to the
+  newcomers (bft.train.elastic; configurations in the keeper's store: :mod:`.configurations`).
 - ``membership``: torchrun agents with a node range (``--nnodes=min:max``); a resize stops the
   leavers' agents and starts the newcomers', and torchrun re-forms the group (its own restart).
 """
@@ -51,8 +51,14 @@ class Method:
         """What the method's workers need beyond every job's environment."""
         return {}
 
-    def exit_file(self, job_dir: Path, generation: int, node: str) -> Path:
-        """Where the worker on `node` leaves its exit status (read by a restarted manager)."""
+    def processes(self, procs_per_node: int) -> int:
+        """How many processes the manager starts on a node of a job with `procs_per_node` (one torchrun
+        agent, which starts the node's workers itself)."""
+        return 1
+
+    def exit_file(self, job_dir: Path, generation: int, node: str, local_rank: int = 0) -> Path:
+        """Where process `local_rank` of the manager's on `node` leaves its exit status (read by a
+        restarted manager)."""
         return job_dir / AGENTS_DIR / f"g{generation}-{node}.exit"
 
     def judge(self, code: int) -> Exit:
@@ -90,9 +96,13 @@ class InPlace(Method):
         return {protocol.ENV_RESIZE: self.name.value, protocol.ENV_STORE_ADDR: store_address,
                 protocol.ENV_INPLACE_TIMEOUT_S: f"{join_timeout_s:g}", protocol.ENV_NODE_ADDR: node_address}
 
-    def exit_file(self, job_dir: Path, generation: int, node: str) -> Path:
-        # An in-place worker stays across generations: one file per node, removed before a worker starts.
-        return job_dir / AGENTS_DIR / f"inplace-{node}.exit"
+    def processes(self, procs_per_node: int) -> int:
+        return procs_per_node  # the script itself, once per local rank
+
+    def exit_file(self, job_dir: Path, generation: int, node: str, local_rank: int = 0) -> Path:
+        # An in-place worker stays across generations: one file per process of a node, removed before
+        # the process starts.
+        return job_dir / AGENTS_DIR / f"inplace-{node}-{local_rank}.exit"
 
     def judge(self, code: int) -> Exit:
         if code == EXIT_INPLACE_FAILED:

@@ -1,0 +1,180 @@
+"""Several processes per node (``bft manager --procs-per-node``, ``bft submit --procs-per-node``;
+issue 37): a node's processes are one member of the job, started, stopped, adopted and counted
+together; ranks are node-major (a node's processes are neighbours, the survivors keep the lowest).
+
+The end-to-end tests run real managers and real PyTorch workers (gloo on CPU) on the local source,
+whose virtual nodes each run N processes. Each gives the job a --curve that makes every node pay
+off, so a loaded machine cannot change what the allocator decides. The first tests need no torch:
+they are the fast suite's part.
+"""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from bft.runtime.options import resolve_procs_per_node
+from bft.runtime.runs import Agent
+from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE
+from runtime_util import REPO, bft, one_line_error, write_trace
+
+ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
+DATASET = 4096
+
+
+# -- without workers (the fast suite) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("environ, expected, found", [
+    ({"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_GPUS_ON_NODE": "8"}, 4, "CUDA_VISIBLE_DEVICES"),
+    ({"CUDA_VISIBLE_DEVICES": ""}, 1, "CUDA_VISIBLE_DEVICES"),
+    ({"SLURM_GPUS_ON_NODE": "6", "SLURM_JOB_GPUS": "0,1"}, 6, "SLURM_GPUS_ON_NODE"),
+    ({"SLURM_STEP_GPUS": "2,3", "SLURM_JOB_GPUS": "0,1,2,3"}, 2, "SLURM_STEP_GPUS"),
+    ({"SLURM_JOB_GPUS": "0,1,2"}, 3, "SLURM_JOB_GPUS"),
+    ({}, 8, "torch.cuda.device_count() = 8"),
+])
+def test_processes_per_node_auto_counts_the_accelerators_the_node_reports_first_found_first(environ, expected,
+                                                                                              found):
+    count, how = resolve_procs_per_node("auto", environ, device_count=lambda: 8)
+    assert count == expected and found in how, (count, how)
+
+
+def test_processes_per_node_auto_without_accelerators_is_one_and_a_bad_value_names_the_flag():
+    assert resolve_procs_per_node("auto", {}, device_count=lambda: 0)[0] == 1
+    assert resolve_procs_per_node("3", {}, device_count=lambda: 8) == (3, "--procs-per-node 3")
+    with pytest.raises(ValueError, match="--procs-per-node: expected a whole number or auto, got 'two'"):
+        resolve_procs_per_node("two", {})
+
+
+def _sleeper(code: int, after_s: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", f"import sys, time; time.sleep({after_s}); sys.exit({code})"],
+                            start_new_session=True)
+
+
+def _member(*procs: subprocess.Popen) -> Agent:
+    return Agent(job="j", generation=1, node="n0", procs=list(procs), rows=list(range(len(procs))))
+
+
+def _poll_until_exit(agent: Agent, timeout_s: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while (code := agent.poll()) is None:
+        assert time.monotonic() < deadline, "the member did not exit"
+        time.sleep(0.02)
+    return code
+
+
+def test_a_nodes_processes_per_node_exit_as_one_member_and_a_crash_ends_its_siblings():
+    """Real processes: the member runs while any of them does, its status is the most telling of
+    theirs; a crash (status 1) while a sibling runs is the member's status at once, and the sibling
+    is killed (its node's share of the world is gone)."""
+    quick, slow = _sleeper(EXIT_RESIZE, 0.0), _sleeper(EXIT_INPLACE_FAILED, 0.5)
+    member = _member(quick, slow)
+    assert _poll_until_exit(member) == EXIT_INPLACE_FAILED and slow.returncode == EXIT_INPLACE_FAILED
+    done = _member(_sleeper(0, 0.0), _sleeper(EXIT_RESIZE, 0.2))
+    assert _poll_until_exit(done) == EXIT_RESIZE
+    crashed, hanging = _sleeper(1, 0.0), _sleeper(0, 600.0)
+    try:
+        member = _member(hanging, crashed)
+        assert _poll_until_exit(member) == 1
+        assert hanging.wait(10) == -9  # SIGKILLed by the member's poll, not after its 600 s
+    finally:
+        for proc in (quick, slow, crashed, hanging):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def test_submit_with_more_processes_per_node_than_the_manager_gives_is_refused_in_one_line(harness):
+    proc = harness.start("--local-nodes", "1", "--procs-per-node", "2", "--no-standby")
+    r = bft("submit", str(ELASTIC), "--state-dir", str(harness.state_dir), "--name", "big", "--procs-per-node", "3",
+            cwd=harness.root)
+    assert r.returncode == 2
+    one_line_error(r, "--procs-per-node 3", "at most 2 processes", "--procs-per-node 2")
+    r = bft("submit", str(ELASTIC), "--state-dir", str(harness.state_dir), "--name", "none", "--procs-per-node", "0",
+            cwd=harness.root)
+    assert r.returncode == 2
+    one_line_error(r, "--procs-per-node", "got 0")
+    assert harness.status()["jobs"] == []
+    harness.stop(proc)
+
+
+# -- end to end, with real workers ---------------------------------------------------------------
+
+
+def _rows(harness, job: str) -> List[Tuple[str, int, int, int]]:
+    """The job's process rows: (node, generation, local rank, pid), in the order they were written."""
+    store = harness.store()
+    try:
+        return [tuple(r) for r in store.db.execute(
+            "SELECT node, generation, local_rank, pid FROM procs WHERE job = ? ORDER BY id", (job,))]
+    finally:
+        store.close()
+
+
+def _positions(log_dir: Path) -> Dict[int, List[int]]:
+    """Stream position -> the sample indices processed there, from the workers' index logs."""
+    seen: Dict[int, List[int]] = collections.defaultdict(list)
+    for path in log_dir.glob("*.txt"):
+        for line in path.read_text().splitlines():
+            position, rank, world, *index = map(int, line.split())
+            for k, i in enumerate(index):
+                seen[position + rank + k * world].append(i)
+    return seen
+
+
+def _linear_curve(path: Path, nodes: int) -> Path:
+    """A prior curve on which every node doubles the rate: the allocator gives the job every node."""
+    path.write_text('{"nodes": %s, "throughput": %s}' % (list(range(1, nodes + 1)),
+                                                       [1000.0 * n for n in range(1, nodes + 1)]))
+    return path
+
+
+@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, 1 -> 2 -> 1 nodes: about a minute here
+def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_each_epoch_once(harness):
+    """Two processes per node, 1 -> 2 -> 1 nodes in place: n0's two processes keep their pids (and
+    ranks 0 and 1) throughout, n1's two join and leave together; the data is read at worlds 2 and 4
+    and every index of every epoch exactly once; status counts nodes and processes."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (25, "n1", "idle"), (55, "n1", "busy")])
+    logs = harness.root / "indices"
+    logs.mkdir()
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
+                         "--local-grace-s", "8", "--grace", "10", "--procs-per-node", "2")
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", str(8 * DATASET), "--curve",
+                   str(_linear_curve(harness.root / "curve.json", 2)), "--", "--step-s", "0.1", "--batch", "16",
+                   "--hidden", "16", "--dataset", str(DATASET), "--log-indices", str(logs), script=ELASTIC)
+    status = harness.wait(lambda s: len(s["jobs"][0]["nodes"]) == 2 and not s["jobs"][0]["resizing"], 150,
+                          "the job on 2 nodes")
+    assert status["jobs"][0]["world_size"] == 4 and status["jobs"][0]["procs_per_node"] == 2, status["jobs"][0]
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 300, "the job to finish")
+
+    resizes = harness.events("resize_inplace", job="el")
+    assert [(r["joined"], r["left"], r["nodes"]) for r in resizes] == [(["n1"], [], ["n0", "n1"]),
+                                                                       ([], ["n1"], ["n0"])], resizes
+    assert not harness.events("inplace_failed", "job_failed", job="el")
+    assert len(harness.events("launch", job="el")) == 1
+    rows = _rows(harness, "el")
+    n0 = [(g, k, pid) for node, g, k, pid in rows if node == "n0"]
+    assert sorted({(g, k) for g, k, _ in n0}) == [(g, k) for g in (1, 2, 3) for k in (0, 1)], rows
+    assert len({pid for _, k, pid in n0 if k == 0}) == 1 and len({pid for _, k, pid in n0 if k == 1}) == 1, rows
+    assert sorted((g, k) for node, g, k, _ in rows if node == "n1") == [(2, 0), (2, 1)], rows
+    log = harness.job_log("el")
+    assert "done: " in log and "Traceback" not in log, log[-3000:]
+
+    seen = _positions(logs)
+    ranks = collections.defaultdict(set)  # world size -> the ranks that read at it
+    for f in logs.glob("*.txt"):
+        for line in f.read_text().splitlines():
+            _, rank, world, *_ = map(int, line.split())
+            ranks[world].add(rank)
+    assert dict(ranks) == {2: {0, 1}, 4: {0, 1, 2, 3}}, dict(ranks)
+    assert sorted(seen) == list(range(len(seen))) and all(len(v) == 1 for v in seen.values())
+    for epoch in range(len(seen) // DATASET):
+        assert sorted(seen[p][0] for p in range(epoch * DATASET, (epoch + 1) * DATASET)) == list(range(DATASET))
+    harness.stop(proc)
+    assert harness.leftovers() == []
