@@ -39,8 +39,8 @@ def test_hsdp_model_resized_in_place_by_whole_nodes_trains_the_same_model_as_a_f
     Equal share gives the job every free node up to its max whatever its measured curve, so the sizes
     are 4 -> 6 -> 4 processes on any machine. Every step's parameters equal a fixed 1-process run's
     to within TOLERANCE."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (30, "n2", "idle"),
-                                                     (60, "n2", "busy")])
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (45, "n2", "idle"),
+                                                     (80, "n2", "busy")])
     params = harness.root / "params.txt"
     proc = harness.start("--resize", "inplace", "--policy", "equal_share", "--procs-per-node", str(PROCS_PER_NODE),
                          "--local-trace", str(trace), "--local-nodes", "3", "--local-grace-s", "8", "--grace", "10")
