@@ -26,6 +26,77 @@ MODEL = ["--hidden", "6", "--layers", "2", "--global-batch", str(GLOBAL_BATCH), 
 PROCS_PER_NODE = 2
 
 
+# One of 2 nodes of 2 processes: both replicas take a step of SGD with momentum, then node 1's
+# replica is made another (its weights halved, its momentum zeroed); node 1 receives node 0's shards,
+# then every rank takes a step on its own data. Prints each rank's local shards after each phase.
+_TRANSFER_WORKER = """
+import os, torch, torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+from bft.train.hsdp import hsdp_mesh, local_shards, on_mesh, transfer_shards
+dist.init_process_group("gloo")
+rank, device = dist.get_rank(), torch.device("cpu")
+node = rank // 2
+torch.set_default_dtype(torch.float64)
+mesh = hsdp_mesh(device)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 3))
+for layer in model:
+    fully_shard(layer, mesh=mesh)
+fully_shard(model, mesh=mesh)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+def step(seed):
+    model(torch.randn(2, 4, generator=torch.Generator().manual_seed(seed))).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return [p.to_local().reshape(-1).tolist() for p in model.parameters()]
+step(100)  # every rank (a step is a collective over the mesh): the momentum is not zero
+if node == 1:  # a replica that is not node 0's: other weights, no momentum
+    with torch.no_grad():
+        for p in model.parameters():
+            p.to_local().mul_(0.5)
+            optimizer.state[p]["momentum_buffer"].to_local().zero_()
+local = local_shards({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
+local = transfer_shards(local if node == 0 else None, 0, [1], device)
+placed = on_mesh(local, mesh, device)
+model.load_state_dict(placed["model"])
+optimizer.load_state_dict(placed["optimizer"])
+print("loaded", rank, [p.to_local().reshape(-1).tolist() for p in model.parameters()], flush=True)
+print("stepped", rank, step(rank), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_hsdp_newcomer_node_receives_shard_k_from_local_rank_k_of_a_survivor():
+    """bft.train.hsdp.transfer_shards on 4 gloo processes as 2 nodes of 2: the newcomer node's local
+    rank k holds local rank k's shard of the surviving node afterwards (the two shards differ), and
+    a step on each rank's own data leaves both replicas equal, so the optimizer's momentum came too."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(python_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="4", LOCAL_WORLD_SIZE="2")
+    procs = [subprocess.Popen([sys.executable, "-c", _TRANSFER_WORKER],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r % 2)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(4)]
+    try:
+        outs = [proc.communicate(timeout=180)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in procs] == [0] * 4, outs
+    shards = {}
+    for out in outs:
+        for line in out.splitlines():
+            if line.startswith(("loaded", "stepped")):
+                phase, rank, values = line.split(" ", 2)
+                shards[phase, int(rank)] = values
+    for phase in ("loaded", "stepped"):
+        assert shards[phase, 2] == shards[phase, 0] != shards[phase, 1] == shards[phase, 3], phase
+    assert shards["loaded", 0] != shards["stepped", 0]
+
+
 def _fixed(root: Path, steps: int) -> dict:
     """A fixed one-process run of `steps` steps: each step's parameters."""
     return _run_all({"fixed1": ([(1, steps)], [str(HSDP), *MODEL], 0)}, root)["fixed1"]

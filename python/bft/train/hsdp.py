@@ -42,7 +42,7 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .elastic import ElasticState, broadcast_state, state_bytes
 from .worker import checkpoint, checkpoint_path, rank, resume
@@ -100,6 +100,31 @@ def on_mesh(state: Any, mesh: Any, device: Any) -> Any:
     if isinstance(state, (list, tuple)):
         return type(state)(on_mesh(value, mesh, device) for value in state)
     return state
+
+
+def transfer_shards(local: Optional[Dict[str, Any]], source: int, newcomers: List[int], device: Any) -> Any:
+    """Shard k from local rank k of node `source` to local rank k of each node in `newcomers`, all k
+    at once: one process group per local rank, so a node's N transfers go side by side, each 1/N of
+    the state. `local` is this rank's shards (:func:`local_shards`) on the source node; returns what
+    this rank holds after (received on a newcomer, its own elsewhere). Every rank of the current
+    process group calls it (each creates every group)."""
+    import torch.distributed as dist
+
+    me, per_node = dist.get_rank(), procs_per_node()
+    node, k = divmod(me, per_node)
+    groups = [dist.new_group([source * per_node + j] + [n * per_node + j for n in newcomers]) for j in range(per_node)]
+    try:
+        if node in newcomers or node == source:
+            start = time.monotonic()
+            local = broadcast_state(local if node == source else None, source * per_node + k, device, group=groups[k])
+            if k == 0 and node == source:
+                print(f"bft.train.hsdp: shard transfer to {len(newcomers)} node(s), {per_node} side by side: "
+                      f"{state_bytes(local) / 1e6:.1f} MB each in {time.monotonic() - start:.3f} s",
+                      file=sys.stderr, flush=True)
+    finally:
+        for group in groups:
+            dist.destroy_process_group(group)
+    return local
 
 
 class HSDPState(ElasticState):
@@ -170,28 +195,9 @@ class HSDPState(ElasticState):
         if newcomers:
             fields = broadcast_state(self._replicated() if me == source * per_node else None, source * per_node,
                                      self.device)
-            local = self._transfer(local, source, newcomers)
+            local = transfer_shards(local, source, newcomers, self.device)
             self._set_replicated(fields)
         self._load_local(local)
-
-    def _transfer(self, local: Optional[Dict[str, Any]], source: int, newcomers: list) -> Optional[Dict[str, Any]]:
-        """Shard k from local rank k of node `source` to local rank k of each newcomer node, all k at once."""
-        dist = self._dist
-        me, per_node = dist.get_rank(), procs_per_node()
-        groups = [dist.new_group([source * per_node + k] + [node * per_node + k for node in newcomers])
-                  for k in range(per_node)]  # every rank creates every group, in the same order
-        k = me % per_node
-        if me // per_node in newcomers or me // per_node == source:
-            start = time.monotonic()
-            local = broadcast_state(local if me // per_node == source else None, source * per_node + k, self.device,
-                                    group=groups[k])
-            if k == 0 and me // per_node == source:
-                print(f"bft.train.hsdp: shard transfer to {len(newcomers)} node(s), {per_node} side by side: "
-                      f"{state_bytes(local) / 1e6:.1f} MB each in {time.monotonic() - start:.3f} s",
-                      file=sys.stderr, flush=True)
-        for group in groups:
-            dist.destroy_process_group(group)
-        return local
 
     def _load(self, pointer: Optional[Dict[str, Any]]) -> None:
         """The model built on this world's mesh (a group of one for a plain ``python`` run), then
@@ -254,4 +260,4 @@ def _group_of_one(backend: str, device_id: Any) -> None:
     dist.init_process_group(backend, device_id=device_id)
 
 
-__all__ = ["HSDPState", "hsdp_mesh", "local_shards", "on_mesh", "procs_per_node"]
+__all__ = ["HSDPState", "hsdp_mesh", "local_shards", "on_mesh", "procs_per_node", "transfer_shards"]
