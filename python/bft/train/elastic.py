@@ -204,6 +204,7 @@ class ElasticState:
         stop = stop_requested.is_set()
         seen = self.generation
         now = time.monotonic()
+        due = self.checkpoint_every_s >= 0 and now - self._last_save >= self.checkpoint_every_s
         if self._inplace:
             self._arm()
         try:
@@ -212,11 +213,13 @@ class ElasticState:
                 seen = self._ready_generation()
             if dist.is_initialized() and dist.get_world_size() > 1:
                 rank, world = dist.get_rank(), dist.get_world_size()
-                flags = [0] * world + [seen]  # each rank's stop request, then the newest generation seen
+                # Each rank's stop request, the newest generation seen, whether a checkpoint is due (by
+                # any rank's clock: a sharded checkpoint is a collective, every rank saves or none).
+                flags = [0] * world + [seen, int(due)]
                 flags[rank] = int(stop)
                 agreed = torch.tensor(flags, dtype=torch.int64, device=self.device)
                 dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
-                *stops, seen = agreed.tolist()
+                *stops, seen, due = agreed.tolist()
                 stop = self._stop_agreed(sum(stops), world, now)
         except Exception as e:  # noqa: BLE001 - a peer vanished
             if self._inplace:
@@ -243,7 +246,7 @@ class ElasticState:
             return True
         if self._inplace:
             faulthandler.cancel_dump_traceback_later()
-        if self.checkpoint_every_s >= 0 and now - self._last_save >= self.checkpoint_every_s:
+        if due:
             self.save()
         return False
 
@@ -408,8 +411,9 @@ class _Slot:
         self.index = index
 
 
-def broadcast_state(state: Any, src: int, device: Any) -> Any:
-    """``state`` (given on rank ``src``, None elsewhere) on every rank of the current process group.
+def broadcast_state(state: Any, src: int, device: Any, group: Any = None) -> Any:
+    """``state`` (given on rank ``src``, None elsewhere) on every rank of ``group`` (default: the current
+    process group; ``src`` is a global rank).
 
     The structure (dicts, lists, tuples and every non-tensor value) goes by one pickled broadcast,
     the tensors by ``dist.broadcast`` of flat buffers per dtype: the bytes cross the network once,
@@ -424,7 +428,7 @@ def broadcast_state(state: Any, src: int, device: Any) -> Any:
     if dist.get_rank() == src:
         skeleton = _take_tensors(state, tensors, {})
         header = [(skeleton, [(tuple(t.shape), t.dtype) for t in tensors])]
-    dist.broadcast_object_list(header, src=src, device=device)
+    dist.broadcast_object_list(header, src=src, group=group, device=device)
     skeleton, shapes = header[0]
     sending = dist.get_rank() == src
     for bucket in _buckets(shapes):
@@ -435,7 +439,7 @@ def broadcast_state(state: Any, src: int, device: Any) -> Any:
             flat = parts[0].contiguous() if len(parts) == 1 else torch.cat(parts)
         else:
             flat = torch.empty(sum(sizes), dtype=dtype, device=device)
-        dist.broadcast(flat, src)
+        dist.broadcast(flat, src, group=group)
         if not sending:
             offset = 0
             for k, n in zip(bucket, sizes):
