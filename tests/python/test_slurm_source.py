@@ -152,6 +152,38 @@ def test_launch_runs_inside_the_pilot_and_dies_with_it(make_source, tmp_path):
         src.launch(node, ["true"], {}, log)
 
 
+def _launch_environment(src, node, tmp_path, name):
+    """The GPU variables Slurm gives a command the source launches on `node`."""
+    log = tmp_path / f"{name}.log"
+    proc = src.launch(node, ["sh", "-c", "env | grep -E '^(CUDA_VISIBLE_DEVICES|SLURM_GPUS_ON_NODE|SLURM_STEP_GPUS)='; "
+                                         "echo done"], {}, log)
+    assert proc.wait(30) == 0, log.read_text()
+    return dict(line.split("=", 1) for line in log.read_text().splitlines() if "=" in line)
+
+
+def test_pilots_with_gpus_per_node_hold_the_gpus_and_their_launches_see_them(make_source, tmp_path):
+    """cluster.sh declares 2 GPUs per node (gres.conf). An --exclusive pilot holds them all, but only a
+    pilot that asks for them (--slurm-gpus-per-node) gives them to the commands it runs, as a site's
+    ConstrainDevices would enforce: the allocation reaches the workers through their environment."""
+    src = make_source("gpus", pending=1, max_nodes=1, gpus_per_node="2")
+    plain = make_source("nogpus", pending=1, max_nodes=1)
+    jobs = {}
+    for s in (src, plain):
+        ev = Events()
+        s.start(ev)
+        ev.wait(lambda e: e.kind == "join", 20, f"a join of {s.identity}")
+        (pilot,) = [r for r in pilots_of(s) if r["state"] == "RUNNING"]
+        jobs[s] = subprocess.run(["scontrol", "show", "job", "--details", pilot["id"]], capture_output=True,
+                                 text=True, check=True).stdout
+    assert re.search(r"\bTresPerNode=gres:gpu:2\b", jobs[src]), jobs[src]  # what the pilot asked for
+    assert re.search(r"\bGRES=gpu:2\(IDX:0-1\)", jobs[src]), jobs[src]  # what its node gave it
+    assert _launch_environment(src, src.nodes()[0], tmp_path, "gpus") == {
+        "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_GPUS_ON_NODE": "2", "SLURM_STEP_GPUS": "0,1"}
+    # Without the option the node's GPUs are the pilot's all the same, and its workers get none.
+    assert "TresPerNode" not in jobs[plain] and re.search(r"\bGRES=gpu:2\(IDX:0-1\)", jobs[plain]), jobs[plain]
+    assert _launch_environment(plain, plain.nodes()[0], tmp_path, "nogpus") == {}
+
+
 def test_the_srun_of_a_launch_listens_only_in_srun_port_range_and_on_no_wildcard(make_source, tmp_path):
     """docs/security.md: a centre's `SrunPortRange` and `CommunicationParameters=NoInAddrAny`
     (tests/slurm/cluster.sh sets both) hold for the srun the source starts on the manager's host."""
@@ -244,6 +276,13 @@ def test_unsigned_stale_or_replayed_reports_change_nothing(make_source, tmp_path
 def test_bad_partition_is_a_clear_error_and_submits_nothing(make_source):
     src = make_source("badpart", partition="no-such-partition")
     with pytest.raises(SourceError, match="partition no-such-partition.*invalid partition specified: no-such-part"):
+        src.start(Events())
+    assert pilots_of(src) == []
+
+
+def test_more_gpus_than_a_node_has_is_a_clear_error_and_submits_nothing(make_source):
+    src = make_source("toomanygpus", gpus_per_node="3")  # cluster.sh's nodes have 2
+    with pytest.raises(SourceError, match=r"gpus per node 3\): .*Requested node configuration is not available"):
         src.start(Events())
     assert pilots_of(src) == []
 

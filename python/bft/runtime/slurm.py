@@ -33,6 +33,7 @@ from .slurm_commands import JOB_VAR, NODE_VAR, PILOT_PREFIX, SlurmCommands
 log = logging.getLogger(__name__)
 
 _IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
+_GPUS_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?[1-9][0-9]{0,3}$")  # --slurm-gpus-per-node: [TYPE:]N
 # squeue states in which a pilot is waiting for a node (it counts as pending).
 _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
 
@@ -67,6 +68,7 @@ class SlurmNodeSource(NodeSource):
         port: int = 0,
         poll_s: float = 2.0,
         pilot_output: str = "/dev/null",
+        gpus_per_node: str = "",
     ):
         if not _IDENTITY_RE.match(identity):
             raise SourceError(
@@ -81,6 +83,9 @@ class SlurmNodeSource(NodeSource):
             raise SourceError(f"slurm: --slurm-poll-s must be > 0, got {poll_s}")
         if not 0 <= port <= 65535:
             raise SourceError(f"slurm: --slurm-port must be in 0..65535, got {port}")
+        if gpus_per_node and not _GPUS_RE.match(gpus_per_node):
+            raise SourceError(f"slurm: --slurm-gpus-per-node takes N or TYPE:N (N from 1 to 9999), "
+                              f"got {gpus_per_node!r}")
         self.identity = identity
         self.state_dir = Path(state_dir)
         self.partition, self.qos, self.account = partition, qos, account
@@ -89,12 +94,13 @@ class SlurmNodeSource(NodeSource):
         self._manager_address = manager_address or bind or socket.gethostname()
         self._bind_address = bind
         self.port, self.poll_s, self.pilot_output = port, poll_s, pilot_output
+        self.gpus_per_node = gpus_per_node
         self.job_name = f"{PILOT_PREFIX}{identity}"
         self.user = getpass.getuser()
         self.grace_s = 0.0
         self._slurm = SlurmCommands(identity=identity, job_name=self.job_name, user=self.user, partition=partition,
                                     qos=qos, account=account, time_limit=time_limit, time_min=time_min,
-                                    pilot_output=pilot_output)
+                                    pilot_output=pilot_output, gpus_per_node=gpus_per_node)
         self._reports = PilotReports(scheduler=self.name, identity=identity, on_report=self._on_pilot_report)
         self._emit: Optional[Emit] = None
         self._lock = threading.RLock()
@@ -133,6 +139,9 @@ class SlurmNodeSource(NodeSource):
         arg("--slurm-poll-s", type=float, default=d["poll_s"], help="seconds between squeue polls; default %(default)s")
         arg("--slurm-pilot-output", default=d["pilot_output"],
             help="pilots' output file (sbatch --output; %%j = job id)")
+        arg("--slurm-gpus-per-node", default=d["gpus_per_node"], metavar="[TYPE:]N",
+            help="GPUs each pilot asks for (sbatch --gres=gpu:[TYPE:]N), so that training on its node sees them "
+                 "where the partition constrains devices (docs/slurm.md); default none")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, identity: str, state_dir: Path) -> "SlurmNodeSource":
@@ -151,6 +160,7 @@ class SlurmNodeSource(NodeSource):
             port=args.slurm_port,
             poll_s=args.slurm_poll_s,
             pilot_output=args.slurm_pilot_output,
+            gpus_per_node=args.slurm_gpus_per_node,
         )
 
     # ---- NodeSource ---------------------------------------------------------------------------
@@ -262,8 +272,8 @@ class SlurmNodeSource(NodeSource):
                 counts[p.state] = counts.get(p.state, 0) + 1
         return {"source": self.name, "job_name": self.job_name, "partition": self.partition, "qos": self.qos,
                 "account": self.account, "time_limit": self.time_limit, "pending_target": self.pending,
-                "max_nodes": self.max_nodes, "grace_s": self.grace_s, "report_port": self.port,
-                "pilots": counts}
+                "max_nodes": self.max_nodes, "gpus_per_node": self.gpus_per_node, "grace_s": self.grace_s,
+                "report_port": self.port, "pilots": counts}
 
     # ---- events -------------------------------------------------------------------------------
 

@@ -38,10 +38,11 @@ def _first_line(text: str) -> str:
 
 class SlurmCommands:
     def __init__(self, *, identity: str, job_name: str, user: str, partition: str, qos: str, account: str,
-                 time_limit: str, time_min: str, pilot_output: str):
+                 time_limit: str, time_min: str, pilot_output: str, gpus_per_node: str = ""):
         self.identity, self.job_name, self.user = identity, job_name, user
         self.partition, self.qos, self.account = partition, qos, account
         self.time_limit, self.time_min, self.pilot_output = time_limit, time_min, pilot_output
+        self.gpus_per_node = gpus_per_node
 
     def run(self, argv: Sequence[str], stdin: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> str:
         """Runs a Slurm command; its stdout, or SourceError with Slurm's own first line."""
@@ -63,8 +64,12 @@ class SlurmCommands:
     def _pilot_options(self) -> List[str]:
         opts = ["--nodes=1", "--exclusive", "--no-requeue", f"--job-name={self.job_name}",
                 f"--comment=bft-manager={self.identity}", f"--time={self.time_limit}"]
+        # An --exclusive job holds all of its node's GPUs, but its steps get only those it asked for
+        # (none: no CUDA_VISIBLE_DEVICES, and no access under ConstrainDevices). --gres, unlike
+        # --gpus-per-node, needs no select/cons_tres.
+        gres = f"gpu:{self.gpus_per_node}" if self.gpus_per_node else ""
         for flag, value in (("--time-min", self.time_min), ("--partition", self.partition),
-                            ("--qos", self.qos), ("--account", self.account)):
+                            ("--qos", self.qos), ("--account", self.account), ("--gres", gres)):
             if value:
                 opts.append(f"{flag}={value}")
         return opts
@@ -85,7 +90,8 @@ class SlurmCommands:
             self.run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
         except SourceError as e:
             what = ", ".join(f"{k} {v}" for k, v in (("partition", self.partition), ("qos", self.qos),
-                                                      ("account", self.account), ("time", self.time_limit)) if v)
+                                                      ("account", self.account), ("time", self.time_limit),
+                                                      ("gpus per node", self.gpus_per_node)) if v)
             raise SourceError(f"slurm: cannot submit pilot jobs as user {self.user} ({what}): "
                               f"{str(e).split(' failed: ', 1)[-1]}") from None
         part = self.partition or self._default_partition()
