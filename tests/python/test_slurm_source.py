@@ -30,6 +30,7 @@ from slurm_util import (  # noqa: E402
     cancel_and_wait_empty,
     ended_state,
     pilots_of,
+    reason_of,
     state_of,
     submit_main,
     wait_running,
@@ -108,6 +109,27 @@ def test_preemption_is_announced_by_the_pilot_with_the_grace_time(make_source):
     assert wait_running(job, GRACE_S + 10) == reclaim.node
     # Released early: the source cancelled the pilot (had the grace time run out, Slurm would say PREEMPTED).
     assert ended_state(pilot["id"]) == "CANCELLED"
+
+
+def test_pending_pilots_are_held_while_a_main_job_preempts_and_released_after(make_source):
+    """A main job that preempts is not given the nodes that free up meanwhile: a pending pilot could
+    start there and cost it a second preemption, KillWait + MessageTimeout later (docs/slurm.md, "The
+    main queue's wait"). So the source holds its pending pilots while a preemption of its pilots is
+    under way, and releases them once it is over."""
+    src, ev = fill_all_nodes(make_source, "standback")
+    src.pending, src.max_nodes = 1, 0  # one pilot waits for a node from now on
+    (waiting,) = wait_until(lambda: [r["id"] for r in pilots_of(src) if r["state"] == "PENDING"] or None, 20,
+                            "a pending pilot")
+    job = submit_main()
+    reclaim = ev.wait(lambda e: e.kind == "reclaim", 10, "reclaim")[0]
+    (preempted,) = [r["id"] for r in pilots_of(src) if r["node"] == reclaim.node]
+    # Not released: the preemption stays under way for the grace time, and the waiting pilot is held.
+    wait_until(lambda: reason_of(waiting) == "JobHeldUser", 10, "the pending pilot held")
+    assert state_of(preempted) == "RUNNING" and state_of(job) == "PENDING"
+    assert wait_running(job, GRACE_S + 15) == reclaim.node
+    wait_until(lambda: state_of(preempted) == "", 30, "the preempted pilot gone")
+    wait_until(lambda: reason_of(waiting) != "JobHeldUser", 10 * POLL_S + 10, "the pending pilot released")
+    assert state_of(waiting) == "PENDING"  # every node is taken: it waits, as before, for the next hole
 
 
 def test_the_poll_catches_a_reclaim_whose_message_is_lost(make_source):

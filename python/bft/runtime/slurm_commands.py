@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from .nodes import SourceError
 from .pilots import pilot_program
@@ -29,6 +29,15 @@ exec srun --overlap --nodes=1 --ntasks=1 --quiet --export=ALL python3 -c '{pilot
 # Slurm's variables that name a pilot's job and node (pilot.py reads them by these names).
 JOB_VAR, NODE_VAR = "SLURM_JOB_ID", "SLURMD_NODENAME"
 PILOT_PREFIX = "bft-pilot."  # every manager's pilots are named bft-pilot.<identity>
+
+
+class Queued(NamedTuple):
+    """One of the manager's pilot jobs as squeue shows it."""
+
+    state: str  # squeue's state: PENDING, RUNNING, COMPLETING, ...
+    node: str
+    preempted: bool  # Slurm has preempted it (PreemptTime set): its node is being taken back
+    held: bool  # pending and held by its user (scontrol uhold)
 
 
 def _first_line(text: str) -> str:
@@ -127,16 +136,26 @@ class SlurmCommands:
                 return p[:-1]
         raise SourceError("slurm: no --slurm-partition given and the cluster has no default partition")
 
-    def squeue(self) -> Dict[str, Tuple[str, str]]:
-        """This manager's pilot jobs: {job id: (squeue state, node)}."""
-        out = self.run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}",
-                         "--format=%i|%T|%N"])
+    def squeue(self, job_ids: Sequence[str] = ()) -> Dict[str, Queued]:
+        """This manager's pilot jobs (or those of `job_ids` among them), by job id."""
+        which = [f"--jobs={','.join(job_ids)}"] if job_ids else []
+        out = self.run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}", *which,
+                        "--Format=JobID:|,State:|,NodeList:|,PreemptTime:|,Reason:|"])
         jobs = {}
         for line in out.splitlines():
             parts = line.strip().split("|")
-            if len(parts) == 3:
-                jobs[parts[0]] = (parts[1], parts[2])
+            if len(parts) >= 5:
+                preempted = parts[3] not in ("", "N/A", "None", "Unknown")
+                jobs[parts[0]] = Queued(parts[1], parts[2], preempted, parts[4] == "JobHeldUser")
         return jobs
+
+    def hold(self, job_ids: Sequence[str], hold: bool) -> None:
+        """Holds (scontrol uhold) or releases pending pilots; a job gone meanwhile is a log line."""
+        if job_ids:
+            try:
+                self.run(["scontrol", "uhold" if hold else "release", ",".join(job_ids)])
+            except SourceError as e:
+                log.warning("%s", e)
 
     def submit(self, pilot_env: Mapping[str, str]) -> str:
         """Submits one pilot with `pilot_env` (PilotReports.pilot_environment); its job id."""
