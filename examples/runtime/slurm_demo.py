@@ -74,6 +74,7 @@ def play_workload(hosts: int) -> List[Dict[str, float]]:
                 t = job_times(job_id)
                 if t["state"] not in ACTIVE:
                     t["nodes"] = scaled(WORKLOAD[k][1], hosts)
+                    t["job"] = int(job_id)
                     ended[job_id] = t
         time.sleep(1)
     return [ended[i] for i in ids]
@@ -121,6 +122,24 @@ def training(state_dir: Path, start: float, end: float) -> Tuple[float, float, f
         samples += _samples_at(counts, end) - _samples_at(counts, start)
     store.close()
     return node_s, stepping_s, samples
+
+
+def pilot_caused_waits(shared: List[Dict[str, float]], start: float, end: float) -> List[float]:
+    """Each main job's wait caused by the pilots, as `bft report` measures it from Slurm's records
+    (bft.runtime.sacct_wait: time in [Eligible, Start) while a pilot held one of its nodes and no
+    other main job did); read once every pilot has ended (the test cluster's job-completion log
+    has ended jobs only)."""
+    from bft.runtime import sacct_wait
+    from bft.runtime.slurm_commands import PILOT_PREFIX
+
+    text, source = sacct_wait.read(start - 60, end + 60)
+    jobs = sacct_wait.parse(text, source)
+    pilots = {j.name for j in jobs if j.name.startswith(PILOT_PREFIX)}
+    measured = sacct_wait.added_wait(jobs, pilots, since_s=start, until_s=end)
+    missing = [j["job"] for j in shared if str(j["job"]) not in measured.per_job]
+    if missing:
+        raise SystemExit(f"slurm_demo: {source} has no record of main jobs {missing}")
+    return [measured.per_job[str(j["job"])] for j in shared]
 
 
 def stop_tagged(state_dir: Path) -> None:
@@ -194,6 +213,7 @@ def main() -> int:
         idle = idle_node_s(shared, hosts)
         used, stepping, samples = training(state, start, end)
         added = [(b["StartTime"] - b["SubmitTime"]) - (a["StartTime"] - a["SubmitTime"]) for a, b in zip(alone, shared)]
+        caused = pilot_caused_waits(shared, start, end)
         print(f"window: {end - start:.0f} s on {hosts} nodes; main jobs completed: "
               f"{sum(j['state'] == 'COMPLETED' for j in shared)}/{len(shared)}")
         print(f"idle node-time left by the main queue: {idle:.0f} node-s "
@@ -203,6 +223,9 @@ def main() -> int:
         print(f"samples trained in the window: {samples:,.0f}")
         print(f"main jobs' added wait (with pilots - alone), s: median {statistics.median(added):+.0f}, "
               f"max {max(added):+.0f}, per job {', '.join(f'{a:+.0f}' for a in added)}")
+        print(f"main jobs' wait caused by the pilots (sacct, as bft report measures it), s: median "
+              f"{statistics.median(caused):.0f}, max {max(caused):.0f}, "
+              f"per job {', '.join(f'{c:.0f}' for c in caused)}")
         return 0
     finally:
         if manager is not None and manager.poll() is None:

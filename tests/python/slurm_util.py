@@ -207,6 +207,13 @@ def state_of(job_id):
     return rows[0]["state"] if rows else ""
 
 
+def reason_of(job_id):
+    """Why squeue says the job waits (JobHeldUser, Resources, ...), "" once it has left the queue."""
+    out = subprocess.run(["squeue", "--noheader", f"--jobs={job_id}", "--format=%r"], capture_output=True,
+                         text=True).stdout.strip()
+    return out
+
+
 def wait_running(job_id, timeout_s):
     """The job's node list, once it runs."""
     rows = wait_until(lambda: [r for r in squeue(f"--jobs={job_id}") if r["state"] == "RUNNING"], timeout_s,

@@ -30,6 +30,7 @@ from slurm_util import (  # noqa: E402
     cancel_and_wait_empty,
     ended_state,
     pilots_of,
+    reason_of,
     state_of,
     submit_main,
     wait_running,
@@ -110,6 +111,27 @@ def test_preemption_is_announced_by_the_pilot_with_the_grace_time(make_source):
     assert ended_state(pilot["id"]) == "CANCELLED"
 
 
+def test_pending_pilots_are_held_while_a_main_job_preempts_and_released_after(make_source):
+    """A main job that preempts is not given the nodes that free up meanwhile: a pending pilot could
+    start there and cost it a second preemption, KillWait + MessageTimeout later (docs/slurm.md, "The
+    main queue's wait"). So the source holds its pending pilots while a preemption of its pilots is
+    under way, and releases them once it is over."""
+    src, ev = fill_all_nodes(make_source, "standback")
+    src.pending, src.max_nodes = 1, 0  # one pilot waits for a node from now on
+    (waiting,) = wait_until(lambda: [r["id"] for r in pilots_of(src) if r["state"] == "PENDING"] or None, 20,
+                            "a pending pilot")
+    job = submit_main()
+    reclaim = ev.wait(lambda e: e.kind == "reclaim", 10, "reclaim")[0]
+    (preempted,) = [r["id"] for r in pilots_of(src) if r["node"] == reclaim.node]
+    # Not released: the preemption stays under way for the grace time, and the waiting pilot is held.
+    wait_until(lambda: reason_of(waiting) == "JobHeldUser", 10, "the pending pilot held")
+    assert state_of(preempted) == "RUNNING" and state_of(job) == "PENDING"
+    assert wait_running(job, GRACE_S + 15) == reclaim.node
+    wait_until(lambda: state_of(preempted) == "", 30, "the preempted pilot gone")
+    wait_until(lambda: reason_of(waiting) != "JobHeldUser", 10 * POLL_S + 10, "the pending pilot released")
+    assert state_of(waiting) == "PENDING"  # every node is taken: it waits, as before, for the next hole
+
+
 def test_the_poll_catches_a_reclaim_whose_message_is_lost(make_source):
     src = make_source("lost", pending=1, max_nodes=1)
     ev = Events()
@@ -150,6 +172,38 @@ def test_launch_runs_inside_the_pilot_and_dies_with_it(make_source, tmp_path):
     assert node in held_before and node not in src.nodes()
     with pytest.raises(SourceError, match="not held"):
         src.launch(node, ["true"], {}, log)
+
+
+def _launch_environment(src, node, tmp_path, name):
+    """The GPU variables Slurm gives a command the source launches on `node`."""
+    log = tmp_path / f"{name}.log"
+    proc = src.launch(node, ["sh", "-c", "env | grep -E '^(CUDA_VISIBLE_DEVICES|SLURM_GPUS_ON_NODE|SLURM_STEP_GPUS)='; "
+                                         "echo done"], {}, log)
+    assert proc.wait(30) == 0, log.read_text()
+    return dict(line.split("=", 1) for line in log.read_text().splitlines() if "=" in line)
+
+
+def test_pilots_with_gpus_per_node_hold_the_gpus_and_their_launches_see_them(make_source, tmp_path):
+    """cluster.sh declares 2 GPUs per node (gres.conf). An --exclusive pilot holds them all, but only a
+    pilot that asks for them (--slurm-gpus-per-node) gives them to the commands it runs, as a site's
+    ConstrainDevices would enforce: the allocation reaches the workers through their environment."""
+    src = make_source("gpus", pending=1, max_nodes=1, gpus_per_node="2")
+    plain = make_source("nogpus", pending=1, max_nodes=1)
+    jobs = {}
+    for s in (src, plain):
+        ev = Events()
+        s.start(ev)
+        ev.wait(lambda e: e.kind == "join", 20, f"a join of {s.identity}")
+        (pilot,) = [r for r in pilots_of(s) if r["state"] == "RUNNING"]
+        jobs[s] = subprocess.run(["scontrol", "show", "job", "--details", pilot["id"]], capture_output=True,
+                                 text=True, check=True).stdout
+    assert re.search(r"\bTresPerNode=gres:gpu:2\b", jobs[src]), jobs[src]  # what the pilot asked for
+    assert re.search(r"\bGRES=gpu:2\(IDX:0-1\)", jobs[src]), jobs[src]  # what its node gave it
+    assert _launch_environment(src, src.nodes()[0], tmp_path, "gpus") == {
+        "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_GPUS_ON_NODE": "2", "SLURM_STEP_GPUS": "0,1"}
+    # Without the option the node's GPUs are the pilot's all the same, and its workers get none.
+    assert "TresPerNode" not in jobs[plain] and re.search(r"\bGRES=gpu:2\(IDX:0-1\)", jobs[plain]), jobs[plain]
+    assert _launch_environment(plain, plain.nodes()[0], tmp_path, "nogpus") == {}
 
 
 def test_the_srun_of_a_launch_listens_only_in_srun_port_range_and_on_no_wildcard(make_source, tmp_path):
@@ -244,6 +298,13 @@ def test_unsigned_stale_or_replayed_reports_change_nothing(make_source, tmp_path
 def test_bad_partition_is_a_clear_error_and_submits_nothing(make_source):
     src = make_source("badpart", partition="no-such-partition")
     with pytest.raises(SourceError, match="partition no-such-partition.*invalid partition specified: no-such-part"):
+        src.start(Events())
+    assert pilots_of(src) == []
+
+
+def test_more_gpus_than_a_node_has_is_a_clear_error_and_submits_nothing(make_source):
+    src = make_source("toomanygpus", gpus_per_node="3")  # cluster.sh's nodes have 2
+    with pytest.raises(SourceError, match=r"gpus per node 3\): .*Requested node configuration is not available"):
         src.start(Events())
     assert pilots_of(src) == []
 

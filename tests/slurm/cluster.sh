@@ -12,6 +12,7 @@
 #   tests/slurm/cluster.sh status DIR   which recorded processes live; sinfo
 #   tests/slurm/cluster.sh env DIR      print the environment to use
 #
+# Every node declares 2 GPUs (GresTypes=gpu, gres.conf) on stand-in device files under DIR/dev.
 # Partitions: `main` (PriorityTier=10, default), `pilot` (PriorityTier=1, PreemptMode=CANCEL,
 # GraceTime=$BFT_SLURM_GRACE_S, default 5): a main job preempts pilots (SIGTERM to their steps,
 # SIGKILL after the grace time), and `noroot` (DisableRootJobs=YES: one root has no right to).
@@ -22,7 +23,9 @@ set -euo pipefail
 
 NODES=8
 GRACE_S=${BFT_SLURM_GRACE_S:-5}
+GPUS_PER_NODE=2 # generic resources "gpu" each node declares (gres.conf), on stand-in device files
 START_TIMEOUT_S=${BFT_SLURM_START_TIMEOUT_S:-60}
+DEBUG=${BFT_SLURM_DEBUG:-info} # SlurmctldDebug and SlurmdDebug (debug, debug2, ...: to trace a timeline)
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 usage() { die "usage: $0 start|stop|status|env DIR"; }
@@ -118,8 +121,8 @@ SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmdPidFile=$DIR/run/slurmd.%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
+SlurmctldDebug=$DEBUG
+SlurmdDebug=$DEBUG
 # No cgroups on this kind of machine, no accounting daemon.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -132,7 +135,13 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$DIR/log/jobcomp.txt
 # The nodes share this host's cores and memory: trust the configured sizes.
 SlurmdParameters=config_overrides
-SelectType=select/linear
+# cons_tres, as on GPU partitions: select/linear allocates a node's GPUs to a job but gives its
+# steps none. One CPU per node, so a job holds its nodes whole all the same.
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+# GPUs as a generic resource on stand-in device files (gres.conf): Slurm allocates and accounts them
+# as on a GPU partition, and its steps get the allocation in their environment, with no GPU here.
+GresTypes=gpu
 ReturnToService=2
 # Fast reactions for tests: a scheduling pass on every event and at least once a second,
 # short kill wait (SIGTERM -> SIGKILL at scancel/end), quick failure detection.
@@ -158,7 +167,7 @@ EOF
     # resolve. The --hosts namespaces' names (login, n1, ...) do not, and slurmd cannot bind at all.
     if [[ $HOSTS -eq 0 ]]; then echo "CommunicationParameters=NoInAddrAny"; fi
     for ((i = 1; i <= NODES; i++)); do
-      echo "NodeName=n$i $(node_address "$i" "$base") CPUs=1 RealMemory=1000 State=UNKNOWN"
+      echo "NodeName=n$i $(node_address "$i" "$base") CPUs=1 RealMemory=1000 Gres=gpu:$GPUS_PER_NODE State=UNKNOWN"
     done
     cat <<EOF
 PartitionName=main Nodes=n[1-$NODES] Default=YES PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP
@@ -167,6 +176,15 @@ PartitionName=pilot Nodes=n[1-$NODES] Default=NO PriorityTier=1 PreemptMode=CANC
 PartitionName=noroot Nodes=n[1-$NODES] Default=NO PriorityTier=1 DisableRootJobs=YES State=UP
 EOF
   } >"$DIR/slurm.conf"
+  # Slurm 22.05's gres/gpu drops a GPU without a File= ("file-less"), so every node's GPUs are
+  # character devices of NVIDIA's major number that no driver serves (nothing opens them); where
+  # mknod is refused, plain files, which slurmd accepts with an error line per file.
+  mkdir -p "$DIR/dev"
+  for ((i = 0; i < GPUS_PER_NODE; i++)); do
+    [[ -e $DIR/dev/gpu$i ]] || mknod -m 666 "$DIR/dev/gpu$i" c 195 "$i" 2>/dev/null || : >"$DIR/dev/gpu$i"
+  done
+  # Read by slurmctld and every slurmd from slurm.conf's directory.
+  echo "NodeName=n[1-$NODES] Name=gpu File=$DIR/dev/gpu[0-$((GPUS_PER_NODE - 1))]" >"$DIR/gres.conf"
 }
 
 # Starts "$@" in the background (its own session, so a terminal's signals miss it), output to

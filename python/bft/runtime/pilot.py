@@ -5,8 +5,9 @@ It reports "start", then holds the node until the scheduler takes it back. A sch
 at preemption, at the time limit and at cancellation (SIGKILL after its grace time; under Slurm the
 pilot runs as step 0 of its job, as the batch shell is not signalled at preemption). On the first
 SIGTERM it reports "term" and keeps holding, so that training in the allocation gets the whole
-grace time; it exits at once when the source answers "release" (the source cancelled it) or on a
-second SIGTERM. It never exits by itself.
+grace time; it exits at once when the source answers "release" (the source cancelled it: to a "term",
+or to its "start" when it started while a main job was taking nodes back) or on a second SIGTERM. It
+never exits by itself.
 
 It knows no scheduler: its environment names the variables of the scheduler that hold its job id and
 node (BFT_PILOT_JOB_VAR, BFT_PILOT_NODE_VAR; no node variable: the host name). The node source sends
@@ -66,7 +67,8 @@ class Pilot:
 
     def hold(self):
         signal.signal(signal.SIGTERM, self.on_term)
-        self.report("start")
+        if self.report("start") == "release":
+            sys.exit(0)  # it started while a main job takes nodes back: the node is given back at once
         while True:
             signal.pause()
 

@@ -28,7 +28,8 @@ import os
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import sim
@@ -67,6 +68,7 @@ class MainWait:
     jobs: int  # of which waited on a pilot (added wait > 0)
     wait_s: float  # their added wait, summed
     source: str = "sacct"  # where the records came from, for the report
+    per_job: Dict[str, float] = field(default_factory=dict)  # every main job's added wait (0 if none), by job id
 
 
 def _time(text: str) -> Optional[float]:
@@ -189,10 +191,12 @@ def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], *, since_s:
     history = {n: _NodeHistory(js, until_s) for n, js in on_node.items()}
     main_jobs = waited = 0
     total = 0.0
+    per_job: Dict[str, float] = {}
     for j in jobs:
         if j.name.startswith(PILOT_PREFIX) or not since_s <= j.start_s <= until_s:
             continue
         main_jobs += 1
+        per_job[j.job_id] = 0.0
         lo, hi = max(j.eligible_s if j.eligible_s is not None else j.start_s, since_s), min(j.start_s, until_s)
         if hi <= lo:
             continue
@@ -206,7 +210,8 @@ def added_wait(jobs: Sequence[SacctJob], pilot_names: Iterable[str], *, since_s:
                 elif not k.name.startswith(PILOT_PREFIX):
                     busy.append((a, b))
         wait = _minus_length(_union(held), _union(busy))
+        per_job[j.job_id] = wait
         if wait > 0:
             waited += 1
             total += wait
-    return MainWait(main_jobs=main_jobs, jobs=waited, wait_s=total)
+    return MainWait(main_jobs=main_jobs, jobs=waited, wait_s=total, per_job=per_job)

@@ -28,13 +28,21 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .nodes import Emit, NodeEvent, NodeSource, SourceError, register_source
 from .pilots import PilotReports, PilotState
-from .slurm_commands import JOB_VAR, NODE_VAR, PILOT_PREFIX, SlurmCommands
+from .slurm_commands import JOB_VAR, NODE_VAR, PILOT_PREFIX, Queued, SlurmCommands
 
 log = logging.getLogger(__name__)
 
 _IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
+_GPUS_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?[1-9][0-9]{0,3}$")  # --slurm-gpus-per-node: [TYPE:]N
 # squeue states in which a pilot is waiting for a node (it counts as pending).
 _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
+# A main job that preempts pilots is not given the nodes that free up meanwhile: a pending pilot can
+# start there (Slurm counts a preemptible job as no obstacle), and the main job then preempts again
+# only KillWait + MessageTimeout after its first preemption (slurmctld's rule), each time. So the
+# source stands back while a preemption of its pilots is under way and this long after the last one
+# left the queue: pending pilots are held, and a pilot that starts (or was preempted before it could
+# hear of it) gives its node back at once instead of joining. docs/slurm.md, "The main queue's wait".
+_STAND_BACK_S = 3.0
 
 
 @dataclass
@@ -67,6 +75,7 @@ class SlurmNodeSource(NodeSource):
         port: int = 0,
         poll_s: float = 2.0,
         pilot_output: str = "/dev/null",
+        gpus_per_node: str = "",
     ):
         if not _IDENTITY_RE.match(identity):
             raise SourceError(
@@ -81,6 +90,9 @@ class SlurmNodeSource(NodeSource):
             raise SourceError(f"slurm: --slurm-poll-s must be > 0, got {poll_s}")
         if not 0 <= port <= 65535:
             raise SourceError(f"slurm: --slurm-port must be in 0..65535, got {port}")
+        if gpus_per_node and not _GPUS_RE.match(gpus_per_node):
+            raise SourceError(f"slurm: --slurm-gpus-per-node takes N or TYPE:N (N from 1 to 9999), "
+                              f"got {gpus_per_node!r}")
         self.identity = identity
         self.state_dir = Path(state_dir)
         self.partition, self.qos, self.account = partition, qos, account
@@ -89,12 +101,13 @@ class SlurmNodeSource(NodeSource):
         self._manager_address = manager_address or bind or socket.gethostname()
         self._bind_address = bind
         self.port, self.poll_s, self.pilot_output = port, poll_s, pilot_output
+        self.gpus_per_node = gpus_per_node
         self.job_name = f"{PILOT_PREFIX}{identity}"
         self.user = getpass.getuser()
         self.grace_s = 0.0
         self._slurm = SlurmCommands(identity=identity, job_name=self.job_name, user=self.user, partition=partition,
                                     qos=qos, account=account, time_limit=time_limit, time_min=time_min,
-                                    pilot_output=pilot_output)
+                                    pilot_output=pilot_output, gpus_per_node=gpus_per_node)
         self._reports = PilotReports(scheduler=self.name, identity=identity, on_report=self._on_pilot_report)
         self._emit: Optional[Emit] = None
         self._lock = threading.RLock()
@@ -107,6 +120,8 @@ class SlurmNodeSource(NodeSource):
         self._next_submit_s = 0.0
         self._submitted: Optional[List[str]] = None  # during start(): what it submitted, to undo a failure
         self._ended: Dict[str, None] = {}  # pilots seen gone (insertion-ordered, bounded): replays of them are ignored
+        self._queued: Dict[str, Queued] = {}  # squeue's last answer
+        self._preempt_seen_s = float("-inf")  # monotonic time a preemption of ours was last seen under way
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -133,6 +148,9 @@ class SlurmNodeSource(NodeSource):
         arg("--slurm-poll-s", type=float, default=d["poll_s"], help="seconds between squeue polls; default %(default)s")
         arg("--slurm-pilot-output", default=d["pilot_output"],
             help="pilots' output file (sbatch --output; %%j = job id)")
+        arg("--slurm-gpus-per-node", default=d["gpus_per_node"], metavar="[TYPE:]N",
+            help="GPUs each pilot asks for (sbatch --gres=gpu:[TYPE:]N), so that training on its node sees them "
+                 "where the partition constrains devices (docs/slurm.md); default none")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, identity: str, state_dir: Path) -> "SlurmNodeSource":
@@ -151,6 +169,7 @@ class SlurmNodeSource(NodeSource):
             port=args.slurm_port,
             poll_s=args.slurm_poll_s,
             pilot_output=args.slurm_pilot_output,
+            gpus_per_node=args.slurm_gpus_per_node,
         )
 
     # ---- NodeSource ---------------------------------------------------------------------------
@@ -262,8 +281,8 @@ class SlurmNodeSource(NodeSource):
                 counts[p.state] = counts.get(p.state, 0) + 1
         return {"source": self.name, "job_name": self.job_name, "partition": self.partition, "qos": self.qos,
                 "account": self.account, "time_limit": self.time_limit, "pending_target": self.pending,
-                "max_nodes": self.max_nodes, "grace_s": self.grace_s, "report_port": self.port,
-                "pilots": counts}
+                "max_nodes": self.max_nodes, "gpus_per_node": self.gpus_per_node, "grace_s": self.grace_s,
+                "report_port": self.port, "pilots": counts}
 
     # ---- events -------------------------------------------------------------------------------
 
@@ -278,8 +297,20 @@ class SlurmNodeSource(NodeSource):
         self._failures = 0
         self._emit(NodeEvent("join", node))
 
+    def _standing_back(self) -> bool:
+        return time.monotonic() - self._preempt_seen_s < _STAND_BACK_S
+
     def _on_pilot_report(self, job: str, node: str, event: str) -> str:
         """A pilot's verified report ("start" or "term"); the answer it gets ("hold" or "release")."""
+        preempted = False
+        if event == "start":
+            # Preempted before its step ran, the pilot heard no SIGTERM: only Slurm can tell.
+            try:
+                preempted = any(q.preempted for q in self._slurm.squeue([job]).values())
+            except SourceError as e:
+                log.warning("%s", e)  # the poll looks again
+        to_hold: List[str] = []
+        refused = False
         with self._lock:
             if job in self._ended:
                 return "error ended"
@@ -288,11 +319,27 @@ class SlurmNodeSource(NodeSource):
             if pilot.state == PilotState.CANCELLING or self._releasing:
                 return "release"
             if event == "start" and pilot.state == PilotState.PENDING and not self._stopping.is_set():
-                self._join(pilot, node)
+                if not (preempted or self._standing_back()):
+                    self._join(pilot, node)
+                    return "hold"
+                pilot.state = PilotState.CANCELLING  # a main job wants the node: it never joins
+                refused = True
             elif event == "term" and pilot.state == PilotState.RUNNING:
                 pilot.state = PilotState.RECLAIMED
                 self._emit(NodeEvent("reclaim", pilot.node, self.grace_s))
+                self._preempt_seen_s = time.monotonic()
+                to_hold = self._unheld_waiting()
+        if refused:
+            log.info("slurm: pilot %s on %s started during a preemption: its node is given back", job, node)
+            self._slurm.cancel([job])
+            return "release"
+        self._slurm.hold(to_hold, True)
         return "hold"
+
+    def _unheld_waiting(self) -> List[str]:
+        """Called with the lock held: our pilots squeue last showed waiting for a node, not held."""
+        return sorted((j for j, q in self._queued.items() if q.state in _WAITING and not q.held
+                       and self._pilots.get(j, _Pilot(j)).state == PilotState.PENDING), key=int)
 
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.poll_s):
@@ -307,14 +354,14 @@ class SlurmNodeSource(NodeSource):
             except SourceError as e:
                 log.warning("%s", e)
 
-    def _observe(self) -> Tuple[Dict[str, Tuple[str, str]], set]:
+    def _observe(self) -> Tuple[Dict[str, Queued], set]:
         """squeue's view of our pilots, and which of the running-but-unannounced ones have their
         pilot step up. Slurm signals a preemption to a job's steps only: a pilot whose step is not
         up yet would miss it, so the poll announces a node only once the step runs."""
         jobs = self._slurm.squeue()
         with self._lock:
-            unannounced = [j for j, (state, _) in jobs.items()
-                           if state == "RUNNING" and self._pilots.get(j, _Pilot(j)).state == PilotState.PENDING]
+            unannounced = [j for j, q in jobs.items()
+                           if q.state == "RUNNING" and self._pilots.get(j, _Pilot(j)).state == PilotState.PENDING]
         stepped = set()
         if unannounced:
             out = self._slurm.run(["squeue", "--noheader", "--steps", f"--jobs={','.join(unannounced)}", "--format=%i"])
@@ -324,12 +371,17 @@ class SlurmNodeSource(NodeSource):
                     stepped.add(job)
         return jobs, stepped
 
-    def _reconcile(self, jobs: Dict[str, Tuple[str, str]], stepped: set) -> None:
-        """Brings our beliefs in line with squeue, then keeps the pending pilots topped up."""
+    def _reconcile(self, jobs: Dict[str, Queued], stepped: set) -> None:
+        """Brings our beliefs in line with squeue, then keeps the pending pilots topped up (held while
+        the source stands back for a preemption)."""
         to_cancel: List[str] = []
         with self._lock:
+            self._queued = jobs
+            if any(q.preempted for q in jobs.values()):
+                self._preempt_seen_s = time.monotonic()
+            standing_back = self._standing_back()
             for job_id, pilot in list(self._pilots.items()):
-                state = jobs.get(job_id, ("", ""))[0]
+                state = jobs[job_id].state if job_id in jobs else ""
                 if state == "RUNNING" or state in _WAITING:
                     continue
                 # Gone from the queue or ending (COMPLETING, ...): the node is no longer ours.
@@ -342,31 +394,46 @@ class SlurmNodeSource(NodeSource):
                 self._ended[job_id] = None
                 if len(self._ended) > 10000:
                     del self._ended[next(iter(self._ended))]
-            for job_id, (state, node) in jobs.items():
+            for job_id, q in jobs.items():
                 pilot = self._pilots.get(job_id)
                 if pilot is None:
                     # Found by name: a pilot of an earlier run of this manager (restart adoption).
                     pilot = self._pilots[job_id] = _Pilot(job_id)
-                if state == "RUNNING" and pilot.state == PilotState.PENDING and job_id in stepped:
-                    self._join(pilot, node)
+                if q.state != "RUNNING":
+                    continue
+                if pilot.state == PilotState.PENDING and (q.preempted or standing_back):
+                    pilot.state = PilotState.CANCELLING  # allocated during a preemption: the node is wanted
+                    to_cancel.append(job_id)
+                elif pilot.state == PilotState.PENDING and job_id in stepped:
+                    self._join(pilot, q.node)
+                elif pilot.state == PilotState.RUNNING and q.preempted:
+                    # Its "term" report was lost: the node goes now, with no grace we could vouch for.
+                    pilot.state = PilotState.RECLAIMED
+                    self._emit(NodeEvent("reclaim", pilot.node, 0.0))
             # Allocated pilots whose step has not reported yet hold a node; they are not pending.
-            waiting = sorted((j for j, p in self._pilots.items()
-                              if p.state == PilotState.PENDING and jobs.get(j, ("PENDING", ""))[0] != "RUNNING"),
+            running = {j for j, q in jobs.items() if q.state == "RUNNING"}
+            waiting = sorted((j for j, p in self._pilots.items() if p.state == PilotState.PENDING and j not in running),
                              key=int)
             held = sum(1 for j, p in self._pilots.items()
-                       if p.state == PilotState.RUNNING
-                       or (p.state == PilotState.PENDING and jobs.get(j, ("", ""))[0] == "RUNNING"))
+                       if p.state == PilotState.RUNNING or (p.state == PilotState.PENDING and j in running))
             target = self.pending
             if self.max_nodes:
                 target = max(0, min(target, self.max_nodes - held))
             if self._stopping.is_set():
                 target = len(waiting)
             if len(waiting) > target:
-                to_cancel = waiting[target:]  # the newest go first
+                to_cancel += waiting[target:]  # the newest go first
                 for j in to_cancel:
                     self._pilots[j].state = PilotState.CANCELLING
             deficit = target - len(waiting)
+            on_hold = {j for j in waiting if j in jobs and jobs[j].held}
+            to_hold = [j for j in waiting[:target] if j in jobs and j not in on_hold] if standing_back else []
+            to_release = [] if standing_back else sorted(on_hold, key=int)
         self._slurm.cancel(to_cancel)
+        self._slurm.hold(to_hold, True)
+        self._slurm.hold(to_release, False)
+        if standing_back:
+            return  # submitted now, a pilot could take a node the preemptor waits for
         if deficit > 0 and self._failures >= 3:
             # Pilots die before reporting (no python3 on the nodes, manager unreachable, ...):
             # back off instead of flooding the queue.

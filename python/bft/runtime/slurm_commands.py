@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from .nodes import SourceError
 from .pilots import pilot_program
@@ -31,6 +31,15 @@ JOB_VAR, NODE_VAR = "SLURM_JOB_ID", "SLURMD_NODENAME"
 PILOT_PREFIX = "bft-pilot."  # every manager's pilots are named bft-pilot.<identity>
 
 
+class Queued(NamedTuple):
+    """One of the manager's pilot jobs as squeue shows it."""
+
+    state: str  # squeue's state: PENDING, RUNNING, COMPLETING, ...
+    node: str
+    preempted: bool  # Slurm has preempted it (PreemptTime set): its node is being taken back
+    held: bool  # pending and held by its user (scontrol uhold)
+
+
 def _first_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[0] if lines else ""
@@ -38,10 +47,11 @@ def _first_line(text: str) -> str:
 
 class SlurmCommands:
     def __init__(self, *, identity: str, job_name: str, user: str, partition: str, qos: str, account: str,
-                 time_limit: str, time_min: str, pilot_output: str):
+                 time_limit: str, time_min: str, pilot_output: str, gpus_per_node: str = ""):
         self.identity, self.job_name, self.user = identity, job_name, user
         self.partition, self.qos, self.account = partition, qos, account
         self.time_limit, self.time_min, self.pilot_output = time_limit, time_min, pilot_output
+        self.gpus_per_node = gpus_per_node
 
     def run(self, argv: Sequence[str], stdin: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> str:
         """Runs a Slurm command; its stdout, or SourceError with Slurm's own first line."""
@@ -63,8 +73,12 @@ class SlurmCommands:
     def _pilot_options(self) -> List[str]:
         opts = ["--nodes=1", "--exclusive", "--no-requeue", f"--job-name={self.job_name}",
                 f"--comment=bft-manager={self.identity}", f"--time={self.time_limit}"]
+        # An --exclusive job holds all of its node's GPUs, but its steps get only those it asked for
+        # (none: no CUDA_VISIBLE_DEVICES, and no access under ConstrainDevices). --gres, unlike
+        # --gpus-per-node, needs no select/cons_tres.
+        gres = f"gpu:{self.gpus_per_node}" if self.gpus_per_node else ""
         for flag, value in (("--time-min", self.time_min), ("--partition", self.partition),
-                            ("--qos", self.qos), ("--account", self.account)):
+                            ("--qos", self.qos), ("--account", self.account), ("--gres", gres)):
             if value:
                 opts.append(f"{flag}={value}")
         return opts
@@ -85,7 +99,8 @@ class SlurmCommands:
             self.run(["sbatch", "--test-only", *self._pilot_options(), "--output=/dev/null", "--wrap=true"])
         except SourceError as e:
             what = ", ".join(f"{k} {v}" for k, v in (("partition", self.partition), ("qos", self.qos),
-                                                      ("account", self.account), ("time", self.time_limit)) if v)
+                                                      ("account", self.account), ("time", self.time_limit),
+                                                      ("gpus per node", self.gpus_per_node)) if v)
             raise SourceError(f"slurm: cannot submit pilot jobs as user {self.user} ({what}): "
                               f"{str(e).split(' failed: ', 1)[-1]}") from None
         part = self.partition or self._default_partition()
@@ -121,16 +136,26 @@ class SlurmCommands:
                 return p[:-1]
         raise SourceError("slurm: no --slurm-partition given and the cluster has no default partition")
 
-    def squeue(self) -> Dict[str, Tuple[str, str]]:
-        """This manager's pilot jobs: {job id: (squeue state, node)}."""
-        out = self.run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}",
-                         "--format=%i|%T|%N"])
+    def squeue(self, job_ids: Sequence[str] = ()) -> Dict[str, Queued]:
+        """This manager's pilot jobs (or those of `job_ids` among them), by job id."""
+        which = [f"--jobs={','.join(job_ids)}"] if job_ids else []
+        out = self.run(["squeue", "--noheader", f"--user={self.user}", f"--name={self.job_name}", *which,
+                        "--Format=JobID:|,State:|,NodeList:|,PreemptTime:|,Reason:|"])
         jobs = {}
         for line in out.splitlines():
             parts = line.strip().split("|")
-            if len(parts) == 3:
-                jobs[parts[0]] = (parts[1], parts[2])
+            if len(parts) >= 5:
+                preempted = parts[3] not in ("", "N/A", "None", "Unknown")
+                jobs[parts[0]] = Queued(parts[1], parts[2], preempted, parts[4] == "JobHeldUser")
         return jobs
+
+    def hold(self, job_ids: Sequence[str], hold: bool) -> None:
+        """Holds (scontrol uhold) or releases pending pilots; a job gone meanwhile is a log line."""
+        if job_ids:
+            try:
+                self.run(["scontrol", "uhold" if hold else "release", ",".join(job_ids)])
+            except SourceError as e:
+                log.warning("%s", e)
 
     def submit(self, pilot_env: Mapping[str, str]) -> str:
         """Submits one pilot with `pilot_env` (PilotReports.pilot_environment); its job id."""
