@@ -171,6 +171,8 @@ class ElasticState:
             if dist.is_initialized() and dist.get_world_size() > 1:
                 ids = [self.device] if self.device.type == "cuda" else None
                 self._ddp = self._torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+                if self._inplace:  # a peer lost mid-backward must not end this worker (see _allreduce_or_zero)
+                    self._ddp.register_comm_hook(dist.group.WORLD, _allreduce_or_zero)
             else:
                 self._ddp = self.model
         return self._ddp
@@ -206,7 +208,8 @@ class ElasticState:
                 stop = self._stop_agreed(sum(stops), world, now)
         except Exception as e:  # noqa: BLE001 - a peer vanished
             if self._inplace:
-                self._fail(e, save=True)
+                self._recover(e)
+                return True
             stop = True  # under torchrun: stop, as should_stop() does
         if stop:
             self.save()
@@ -224,7 +227,7 @@ class ElasticState:
                 self._arm()
                 self._sync(has_state=True)
             except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
-                self._fail(e, save=True)
+                self._recover(e)
             faulthandler.cancel_dump_traceback_later()
             return True
         if self._inplace:
@@ -304,6 +307,10 @@ class ElasticState:
         newcomers = [p.arrived_key(job, latest, n) for n in nodes if n not in self._nodes]
         return latest if not newcomers or store.check(newcomers) else self.generation
 
+    def _members(self, generation: int) -> List[str]:
+        """The member nodes of a published generation, in rank order."""
+        return json.loads(self._store.get(p.config_key(self._job, generation)).decode())["nodes"]
+
     def _await_members(self, generation: int) -> Tuple[int, List[str]]:
         """Waits until every member of the generation has arrived, so that the process group forms at
         once; moves on to a newer generation if the manager publishes one meanwhile (a member that
@@ -318,13 +325,13 @@ class ElasticState:
             store.set(p.arrived_key(job, generation, node), "1")
             keys = [p.arrived_key(job, generation, n) for n in nodes]
             while True:
+                if store.check(keys):  # (formed even if a newer one exists: the next step boundary moves on)
+                    self._nodes = nodes
+                    return generation, nodes
                 latest = int(store.get(p.generation_key(job)).decode())
                 if latest > generation:
                     generation = latest
                     break
-                if store.check(keys):
-                    self._nodes = nodes
-                    return generation, nodes
                 if stop_requested.is_set():  # stopped while waiting (SIGTERM): no need to wait on
                     if self._nodes:  # a survivor: it holds the state of its last step
                         self.save()
@@ -334,24 +341,72 @@ class ElasticState:
                     raise TimeoutError(f"{', '.join(missing)} did not join within {self._timeout_s:g} s")
                 time.sleep(0.01)
 
-    def _sync(self, has_state: bool) -> None:
+    def _sync(self, has_state: bool, lost_peer: bool = False) -> None:
         """Newcomers get the state from the lowest rank that holds it; without one (a first start,
-        a relaunch), every rank reads the last checkpoint."""
+        a relaunch), every rank reads the last checkpoint. After a lost peer (`lost_peer` on any rank)
+        every other rank takes it too: the survivors may have ended the torn step apart."""
         torch, dist = self._torch, self._dist
         rank, world = dist.get_rank(), dist.get_world_size()
         src = rank if has_state else world
         if world > 1:
-            flag = torch.tensor([src], dtype=torch.int64, device=self.device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-            src = int(flag.item())
+            flags = torch.tensor([src, -int(lost_peer)], dtype=torch.int64, device=self.device)
+            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+            src, lost_peer = int(flags[0].item()), bool(flags[1].item())
         if src == world:
             self._load(resume())
             return
         if world == 1:
             return
         received = broadcast_state(self.state_dict() if rank == src else None, src, self.device)
-        if not has_state:
+        if not has_state or (lost_peer and rank != src):
             self._load(received)
+
+    def _recover(self, error: BaseException) -> None:
+        """A collective failed (a peer died, was killed, or hung and was killed) or the next group did
+        not form: this worker holds the state of its last step, and the manager drops the lost worker
+        from the next generation (a shrink). Waits for that generation, joins it and resumes from this
+        state; exits for a relaunch (_fail) if none comes within the timeout or the store is gone."""
+        dist = self._dist
+        failed = self.generation
+        print(f"bft.train: a peer was lost at generation {failed} ({error}); waiting for the next generation",
+              file=sys.stderr, flush=True)
+        self._ddp = None
+        gc.collect()
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - the group's peer is gone: nothing left to tear down cleanly
+            pass
+        self._arm()
+        try:
+            self._join(self._next_generation(failed))
+            self._arm()
+            self._sync(has_state=True, lost_peer=True)
+        except Exception as e:  # noqa: BLE001 - no next generation in time, or the store is gone
+            self._fail(e, save=True)
+        faulthandler.cancel_dump_traceback_later()
+
+    def _next_generation(self, after: int) -> int:
+        """The generation to re-form in after generation `after` failed: the newest one published since
+        whose members are the first one's (the survivors the manager kept) or have arrived at it, so
+        that a grow decided with the shrink (a newcomer still starting) does not hold the survivors
+        up; they switch to it once its newcomers arrive, as for any grow. TimeoutError after
+        BFT_INPLACE_TIMEOUT_S; a stop asked meanwhile (SIGTERM) saves the state and exits."""
+        store, job = self._store, self._job
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            latest = int(store.get(p.generation_key(job)).decode())
+            if latest > after:
+                kept = self._members(after + 1)
+                for generation in range(latest, after, -1):
+                    nodes = self._members(generation)
+                    if all(n in kept or store.check([p.arrived_key(job, generation, n)]) for n in nodes):
+                        return generation
+            if stop_requested.is_set():
+                self.save()
+                exit_for_resize()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no generation after {after} within {self._timeout_s:g} s")
+            time.sleep(0.02)
 
     def _arm(self) -> None:
         """The next distributed phase (the step-boundary check, joining, the state's broadcast) must
@@ -371,6 +426,32 @@ class ElasticState:
         print(f"bft.train: in-place resize failed at generation {self.generation} ({error}); exiting for a "
               "relaunch from the last checkpoint", file=sys.stderr, flush=True)
         exit_now(EXIT_INPLACE_FAILED)
+
+
+def _allreduce_or_zero(group: Any, bucket: Any) -> Any:
+    """DDP's gradient all-reduce (average over the group, as its default hook), except that a failed
+    one (a peer lost mid-backward) leaves zero gradients instead of raising in the script: the step
+    is then a step on no data, the step boundary that follows fails too, and the survivors re-form
+    without the lost peer from their own state (ElasticState._recover). Never a partial sum."""
+    import torch
+    import torch.distributed as dist
+
+    tensor = bucket.buffer()
+    tensor.div_(dist.get_world_size(group))
+    try:
+        fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
+    except Exception:  # noqa: BLE001 - the group is already broken
+        done = torch.futures.Future()
+        done.set_result(tensor.zero_())
+        return done
+
+    def reduced(f: Any) -> Any:
+        try:
+            return f.value()[0]
+        except Exception:  # noqa: BLE001 - the peer is gone: no gradient this step
+            return tensor.zero_()
+
+    return fut.then(reduced)
 
 
 # Tensors are broadcast in buckets of at most this many bytes (one tensor larger than it alone): few
