@@ -63,3 +63,18 @@ def test_a_killed_worker_is_dropped_and_the_survivor_trains_on_without_a_relaunc
     _survivor_trained_on(harness, survivor)
     harness.stop(proc)
     assert harness.leftovers() == []
+
+
+def test_a_stopped_worker_is_found_hung_by_its_heartbeats_killed_and_dropped(harness):
+    """SIGSTOP of one worker: its heartbeats stop while its peer's go on; after the job's bound (10 of
+    its steps here, well under --inplace-timeout) the manager kills it and drops it as a lost worker,
+    its node rests, and the job grows back onto it."""
+    proc, survivor, victim = _training_on_two(harness, "--inplace-timeout", "60")
+    os.kill(victim, signal.SIGSTOP)
+    harness.wait(lambda s: harness.events("worker_hung", job="el"), 60, "the stopped worker to be found hung")
+    (hung,) = harness.events("worker_hung", job="el")
+    assert hung["node"] == "n1" and hung["bound_s"] < 60, hung
+    _survivor_trained_on(harness, survivor)
+    assert harness.events("worker_lost", job="el")[0]["exit_code"] == -signal.SIGKILL
+    harness.stop(proc)
+    assert harness.leftovers() == []

@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .curvebook import INPLACE, RELAUNCH, CurveBook
+from .heartbeats import Heartbeats
 from .jobfiles import JobFiles
 from .launcher import worker_exit_code
 from .nodes import NodeSource
@@ -57,6 +58,7 @@ class JobLifecycle:
         # Nodes where a worker was lost or a newcomer never arrived -> since when (monotonic): left out
         # of decisions until healthy again (rested).
         self.resting: Dict[str, float] = {}
+        self.heartbeats = Heartbeats(inplace_timeout_s)
 
     def new_run(self, row: JobRow, **fields: Any) -> JobRun:
         """The manager's record of an active job, its resize machine set up with this manager's times."""
@@ -315,6 +317,9 @@ class JobLifecycle:
             self._reap(run, now)
             if m.phase is Phase.RESIZING:
                 self._check_newcomers(run, now)
+            if m.phase in (Phase.STEADY, Phase.RESIZING) and len(run.agents) > 1 and self.heartbeats.due(run.id, now) \
+                    and method(run.method).in_place:
+                self._check_heartbeats(run, now)
             if run.agents and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
             if not run.agents and (m.judgeable(now) or run.last_report_due is not None):
@@ -387,11 +392,27 @@ class JobLifecycle:
             self.mark_dirty(now)
         self._terminate_stopping(run)
 
+    def _check_heartbeats(self, run: JobRun, now: float) -> None:
+        """A worker hung (its heartbeats say so: :mod:`.heartbeats`) is killed at the next pass and its
+        exit answered as a lost worker's; its node rests."""
+        beats = self.workers.read_beats(run)
+        if beats is None:
+            self.heartbeats.forget(run.id)
+            return
+        for node in self.heartbeats.hung(run.id, beats, now):
+            if run.machine.hung(node):
+                self.store.log_event("worker_hung", job=run.id, node=node,
+                                     bound_s=round(self.heartbeats.bound_s(run.id), 2))
+                self.files.log_line(run.id, f"=== the worker on {node} is hung (no heartbeat or no progress for "
+                                            f"{self.heartbeats.bound_s(run.id):.1f} s): killed ===")
+                self.rest(node, now)
+
     def rest(self, node: str, now: float) -> None:
         """A worker on `node` was lost, hung, or never arrived: the node is left out of decisions until
         it has been idle for REST_S and, with standbys, has kept one running that long."""
+        if node not in self.resting:
+            self.store.log_event("node_resting", node=node, seconds=REST_S)
         self.resting[node] = now
-        self.store.log_event("node_resting", node=node, seconds=REST_S)
 
     def _rested(self, now: float) -> None:
         """Nodes that have rested go back to the decisions (a decision follows: a job may grow back)."""
@@ -464,6 +485,7 @@ class JobLifecycle:
             self.store.log_event(state, job=row.id, samples=row.samples)
         run.target = []
         del self.active_runs[row.id]
+        self.heartbeats.forget(row.id)
         self.book.forget(run)
         self.workers.forget(row.id)
         self.mark_dirty(time.monotonic())

@@ -36,6 +36,7 @@ import gc
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -55,6 +56,37 @@ from .worker import (
 # Seconds between two looks at the store's current generation (a lookup is a round trip to the
 # store; the step-boundary all-reduce then makes every rank act on the same step).
 POLL_S = 0.1
+# Seconds between two heartbeats of an in-place worker (the manager finds hung workers by them).
+BEAT_S = 0.5
+
+
+class _Heartbeat:
+    """An in-place worker's heartbeat, written into its job's store by a daemon thread through a
+    connection of its own: "<beats> <steps> <waiting>". `beats` grows while the process runs (a
+    stopped or frozen process stops it), `steps` counts its step boundaries, `waiting` is 1 while it
+    waits for its peers at one (or re-forms its group). A worker that hangs between two boundaries
+    keeps beating but its steps stop while its peers wait: the manager tells the two apart."""
+
+    def __init__(self, node: str) -> None:
+        self.steps = 0
+        self.waiting = False
+        self._node = node
+        threading.Thread(target=self._run, name="bft-heartbeat", daemon=True).start()
+
+    def _run(self) -> None:
+        beats, store = 0, None
+        while True:
+            try:
+                if store is None:
+                    store, self._gateway = rendezvous.store_client(
+                        p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
+                        bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), _inplace_timeout_s())
+                beats += 1
+                store.set(p.beat_key(os.environ[p.ENV_JOB_ID], self._node),
+                          f"{beats} {self.steps} {int(self.waiting)}")
+            except Exception:  # noqa: BLE001 - the keeper is gone: a new connection at the next beat
+                store = None
+            time.sleep(BEAT_S)
 
 
 _gateway = None  # this process's gateway to the keeper's relay, open while the process lives
@@ -129,7 +161,9 @@ class ElasticState:
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
         self._store = None
         self._nodes: List[str] = []  # the current generation's members, in rank order
+        self._beat: Optional[_Heartbeat] = None
         if self._inplace:
+            self._beat = _Heartbeat(os.environ.get(p.ENV_NODE, ""))
             self._arm()
             os.environ.setdefault("LOCAL_RANK", "0")
             try:
@@ -183,6 +217,13 @@ class ElasticState:
         """Call once per step, after the step. Stops (checkpoint and exit) when the job is being
         stopped, resizes in place when the manager published a new generation (True: rank and world
         size changed, re-iterate the data), checkpoints every ``checkpoint_every_s``."""
+        try:
+            return self._boundary()
+        finally:
+            if self._beat is not None:
+                self._beat.waiting = False
+
+    def _boundary(self) -> bool:
         torch, dist = self._torch, self._dist
         if not self._size_reported:
             # After a step, not at construction: an optimizer's state (momentum, Adam's moments) exists
@@ -192,6 +233,9 @@ class ElasticState:
         stop = stop_requested.is_set()
         seen = self.generation
         now = time.monotonic()
+        if self._beat is not None:
+            self._beat.steps += 1
+            self._beat.waiting = True  # (until the boundary is passed)
         if self._inplace:
             self._arm()
         try:

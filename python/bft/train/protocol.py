@@ -130,6 +130,11 @@ def arrived_key(job: str, generation: int, node: str) -> str:
     return f"bft/{job}/g{generation}/arrived/{node}"
 
 
+def beat_key(job: str, node: str) -> str:
+    """An in-place worker's heartbeat: "<beats> <steps> <waiting>" (bft.train.elastic._Heartbeat)."""
+    return f"bft/{job}/beat/{node}"
+
+
 def group_prefix(job: str, generation: int) -> str:
     return f"bft/{job}/g{generation}/group/"
 
