@@ -20,6 +20,8 @@ from bft.runtime.resize import Exit, Machine, Outcome, Phase, Stop, method  # no
 from bft.runtime.resize.machine import (  # noqa: E402
     BACKOFF_MAX_S,
     FAILURE_SETTLE_S,
+    FORGIVE_AFTER_S,
+    HEALTHY_GAP_S,
     KILL_MARGIN_S,
     RESIZE_BLAST_S,
 )
@@ -31,8 +33,11 @@ INPLACE = method("inplace")
 CODES = [0, EXIT_RESIZE, EXIT_INPLACE_FAILED, 1, -9]
 
 
+FORGIVE_S = 20.0  # healthy training that forgives a counted failure (an hour in the manager)
+
+
 def new_machine(retries: int = 0) -> Machine:
-    return Machine(GRACE_S, JOIN_S, MAX_RETRIES, retries)
+    return Machine(GRACE_S, JOIN_S, MAX_RETRIES, retries, forgive_after_s=FORGIVE_S)
 
 
 class ResizeWorld(RuleBasedStateMachine):
@@ -49,6 +54,7 @@ class ResizeWorld(RuleBasedStateMachine):
         self.outcomes = []
         self.crash_counts = False  # a crash the verdict must count (undisturbed, not after a resize)
         self.retries_seen = 0
+        self.forgiven_seen = 0
 
     # -- the cluster's events ---------------------------------------------------------------------
 
@@ -117,7 +123,27 @@ class ResizeWorld(RuleBasedStateMachine):
                                                       or self.now - self.m.resized_at >= RESIZE_BLAST_S):
             self.crash_counts = True
         del self.procs[node]
-        self.m.exited(node, judged, code=code, now=self.now)
+        plan = self.m.exited(node, judged, code=code, now=self.now, in_place=True)
+        if plan is not None:  # a lost worker: dropped in place, the survivors train on
+            assert judged is Exit.CRASHED and node not in plan.members and plan.members[0] not in plan.start
+            assert self.m.phase in (Phase.RESIZING, Phase.STEADY) and self.m.failure is None
+            self.crash_counts = False
+            self.apply(plan)
+
+    @rule(data=st.data())
+    def worker_hangs(self, data):
+        """The lifecycle's heartbeat found a worker that made no progress: killed at the next pass."""
+        running = sorted(n for n in self.procs if not self.m.blocked(n) and not self.m.workers[n].hung)
+        if running:
+            node = data.draw(st.sampled_from(running))
+            assert self.m.hung(node) and node in self.m.to_kill(self.now)
+            assert not self.m.hung(node)  # once
+
+    def apply(self, plan):
+        self.generation = plan.generation
+        for n in plan.start:
+            assert n not in self.procs, f"a second worker started on {n}"
+            self.procs[n] = plan.generation
 
     @rule()
     def leavers_exit(self):
@@ -129,7 +155,7 @@ class ResizeWorld(RuleBasedStateMachine):
     @rule()
     def report(self):
         if self.m.running:
-            self.m.progress(self.m.generation)
+            self.m.progress(self.m.generation, self.now)
 
     @rule(dt=st.sampled_from([0.05, 0.5, 2.0, 5.0, 30.0]))
     def time_passes(self, dt):
@@ -160,6 +186,7 @@ class ResizeWorld(RuleBasedStateMachine):
         resize was under way; else it stops them and relaunches (a fresh machine either way)."""
         old = self.m
         self.m = new_machine(old.retries)
+        self.forgiven_seen = 0
         if old.phase is Phase.ENDED:
             self.m.phase = Phase.ENDED
             return
@@ -189,9 +216,15 @@ class ResizeWorld(RuleBasedStateMachine):
     def tick(self):
         for node in self.m.to_kill(self.now):  # SIGKILL: gone at once
             del self.procs[node]
-            self.m.exited(node, Exit.CRASHED, code=-9, now=self.now)
+            plan = self.m.exited(node, Exit.CRASHED, code=-9, now=self.now, in_place=True)
+            if plan is not None:
+                self.crash_counts = False
+                self.apply(plan)
         for node in self.m.overdue(self.now):
-            self.m.not_joined(node, self.now)
+            plan = self.m.not_joined(node, self.now)
+            if plan is not None:  # dismissed: the survivors never waited for it
+                assert node not in plan.members and self.m.blocked(node) and node in self.m.to_kill(self.now)
+                self.apply(plan)
 
     @rule()
     def quiesce(self):
@@ -237,9 +270,11 @@ class ResizeWorld(RuleBasedStateMachine):
             assert self.m.reason is not None
 
     @invariant()
-    def retries_are_bounded_and_never_go_back(self):
-        assert self.retries_seen <= self.m.retries <= MAX_RETRIES + 1
-        self.retries_seen = self.m.retries
+    def retries_are_bounded_and_go_back_only_when_forgiven(self):
+        forgiven = self.m.forgiven - self.forgiven_seen
+        assert self.retries_seen - forgiven <= self.m.retries <= MAX_RETRIES + 1
+        assert forgiven in (0, 1)  # one per report at most, each after FORGIVE_S of training
+        self.retries_seen, self.forgiven_seen = self.m.retries, self.m.forgiven
         if Outcome.FAILED in self.outcomes:
             assert self.m.phase is Phase.ENDED
 
@@ -259,7 +294,7 @@ TestResizeMachineUnderRandomEvents.settings = settings(max_examples=400, statefu
 def running(nodes, generation=1):
     m = new_machine()
     m.start(nodes, generation)
-    m.progress(generation)
+    m.progress(generation, 0.0)
     return m
 
 
@@ -335,7 +370,7 @@ def test_a_crash_right_after_an_in_place_resize_is_the_resizes_failure():
     m = running(["n0", "n1"])
     m.resize(["n0", "n1", "n2"], 10.0, in_place=True)
     m.arrived("n2", m.generation)
-    m.progress(m.generation)
+    m.progress(m.generation, 0.0)
     m.exited("n1", Exit.CRASHED, code=1, now=11.0)  # a gloo error in backward: a peer changed mid-collective
     assert m.failure.kind is Exit.INPLACE_FAILED
     for n in ("n0", "n2"):
@@ -350,3 +385,80 @@ def test_a_node_still_vacated_by_its_leaver_joins_once_it_is_free():
     m.exited("n1", Exit.LEFT, code=EXIT_RESIZE, now=0.3)
     plan = m.resize(["n0", "n1"], 0.3, in_place=True)
     assert plan.start == ["n1"] and plan.members == ["n0", "n1"]
+
+
+# -- lost workers, hung workers, forgiven retries --------------------------------------------------
+
+def test_a_worker_killed_in_place_is_dropped_and_the_survivors_go_on_without_a_failure():
+    m = running(["n0", "n1", "n2"])
+    plan = m.exited("n1", Exit.CRASHED, code=-9, now=10.0, in_place=True)
+    assert (plan.members, plan.start, plan.carried, plan.leave) == (["n0", "n2"], [], ["n0", "n2"], [])
+    assert m.phase is Phase.STEADY and m.failure is None and m.target == ["n0", "n2"]
+    assert m.lost.node == "n1" and m.retries == 0
+    grow = m.resize(["n0", "n1", "n2"], 11.0, in_place=True)  # the allocator gives the node back
+    assert grow.start == ["n1"] and grow.members[:2] == ["n0", "n2"]
+
+
+def test_a_lost_worker_is_a_failure_when_not_in_place_or_when_no_survivor_holds_the_state():
+    m = running(["n0", "n1"])
+    assert m.exited("n1", Exit.CRASHED, code=-9, now=10.0) is None  # relaunch method: every worker stops
+    assert m.phase is Phase.STOPPING and m.failure.node == "n1"
+    m = running(["n0"])
+    assert m.exited("n0", Exit.CRASHED, code=-9, now=10.0, in_place=True) is None
+    assert m.outcome(10.0 + FAILURE_SETTLE_S, work_done=False) is Outcome.BACKOFF and m.retries == 1
+
+
+def test_a_worker_failing_as_the_lost_one_did_is_the_scripts_failure_and_counted():
+    m = running(["n0", "n1", "n2"])
+    assert m.exited("n2", Exit.CRASHED, code=1, now=10.0, in_place=True) is not None  # a loss
+    # Another worker, in the next generation, exits with the same status: the script fails so.
+    assert m.exited("n1", Exit.CRASHED, code=1, now=11.0, in_place=True) is None
+    assert m.phase is Phase.STOPPING and m.reason is Stop.FAILED
+    m.exited("n0", Exit.LEFT, code=EXIT_RESIZE, now=11.5)
+    assert m.outcome(11.0 + FAILURE_SETTLE_S, work_done=False) is Outcome.BACKOFF and m.retries == 1
+    assert "the script exited with code 1" in m.last_reason
+
+
+def test_a_hung_worker_is_killed_at_once_and_its_exit_is_a_loss():
+    m = running(["n0", "n1"])
+    assert m.hung("n1") and m.to_kill(0.0) == ["n1"]
+    plan = m.exited("n1", Exit.CRASHED, code=-9, now=0.1, in_place=True)
+    assert plan.members == ["n0"] and m.retries == 0 and m.failure is None
+
+
+def test_an_hour_of_training_forgives_one_counted_failure_and_gaps_without_reports_do_not_count():
+    m = Machine(GRACE_S, JOIN_S, MAX_RETRIES, retries=2)
+    m.start(["n0"], 3)
+    now = 0.0
+    m.progress(3, now)
+    while now < FORGIVE_AFTER_S - 60:
+        now += 30.0
+        m.progress(3, now)
+    now += HEALTHY_GAP_S + 1  # no report for longer than that: not training time
+    m.progress(3, now)
+    assert m.retries == 2
+    now += 60.0
+    m.progress(3, now)
+    assert (m.retries, m.forgiven) == (1, 1)
+    m.progress(3, now + 30.0)
+    assert m.retries == 1  # the next one takes another hour
+
+
+def test_a_lost_worker_that_leaves_fewer_than_the_jobs_min_is_a_relaunch_not_a_failure():
+    m = Machine(GRACE_S, JOIN_S, MAX_RETRIES, min_nodes=2)
+    m.start(["n0", "n1"], 1)
+    m.progress(1, 0.0)
+    assert m.exited("n1", Exit.CRASHED, code=-9, now=10.0, in_place=True) is None
+    assert m.phase is Phase.STOPPING and m.lost.node == "n1" and m.target == ["n0", "n1"]
+    m.exited("n0", Exit.LEFT, code=EXIT_RESIZE, now=10.5)
+    assert m.outcome(10.5, work_done=False) is Outcome.RELAUNCH and m.retries == 0
+
+
+def test_a_newcomer_past_its_deadline_is_dismissed_at_once_and_the_survivors_go_on():
+    m = running(["n0"])
+    m.resize(["n0", "n1"], 0.0, in_place=True)
+    assert m.overdue(JOIN_S) == ["n1"]
+    plan = m.not_joined("n1", JOIN_S)
+    assert plan.members == ["n0"] and plan.leave == ["n1"] and m.to_kill(JOIN_S) == ["n1"]
+    m.exited("n1", Exit.CRASHED, code=-9, now=JOIN_S + 0.1, in_place=True)
+    assert m.phase is Phase.STEADY and m.failure is None and m.lost is None and m.target == ["n0"]

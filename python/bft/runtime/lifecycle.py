@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .curvebook import INPLACE, RELAUNCH, CurveBook
+from .heartbeats import Heartbeats
 from .jobfiles import JobFiles
 from .launcher import worker_exit_code
 from .nodes import NodeSource
@@ -27,6 +28,10 @@ from .runs import JobRun
 from .state import JobRow, StateStore
 from .state_schema import JobState
 from .workers import Workers
+
+# A node where a worker was lost, hung or never arrived rests this long, idle (with standbys: with its
+# standby running), before a decision may use it again: it proves it can run a process again.
+REST_S = 10.0
 
 
 class JobLifecycle:
@@ -51,11 +56,15 @@ class JobLifecycle:
         self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
         self._shrinks: Dict[str, Any] = {}  # within node_events(): job -> (run, its reclaimed nodes)
         self._sweep: set = set()  # jobs whose generation ended: their strays are killed once per poll
+        # Nodes where a worker was lost or a newcomer never arrived -> since when (monotonic): left out
+        # of decisions until healthy again (rested).
+        self.resting: Dict[str, float] = {}
+        self.heartbeats = Heartbeats(inplace_timeout_s)
 
     def new_run(self, row: JobRow, **fields: Any) -> JobRun:
         """The manager's record of an active job, its resize machine set up with this manager's times."""
         machine = Machine(grace_s=self.grace_s, join_timeout_s=self.inplace_timeout_s, max_retries=row.max_retries,
-                          retries=row.retries)
+                          retries=row.retries, min_nodes=row.min_nodes)
         return JobRun(row, machine=machine, **fields)
 
     # -- applying a decision ----------------------------------------------------------------------
@@ -290,6 +299,8 @@ class JobLifecycle:
         source hears of the vacated nodes after it (a Slurm source's scancel may take seconds)."""
         with self.store.transaction():
             self._poll()
+        if self.resting:
+            self._rested(time.monotonic())
         if self._sweep:
             self.workers.kill_strays(self._sweep)  # once for every generation that ended
             self._sweep.clear()
@@ -308,6 +319,9 @@ class JobLifecycle:
             self._reap(run, now)
             if m.phase is Phase.RESIZING:
                 self._check_newcomers(run, now)
+            if m.phase in (Phase.STEADY, Phase.RESIZING) and len(run.agents) > 1 and self.heartbeats.due(run.id, now) \
+                    and method(run.method).in_place:
+                self._check_heartbeats(run, now)
             if run.agents and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
             if not run.agents and (m.judgeable(now) or run.last_report_due is not None):
@@ -332,12 +346,33 @@ class JobLifecycle:
                     code = worker_exit_code(self.files.output_tail(run.id)) or code
                 self.store.log_event("worker_exited", job=run.id, node=node, exit_code=code,
                                      generation=agent.generation, judged=judged.value)
-            m.exited(node, judged, code=code, now=now)
+            lost = m.lost
+            plan = m.exited(node, judged, code=code, now=now, in_place=how.in_place)
+            if m.lost is not lost:
+                self._drop_lost(run, node, code, plan)
             vacated = vacated or (was_leaving and node in run.target)
         self._terminate_stopping(run)
         if vacated and m.phase in (Phase.STEADY, Phase.RESIZING) and how.in_place:
             # A node of its target was still being vacated by its own leaver: it joins now.
             self._resize(run, switch=False)
+
+    def _drop_lost(self, run: JobRun, node: str, code: int, plan: Optional[Plan]) -> None:
+        """A worker lost while its job trains in place (dead, killed, or hung and killed): the machine
+        dropped it from the next generation (`plan`) and the survivors train on from their own state;
+        the allocator decides again (it may give the job a node back: a grow). Without a plan the
+        survivors were too few for the job's --min: the machine stops them for a relaunch."""
+        self.store.log_event("worker_lost", job=run.id, node=node, exit_code=code,
+                             generation=plan.generation if plan else None)
+        self.files.log_line(run.id, f"=== the worker on {node} was lost (exit status {code}): " +
+                            ("dropped, the others train on ===" if plan else "too few left for --min: relaunched ==="))
+        self.rest(node, time.monotonic())
+        if plan is None:
+            return
+        run.target = list(run.machine.target)
+        resize_begins(run, self.store, in_place=True)
+        self._carry_out(run, plan)
+        self.book.rescale_begins(run, len(run.target), method=INPLACE)
+        self.mark_dirty(time.monotonic())
 
     def _check_newcomers(self, run: JobRun, now: float) -> None:
         """A newcomer past its generation's deadline has arrived (read from the store) or fails the resize."""
@@ -346,10 +381,53 @@ class JobLifecycle:
             return
         self.workers.read_arrivals(run)
         for node in m.overdue(now):
-            self.store.log_event("inplace_failed", job=run.id, node=node, generation=m.workers[node].generation,
+            generation = m.workers[node].generation
+            plan = m.not_joined(node, now)
+            if plan is None:
+                self.store.log_event("inplace_failed", job=run.id, node=node, generation=generation,
+                                     error=f"not joined within {self.inplace_timeout_s:g} s")
+                continue
+            self.store.log_event("newcomer_dismissed", job=run.id, node=node, generation=generation,
                                  error=f"not joined within {self.inplace_timeout_s:g} s")
-            m.not_joined(node, now)
+            self.rest(node, now)
+            run.target = list(m.target)
+            self._carry_out(run, plan)
+            self.mark_dirty(now)
         self._terminate_stopping(run)
+
+    def _check_heartbeats(self, run: JobRun, now: float) -> None:
+        """A worker hung (its heartbeats say so: :mod:`.heartbeats`) is killed at the next pass and its
+        exit answered as a lost worker's; its node rests."""
+        beats = self.workers.read_beats(run)
+        if beats is None:
+            self.heartbeats.forget(run.id)
+            return
+        for node in self.heartbeats.hung(run.id, beats, now):
+            if run.machine.hung(node):
+                self.store.log_event("worker_hung", job=run.id, node=node,
+                                     bound_s=round(self.heartbeats.bound_s(run.id), 2))
+                self.files.log_line(run.id, f"=== the worker on {node} is hung (no heartbeat or no progress for "
+                                            f"{self.heartbeats.bound_s(run.id):.1f} s): killed ===")
+                self.rest(node, now)
+
+    def rest(self, node: str, now: float) -> None:
+        """A worker on `node` was lost, hung, or never arrived: the node is left out of decisions until
+        it has been idle for REST_S and, with standbys, has kept one running that long."""
+        if node not in self.resting:
+            self.store.log_event("node_resting", node=node, seconds=REST_S)
+        self.resting[node] = now
+
+    def _rested(self, now: float) -> None:
+        """Nodes that have rested go back to the decisions (a decision follows: a job may grow back)."""
+        busy = self.busy_nodes()
+        standbys = self.workers.standbys
+        for node, since in list(self.resting.items()):
+            if node in busy or (standbys is not None and node in self.pool and node not in standbys.nodes()):
+                self.resting[node] = now  # not idle, or its standby not up yet: its rest starts again
+            elif now - since >= REST_S or node not in self.pool:
+                del self.resting[node]
+                self.store.log_event("node_rested", node=node)
+                self.mark_dirty(now)
 
     def _check_silence(self, run: JobRun, now: float) -> None:
         """A job that has run `report_timeout_s` without a report since its start (or since its last
@@ -410,6 +488,7 @@ class JobLifecycle:
             self.store.log_event(state, job=row.id, samples=row.samples)
         run.target = []
         del self.active_runs[row.id]
+        self.heartbeats.forget(row.id)
         self.book.forget(run)
         self.workers.forget(row.id)
         self.mark_dirty(time.monotonic())

@@ -269,7 +269,9 @@ class Manager:
         self._dirty, self._dirty_since = False, None
         self._last_decision = time.monotonic()
         try:
-            placements = self.decider.decide(admitted, self.pool, arrived, warm=self.lifecycle.workers.warm_nodes())
+            resting = self.lifecycle.resting  # (until healthy again: a worker was lost or hung there)
+            pool = [n for n in self.pool if n not in resting] if resting else self.pool
+            placements = self.decider.decide(admitted, pool, arrived, warm=self.lifecycle.workers.warm_nodes())
         except Exception as e:  # noqa: BLE001 - a decision that fails must not take the manager down
             self._internal_error("decision", e)
             return

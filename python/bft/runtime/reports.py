@@ -58,7 +58,7 @@ class ReportIntake:
             self._drop("malformed")  # signed, yet inconsistent: not what our sender writes
             return
         if r.generation != run.row.generation or r.round < run.round:
-            if not _moves_gap_start(run, r):
+            if not self._moves_gap_start(run, r):
                 self._drop("stale_generation")  # a late datagram of a previous launch or of restarted workers
             return
         if r.round > run.round:  # torchrun restarted the workers (membership change): new processes
@@ -69,6 +69,26 @@ class ReportIntake:
             self._drop("replay")
             return
         self._accept(run, r)
+
+    def _moves_gap_start(self, run: JobRun, r: protocol.Report) -> bool:
+        """In place, the survivors train on at the old size until the newcomers are ready: a later report
+        of the old generation marks where the resize's gap begins. It is not progress (counts are
+        cumulative: the next report of the new generation carries it). So does the first step of a
+        generation published since (the survivors of a lost worker train in the shrink's generation
+        while the grow that followed it starts its newcomers): that generation's own gap is logged."""
+        start = run.gap_start
+        if not (run.resize_pending and start is not None and r.round == start.round
+                and start.generation <= r.generation < run.row.generation):
+            return False
+        if r.generation == start.generation:
+            if r.rank != start.rank or r.seq <= start.seq:
+                return False
+        else:
+            self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
+                                 method=run.method, gap="resize", gap_s=r.time_s - start.time_s, nodeless_s=0.0,
+                                 generation=r.generation)
+        run.gap_start = r
+        return True
 
     def _restore(self, run: JobRun) -> None:
         """What a previous manager believed of the job's current generation: its round and each rank's
@@ -122,22 +142,14 @@ class ReportIntake:
         # manager knows every count a job reported, or gets the rest from the keeper. A resize told
         # the advisor the new size when it was decided: the last reports of a generation being
         # stopped, and those that come while leavers of an in-place shrink exit, do not undo it.
-        run.machine.progress(r.generation)
+        run.machine.progress(r.generation, time.monotonic())
+        if run.machine.retries < run.row.retries:  # healthy training forgave a counted failure
+            run.row.retries = run.machine.retries
+            self.store.update_job(run.id, retries=run.row.retries)
+            self.store.log_event("retry_forgiven", job=run.id, retries=run.row.retries)
         live = len(run.machine.live)
         self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or r.world,
                          time_s=now)
-
-
-def _moves_gap_start(run: JobRun, r: protocol.Report) -> bool:
-    """In place, the survivors train on at the old size until the newcomers are ready: a later report
-    of the old generation marks where the resize's gap begins. It is not progress (counts are
-    cumulative: the next report of the new generation carries it)."""
-    start = run.gap_start
-    if not (run.resize_pending and start is not None and (r.generation, r.round, r.rank) ==
-            (start.generation, start.round, start.rank) and r.seq > start.seq):
-        return False
-    run.gap_start = r
-    return True
 
 
 def resize_begins(run: JobRun, store: StateStore, *, in_place: bool = False) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .jobfiles import JobFiles
 from .launcher import LaunchSpec, default_python, job_environment, local_rank_environment
@@ -68,6 +68,17 @@ class Workers:
                     m.arrived(node, m.workers[node].generation)
             except Exception:  # noqa: BLE001 - the store is unreachable: the newcomer's deadline decides
                 return
+
+    def read_beats(self, run: JobRun) -> Optional[Dict[Tuple[str, int], str]]:
+        """The heartbeats of the job's workers that run and have joined: (node, pid) -> value; None if
+        the store is unreachable."""
+        m = run.machine
+        nodes = [n for n in m.live if n not in m.pending and n in run.agents]
+        try:
+            values = self.configurations.beats(run.id, nodes)
+        except Exception:  # noqa: BLE001 - the keeper is gone: judged afresh once it is back
+            return None
+        return {(n, run.agents[n].proc.pid): v for n, v in values.items()}
 
     def warm_nodes(self) -> List[str]:
         """The idle nodes with a warm standby (none without standbys)."""

@@ -36,6 +36,7 @@ import gc
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -55,6 +56,37 @@ from .worker import (
 # Seconds between two looks at the store's current generation (a lookup is a round trip to the
 # store; the step-boundary all-reduce then makes every rank act on the same step).
 POLL_S = 0.1
+# Seconds between two heartbeats of an in-place worker (the manager finds hung workers by them).
+BEAT_S = 0.5
+
+
+class _Heartbeat:
+    """An in-place worker's heartbeat, written into its job's store by a daemon thread through a
+    connection of its own: "<beats> <steps> <waiting>". `beats` grows while the process runs (a
+    stopped or frozen process stops it), `steps` counts its step boundaries, `waiting` is 1 while it
+    waits for its peers at one (or re-forms its group). A worker that hangs between two boundaries
+    keeps beating but its steps stop while its peers wait: the manager tells the two apart."""
+
+    def __init__(self, node: str) -> None:
+        self.steps = 0
+        self.waiting = False
+        self._node = node
+        threading.Thread(target=self._run, name="bft-heartbeat", daemon=True).start()
+
+    def _run(self) -> None:
+        beats, store = 0, None
+        while True:
+            try:
+                if store is None:
+                    store, self._gateway = rendezvous.store_client(
+                        p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
+                        bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), _inplace_timeout_s())
+                beats += 1
+                store.set(p.beat_key(os.environ[p.ENV_JOB_ID], self._node),
+                          f"{beats} {self.steps} {int(self.waiting)}")
+            except Exception:  # noqa: BLE001 - the keeper is gone: a new connection at the next beat
+                store = None
+            time.sleep(BEAT_S)
 
 
 _gateway = None  # this process's gateway to the keeper's relay, open while the process lives
@@ -143,7 +175,9 @@ class ElasticState:
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
         self._store = None
         self._nodes: List[str] = []  # the current generation's members, in rank order
+        self._beat: Optional[_Heartbeat] = None
         if self._inplace:
+            self._beat = _Heartbeat(os.environ.get(p.ENV_NODE, ""))
             self._arm()
             os.environ.setdefault("LOCAL_RANK", "0")
             try:
@@ -185,6 +219,8 @@ class ElasticState:
             if dist.is_initialized() and dist.get_world_size() > 1:
                 ids = [self.device] if self.device.type == "cuda" else None
                 self._ddp = self._torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+                if self._inplace:  # a peer lost mid-backward must not end this worker (see _allreduce_or_zero)
+                    self._ddp.register_comm_hook(dist.group.WORLD, _allreduce_or_zero)
             else:
                 self._ddp = self.model
         return self._ddp
@@ -195,6 +231,13 @@ class ElasticState:
         """Call once per step, after the step. Stops (checkpoint and exit) when the job is being
         stopped, resizes in place when the manager published a new generation (True: rank and world
         size changed, re-iterate the data), checkpoints every ``checkpoint_every_s``."""
+        try:
+            return self._boundary()
+        finally:
+            if self._beat is not None:
+                self._beat.waiting = False
+
+    def _boundary(self) -> bool:
         torch, dist = self._torch, self._dist
         if not self._size_reported:
             # After a step, not at construction: an optimizer's state (momentum, Adam's moments) exists
@@ -205,6 +248,9 @@ class ElasticState:
         seen = self.generation
         now = time.monotonic()
         due = self.checkpoint_every_s >= 0 and now - self._last_save >= self.checkpoint_every_s
+        if self._beat is not None:
+            self._beat.steps += 1
+            self._beat.waiting = True  # (until the boundary is passed)
         if self._inplace:
             self._arm()
         try:
@@ -223,7 +269,8 @@ class ElasticState:
                 stop = self._stop_agreed(sum(stops), world, now)
         except Exception as e:  # noqa: BLE001 - a peer vanished
             if self._inplace:
-                self._fail(e, save=True)
+                self._recover(e)
+                return True
             stop = True  # under torchrun: stop, as should_stop() does
         if stop:
             self.save()
@@ -241,7 +288,7 @@ class ElasticState:
                 self._arm()
                 self._sync(has_state=True)
             except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
-                self._fail(e, save=True)
+                self._recover(e)
             faulthandler.cancel_dump_traceback_later()
             return True
         if self._inplace:
@@ -343,13 +390,13 @@ class ElasticState:
             store.set(p.arrived_key(job, generation, node, _local_rank()), "1")
             keys = [p.arrived_key(job, generation, n, k) for n in nodes for k in range(per_node)]
             while True:
+                if store.check(keys):  # (formed even if a newer one exists: the next step boundary moves on)
+                    self._nodes = nodes
+                    return generation, nodes, per_node
                 latest = int(store.get(p.generation_key(job)).decode())
                 if latest > generation:
                     generation = latest
                     break
-                if store.check(keys):
-                    self._nodes = nodes
-                    return generation, nodes, per_node
                 if stop_requested.is_set():  # stopped while waiting (SIGTERM): no need to wait on
                     if self._nodes:  # a survivor: it holds the state of its last step
                         self.save()
@@ -360,24 +407,73 @@ class ElasticState:
                     raise TimeoutError(f"{', '.join(missing)} did not join within {self._timeout_s:g} s")
                 time.sleep(0.01)
 
-    def _sync(self, has_state: bool) -> None:
+    def _sync(self, has_state: bool, lost_peer: bool = False) -> None:
         """Newcomers get the state from the lowest rank that holds it; without one (a first start,
-        a relaunch), every rank reads the last checkpoint."""
+        a relaunch), every rank reads the last checkpoint. After a lost peer (`lost_peer` on any rank)
+        every other rank takes it too: the survivors may have ended the torn step apart."""
         torch, dist = self._torch, self._dist
         rank, world = dist.get_rank(), dist.get_world_size()
         src = rank if has_state else world
         if world > 1:
-            flag = torch.tensor([src], dtype=torch.int64, device=self.device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-            src = int(flag.item())
+            flags = torch.tensor([src, -int(lost_peer)], dtype=torch.int64, device=self.device)
+            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+            src, lost_peer = int(flags[0].item()), bool(flags[1].item())
         if src == world:
             self._load(resume())
             return
         if world == 1:
             return
         received = broadcast_state(self.state_dict() if rank == src else None, src, self.device)
-        if not has_state:
+        if not has_state or (lost_peer and rank != src):
             self._load(received)
+
+    def _recover(self, error: BaseException) -> None:
+        """A collective failed (a peer died, was killed, or hung and was killed) or the next group did
+        not form: this worker holds the state of its last step, and the manager drops the lost worker
+        from the next generation (a shrink). Waits for that generation, joins it and resumes from this
+        state; exits for a relaunch (_fail) if none comes within the timeout or the store is gone."""
+        dist = self._dist
+        failed = self.generation
+        print(f"bft.train: a peer was lost at generation {failed} ({error}); waiting for the next generation",
+              file=sys.stderr, flush=True)
+        self._ddp = None
+        gc.collect()
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - the group's peer is gone: nothing left to tear down cleanly
+            pass
+        self._arm()
+        try:
+            self._join(self._next_generation(failed))
+            self._arm()
+            self._sync(has_state=True, lost_peer=True)
+        except Exception as e:  # noqa: BLE001 - no next generation in time, or the store is gone
+            self._fail(e, save=True)
+        faulthandler.cancel_dump_traceback_later()
+
+    def _next_generation(self, after: int) -> int:
+        """The generation to re-form in after generation `after` failed: the newest one published since
+        whose members are the first one's (the survivors the manager kept) or have arrived at it, so
+        that a grow decided with the shrink (a newcomer still starting) does not hold the survivors
+        up; they switch to it once its newcomers arrive, as for any grow. TimeoutError after
+        BFT_INPLACE_TIMEOUT_S; a stop asked meanwhile (SIGTERM) saves the state and exits."""
+        store, job = self._store, self._job
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            latest = int(store.get(p.generation_key(job)).decode())
+            if latest > after:
+                kept, _ = self._configuration(after + 1)
+                for generation in range(latest, after, -1):
+                    nodes, per_node = self._configuration(generation)
+                    if all(n in kept or store.check([p.arrived_key(job, generation, n, k) for k in range(per_node)])
+                           for n in nodes):
+                        return generation
+            if stop_requested.is_set():
+                self.save()
+                exit_for_resize()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no generation after {after} within {self._timeout_s:g} s")
+            time.sleep(0.02)
 
     def _arm(self) -> None:
         """The next distributed phase (the step-boundary check, joining, the state's broadcast) must
@@ -397,6 +493,32 @@ class ElasticState:
         print(f"bft.train: in-place resize failed at generation {self.generation} ({error}); exiting for a "
               "relaunch from the last checkpoint", file=sys.stderr, flush=True)
         exit_now(EXIT_INPLACE_FAILED)
+
+
+def _allreduce_or_zero(group: Any, bucket: Any) -> Any:
+    """DDP's gradient all-reduce (average over the group, as its default hook), except that a failed
+    one (a peer lost mid-backward) leaves zero gradients instead of raising in the script: the step
+    is then a step on no data, the step boundary that follows fails too, and the survivors re-form
+    without the lost peer from their own state (ElasticState._recover). Never a partial sum."""
+    import torch
+    import torch.distributed as dist
+
+    tensor = bucket.buffer()
+    tensor.div_(dist.get_world_size(group))
+    try:
+        fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
+    except Exception:  # noqa: BLE001 - the group is already broken
+        done = torch.futures.Future()
+        done.set_result(tensor.zero_())
+        return done
+
+    def reduced(f: Any) -> Any:
+        try:
+            return f.value()[0]
+        except Exception:  # noqa: BLE001 - the peer is gone: no gradient this step
+            return tensor.zero_()
+
+    return fut.then(reduced)
 
 
 # Tensors are broadcast in buckets of at most this many bytes (one tensor larger than it alone): few

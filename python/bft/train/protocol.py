@@ -170,6 +170,11 @@ def arrived_key(job: str, generation: int, node: str, local_rank: int = 0) -> st
     return f"bft/{job}/g{generation}/arrived/{node}/{local_rank}"
 
 
+def beat_key(job: str, node: str) -> str:
+    """An in-place worker's heartbeat: "<beats> <steps> <waiting>" (bft.train.elastic._Heartbeat)."""
+    return f"bft/{job}/beat/{node}"
+
+
 def group_prefix(job: str, generation: int) -> str:
     return f"bft/{job}/g{generation}/group/"
 

@@ -41,8 +41,10 @@ all-reduces once per step instead. The rank and world size default to ``bt.rank(
 from __future__ import annotations
 
 import abc
+import os
 from typing import Any, Callable, Iterable, List, Optional
 
+from . import protocol
 from .worker import rank as worker_rank
 from .worker import world_size as worker_world_size
 
@@ -124,7 +126,10 @@ class _Semantics(abc.ABC):
 
     def reduce_gradients(self, parameters: Iterable[Any]) -> None:
         """Sums every parameter's gradient over the ranks of the current process group (nothing to do
-        without one). A gradient that is None (a rank without samples this step) counts as zeros."""
+        without one). A gradient that is None (a rank without samples this step) counts as zeros.
+        Resized in place, a sum that fails (a peer lost mid-step) leaves every gradient zero instead
+        of raising: a step on no data, never a partial sum; the step boundary that follows re-forms
+        the group without the lost peer (bft.train.ElasticState)."""
         import torch
         import torch.distributed as dist
 
@@ -134,17 +139,23 @@ class _Semantics(abc.ABC):
                 p.grad = torch.zeros_like(p)
         if not dist.is_initialized() or dist.get_world_size() == 1:
             return
-        bucket: List[Any] = []
-        size = 0
-        for p in params:
-            if bucket and (size + p.grad.numel() * p.grad.element_size() > _BUCKET_BYTES
-                           or p.grad.dtype != bucket[0].dtype or p.grad.device != bucket[0].device):
+        try:
+            bucket: List[Any] = []
+            size = 0
+            for p in params:
+                if bucket and (size + p.grad.numel() * p.grad.element_size() > _BUCKET_BYTES
+                               or p.grad.dtype != bucket[0].dtype or p.grad.device != bucket[0].device):
+                    _all_reduce_sum(bucket)
+                    bucket, size = [], 0
+                bucket.append(p.grad)
+                size += p.grad.numel() * p.grad.element_size()
+            if bucket:
                 _all_reduce_sum(bucket)
-                bucket, size = [], 0
-            bucket.append(p.grad)
-            size += p.grad.numel() * p.grad.element_size()
-        if bucket:
-            _all_reduce_sum(bucket)
+        except Exception:
+            if os.environ.get(protocol.ENV_RESIZE) != "inplace":
+                raise
+            for p in params:
+                p.grad.zero_()
 
     def apply_learning_rate(self, optimizer: Any, world: Optional[int] = None) -> None:
         """Sets each parameter group's learning rate for ``world`` ranks from the rate it had when this

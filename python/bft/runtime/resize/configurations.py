@@ -60,3 +60,11 @@ class Configurations:
         if not store.check([key]):
             return None
         return list(json.loads(store.get(key).decode())["nodes"])
+
+    def beats(self, job: str, nodes: List[str]) -> Dict[str, str]:
+        """The heartbeats the workers on `nodes` wrote (bft.train.elastic), for those that wrote one."""
+        store = self._client(job)
+        keys = {n: protocol.beat_key(job, n) for n in nodes}
+        present = [n for n in nodes if store.check([keys[n]])]
+        values = store.multi_get([keys[n] for n in present]) if present else []
+        return {n: v.decode(errors="replace") for n, v in zip(present, values)}

@@ -43,6 +43,11 @@ BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 60.0
 # Extra time a stopped worker has beyond the grace time before it is killed (torchrun's own shutdown).
 KILL_MARGIN_S = 10.0
+# Counted failures decay with healthy training: one is forgiven for every FORGIVE_AFTER_S of progress
+# (reports) since the last counted one, so a long job is not failed for losses spread over its life.
+# Only the time between reports at most HEALTHY_GAP_S apart counts as training.
+FORGIVE_AFTER_S = 3600.0
+HEALTHY_GAP_S = 60.0
 
 
 @dataclass
@@ -54,6 +59,8 @@ class Machine:
     join_timeout_s: float
     max_retries: int
     retries: int = 0  # counted failures so far (the job row's)
+    forgive_after_s: float = FORGIVE_AFTER_S  # healthy training that forgives one counted failure
+    min_nodes: int = 1  # the job's --min: survivors fewer than that cannot train on alone
     phase: Phase = Phase.IDLE
     generation: int = 0
     members: List[str] = field(default_factory=list)  # the generation's nodes, rank order
@@ -69,6 +76,10 @@ class Machine:
     last_outcome: Optional[Outcome] = None
     last_failure: Optional[Failure] = None  # the failure the last verdict judged
     last_reason: str = ""  # a person's words for the last stop or failure (never empty once stopped)
+    lost: Optional[Failure] = None  # the last worker lost and dropped in place (a shrink), until forgiven
+    healthy_s: float = 0.0  # training time (between reports) since the last counted failure or forgiveness
+    forgiven: int = 0  # counted failures forgiven so far
+    progress_at: Optional[float] = None  # the last report of the running generation (None between them)
 
     # -- what it holds ----------------------------------------------------------------------------
 
@@ -102,7 +113,7 @@ class Machine:
         self.workers = {n: Worker(n, generation) for n in nodes}
         self.reason, self.deadline, self.failure = None, None, None
         self.completed = self.disturbed = self.reported = False
-        self.resized_at = None
+        self.resized_at = self.progress_at = None
 
     def adopt(self, members: List[str], generation: int) -> None:
         """A restarted manager took over a running generation (its workers trained on)."""
@@ -136,7 +147,7 @@ class Machine:
         if not in_place:
             self.stop(Stop.RESIZE, now)
             return None
-        holders = [n for n in self.members if n in target and n in self.live and self.workers[n].joins_by is None]
+        holders = self._holders(target)
         if not holders:  # no survivor holds the state: a relaunch from the checkpoint
             self.stop(Stop.RESIZE, now)
             return None
@@ -188,7 +199,7 @@ class Machine:
             return
         if self.reason is None or (reason in USER_STOPS and self.reason not in USER_STOPS):
             self.reason = reason
-        self.phase = Phase.STOPPING
+        self.phase, self.progress_at = Phase.STOPPING, None
         for n in self.live:
             self._let_go(n, now + self.grace_s + KILL_MARGIN_S)
 
@@ -208,21 +219,34 @@ class Machine:
             w.joins_by = None
         self._settle()
 
-    def progress(self, generation: int) -> None:
-        """A progress report of `generation`: the job trains, so an in-place failure after it is not
-        counted as a retry (the outcome's rule)."""
+    def progress(self, generation: int, now: float) -> None:
+        """A progress report of `generation` at `now`: the job trains, so an in-place failure after it is
+        not counted as a retry (the outcome's rule), and its healthy training time grows (a counted
+        failure is forgiven, and a lost worker forgotten, every `forgive_after_s` of it)."""
         if generation == self.generation:
             self.reported = True
+            if self.progress_at is not None and 0.0 < now - self.progress_at <= HEALTHY_GAP_S:
+                self.healthy_s += now - self.progress_at
+            self.progress_at = now
+            if self.healthy_s >= self.forgive_after_s:
+                self.healthy_s, self.lost = 0.0, None
+                if self.retries > 0:
+                    self.retries -= 1
+                    self.forgiven += 1
             for w in self.workers.values():  # reports come once the group has formed: all arrived
                 if w.generation == generation and not w.leaving:
                     w.joins_by = None
             self._settle()
 
-    def exited(self, node: str, kind: Exit, *, code: Optional[int], now: float) -> None:
-        """The worker on `node` exited; `kind` is the method's reading of `code`."""
+    def exited(self, node: str, kind: Exit, *, code: Optional[int], now: float,
+               in_place: bool = False) -> Optional[Plan]:
+        """The worker on `node` exited; `kind` is the method's reading of `code`, `in_place` whether the
+        method resizes in place. Returns the in-place plan that drops a lost worker (a shrink: its
+        survivors train on from their own state), or None."""
         w = self.workers.pop(node, None)
         if w is None:
-            return
+            return None
+        plan = None
         if kind is Exit.DONE:
             self.completed = True
             self.stop(Stop.DONE, now)  # a newcomer still on its way has nothing left to join
@@ -235,28 +259,73 @@ class Machine:
             # node): a departure, not a failure; the others cannot go on without it.
             self.disturbed = True
             self.stop(Stop.PREEMPTED if node not in self.target else Stop.RESIZE, now)
+        elif self._is_loss(kind, code, in_place):
+            loss = Failure(kind, node, now, code)
+            if len(self._holders(self.target)) >= self.min_nodes:
+                plan = self._drop(node, loss, now)
+            else:  # too few to train on: a relaunch on its nodes, charged as a resize all the same
+                self.lost = loss
+                self.stop(Stop.RESIZE, now)
         else:
-            if kind is Exit.CRASHED and self.resized_at is not None and now - self.resized_at < RESIZE_BLAST_S:
+            if kind is Exit.CRASHED and self._same_way(code):
+                pass  # a worker failed as the lost one did: the script's failure, counted
+            elif kind is Exit.CRASHED and self.resized_at is not None and now - self.resized_at < RESIZE_BLAST_S:
                 kind = Exit.INPLACE_FAILED  # a peer lost mid-collective by the membership change
             self._fail(Failure(kind, node, now, code), now)
         self._settle()
+        return plan
+
+    def _is_loss(self, kind: Exit, code: Optional[int], in_place: bool) -> bool:
+        """A crash that loses only its worker (a shrink, or a relaunch below the job's --min; never a
+        counted failure): in place, while the generation runs, with a survivor that holds the state,
+        unless the job already lost a worker the same way (then it is the script's)."""
+        return (in_place and kind is Exit.CRASHED and self.phase in (Phase.STEADY, Phase.RESIZING)
+                and not self._same_way(code) and bool(self._holders(self.target)))
+
+    def _same_way(self, code: Optional[int]) -> bool:
+        return self.lost is not None and self.lost.code == code
+
+    def _drop(self, node: str, loss: Failure, now: float) -> Optional[Plan]:
+        """A lost worker (dead, killed, or hung and killed): the next generation is the survivors
+        (with the newcomers still wanted); the allocator may give the job its node or another later."""
+        self.lost = loss
+        return self.resize([n for n in self.target if n != node], now, in_place=True)
+
+    def hung(self, node: str) -> bool:
+        """The worker on `node` made no progress for too long (the lifecycle's heartbeat): it is to be
+        killed at once (``to_kill``), and its exit is answered as any crash's: a loss, in place. True
+        if it was not known hung before."""
+        w = self.workers.get(node)
+        if w is None or w.leaving or w.hung:
+            return False
+        w.hung = True
+        return True
 
     def overdue(self, now: float) -> List[str]:
         """Newcomers past their generation's deadline: the lifecycle checks the store for each (an
         arrival it has not read yet) and calls `arrived` or `not_joined`."""
         return [n for n, w in self.workers.items() if w.joins_by is not None and not w.leaving and now >= w.joins_by]
 
-    def not_joined(self, node: str, now: float) -> None:
-        """The newcomer on `node` did not arrive by its generation's deadline: the resize fails."""
+    def not_joined(self, node: str, now: float) -> Optional[Plan]:
+        """The newcomer on `node` did not arrive by its generation's deadline. With survivors that hold
+        the state it is dismissed (killed at once) and the generation goes on without it: they never
+        waited for it (they switch only once every newcomer has arrived), so it costs them nothing.
+        Without survivors the resize fails. Returns the plan that drops it, or None."""
         w = self.workers.get(node)
         if w is None or w.joins_by is None or w.leaving:
-            return
+            return None
+        if len(self._holders(self.target)) >= self.min_nodes:
+            plan = self.resize([n for n in self.target if n != node], now, in_place=True)
+            self._let_go(node, now)
+            return plan
         self._fail(Failure(Exit.INPLACE_FAILED, node, now, None,
                            f"{node} not joined generation {w.generation} within {self.join_timeout_s:g} s"), now)
+        return None
 
     def to_kill(self, now: float) -> List[str]:
-        """Workers asked to leave that still run past their kill time."""
-        return [n for n, w in self.workers.items() if w.leaving and w.kill_at is not None and now >= w.kill_at]
+        """Workers asked to leave that still run past their kill time, and hung ones."""
+        return [n for n, w in self.workers.items()
+                if w.hung or (w.leaving and w.kill_at is not None and now >= w.kill_at)]
 
     # -- the end of a generation ------------------------------------------------------------------
 
@@ -287,6 +356,7 @@ class Machine:
                     else f"an in-place resize failed ({what} on {f.node})")
             if counted:
                 self.retries += 1
+                self.healthy_s = 0.0
                 if self.retries > self.max_retries:
                     return self._end(Outcome.FAILED, f"{what} ({self.retries} attempts)")
                 self.phase = Phase.BACKOFF
@@ -312,6 +382,10 @@ class Machine:
         return self.phase is Phase.IDLE and not self.workers and self.reason not in USER_STOPS
 
     # -- internals --------------------------------------------------------------------------------
+
+    def _holders(self, target: List[str]) -> List[str]:
+        """Members of `target` whose worker runs, stays, and holds the state (not a newcomer on its way)."""
+        return [n for n in self.members if n in target and n in self.live and self.workers[n].joins_by is None]
 
     def _let_go(self, node: str, kill_at: float) -> None:
         w = self.workers[node]

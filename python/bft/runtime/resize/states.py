@@ -63,6 +63,7 @@ class Worker:
     joins_by: Optional[float] = None  # a newcomer: arrives at `generation` by then, or the resize fails
     leaving: bool = False  # asked to go (a leaver, or any worker of a stopping generation)
     kill_at: Optional[float] = None  # killed if it still runs then (set once it is leaving)
+    hung: bool = False  # made no progress for too long: killed at once, its exit a loss
 
 
 @dataclass

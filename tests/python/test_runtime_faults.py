@@ -1,0 +1,80 @@
+"""End to end: faults of an in-place job's workers, with a real manager, real PyTorch (gloo on CPU),
+the local node source and examples/runtime/elastic_synthetic.py. A lost worker (killed, or hung and
+killed by the manager) is a shrink: the survivors train on from their own state, nothing is
+relaunched and no retry is counted (docs/runtime.md, "The resize machine").
+
+Each test is bounded in time, and the harness stops every process it started (by pid, and by the
+manager's identity tag) even when it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from runtime_util import REPO, write_trace
+
+pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
+
+pytestmark = pytest.mark.runtime
+
+ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
+# Two nodes are worth twice one: as the prior, and as measured (steps paced at 0.3 s, far above their
+# compute even on a loaded machine), so the allocator gives the job both nodes whenever it may.
+CURVE = '{"nodes": [0, 1, 2], "throughput": [0, 100, 190]}'
+
+
+def _training_on_two(harness, *manager_args: str):
+    """A manager whose job `el` trains in place on n0 and n1; (the manager, the pid on n0, on n1)."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--grace", "5",
+                         *manager_args)
+    curve = harness.root / "curve.json"
+    curve.write_text(CURVE)
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", "10000000", "--curve", str(curve), "--",
+                   "--step-s", "0.3", script=ELASTIC)
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "training on 2")
+    return proc, harness.open_pid("el", "n0"), harness.open_pid("el", "n1")
+
+
+def _survivor_trained_on(harness, survivor: int, lost_node: str = "n1") -> None:
+    """After the loss: the survivor's process trained on alone (a first step at 1 node), the node
+    rested, and the allocator grew the job back onto it in place (a first step at 2 nodes); nothing
+    was relaunched, nothing failed, no retry was counted."""
+    harness.wait(lambda s: [g["to_nodes"] for g in harness.events("resize_gap", job="el")] == [1, 2], 120,
+                 "a step at 1 node, then at 2 again")
+    (lost,) = harness.events("worker_lost", job="el")
+    assert lost["node"] == lost_node
+    assert [e["node"] for e in harness.events("node_resting")] == [lost_node]
+    resizes = [r["nodes"] for r in harness.events("resize_inplace", job="el")]
+    assert resizes == [["n0"], ["n0", "n1"]], resizes  # dropped, then grown back
+    assert harness.open_pid("el", "n0") == survivor  # the same process, never restarted
+    assert len(harness.events("launch", job="el")) == 1  # never relaunched
+    assert not harness.events("job_failed", "inplace_failed", "generation_ended", job="el")
+    assert harness.job("el")["retries"] == 0
+
+
+def test_a_killed_worker_is_dropped_and_the_survivor_trains_on_without_a_relaunch(harness):
+    proc, survivor, victim = _training_on_two(harness)
+    os.kill(victim, signal.SIGKILL)
+    harness.wait(lambda s: harness.events("worker_lost", job="el"), 60, "the lost worker to be dropped")
+    _survivor_trained_on(harness, survivor)
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def test_a_stopped_worker_is_found_hung_by_its_heartbeats_killed_and_dropped(harness):
+    """SIGSTOP of one worker: its heartbeats stop while its peer's go on; after the job's bound (10 of
+    its steps here, well under --inplace-timeout) the manager kills it and drops it as a lost worker,
+    its node rests, and the job grows back onto it."""
+    proc, survivor, victim = _training_on_two(harness, "--inplace-timeout", "60")
+    os.kill(victim, signal.SIGSTOP)
+    harness.wait(lambda s: harness.events("worker_hung", job="el"), 60, "the stopped worker to be found hung")
+    (hung,) = harness.events("worker_hung", job="el")
+    assert hung["node"] == "n1" and hung["bound_s"] < 60, hung
+    _survivor_trained_on(harness, survivor)
+    assert harness.events("worker_lost", job="el")[0]["exit_code"] == -signal.SIGKILL
+    harness.stop(proc)
+    assert harness.leftovers() == []

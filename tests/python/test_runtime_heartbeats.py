@@ -1,0 +1,54 @@
+"""The judgement of in-place workers' heartbeats (bft.runtime.heartbeats): which worker is hung."""
+
+from bft.runtime.heartbeats import HUNG_FLOOR_S, HUNG_STEPS, Heartbeats
+
+TIMEOUT_S = 30.0
+STEP_S = 0.25  # 4 steps a second: the bound is HUNG_STEPS of them (5 s)
+
+
+class Job:
+    """Two workers (n0 pid 1, n1 pid 2) whose heartbeats are read once a second."""
+
+    def __init__(self):
+        self.hb = Heartbeats(TIMEOUT_S)
+        self.t = 0
+        self.beats = {"n0": 0, "n1": 0}
+        self.steps = {"n0": 0, "n1": 0}
+
+    def second(self, frozen=(), stuck=()):
+        self.t += 1
+        values = {}
+        for node, pid in (("n0", 1), ("n1", 2)):
+            if node not in frozen:
+                self.beats[node] += 1
+                if node not in stuck and not frozen:
+                    self.steps[node] += int(1 / STEP_S)
+            waiting = bool(stuck or frozen) and node not in stuck and node not in frozen
+            values[(node, pid)] = f"{self.beats[node]} {self.steps[node]} {int(waiting)}"
+        return self.hb.hung("el", values, float(self.t))
+
+
+def test_a_frozen_worker_is_hung_after_its_jobs_bound_and_not_before():
+    job = Job()
+    assert not any(job.second() for _ in range(5))
+    bound = max(HUNG_FLOOR_S, HUNG_STEPS * STEP_S)
+    assert abs(job.hb.bound_s("el") - bound) < 1e-9
+    hung = [job.second(frozen=("n1",)) for _ in range(10)]
+    first = next(k for k, h in enumerate(hung) if h)  # seconds since its last beat - 1
+    assert hung[first] == ["n1"] and bound <= first + 1 <= bound + 1
+
+
+def test_a_worker_stuck_between_boundaries_while_its_peer_waits_is_hung():
+    job = Job()
+    assert not any(job.second() for _ in range(5))
+    hung = [job.second(stuck=("n1",)) for _ in range(10)]
+    assert hung[-1] == ["n1"] and all(h in ([], ["n1"]) for h in hung)
+
+
+def test_no_worker_is_hung_while_every_one_is_silent_or_a_new_process_starts_beating():
+    hb = Heartbeats(TIMEOUT_S)
+    for t in range(60):  # nobody beats: nothing tells a hung worker from a silent job (or keeper)
+        assert hb.hung("el", {("n0", 1): "1 1 0", ("n1", 2): "1 1 0"}, float(t)) == []
+    assert hb.bound_s("el") == TIMEOUT_S  # no step measured yet: the in-place timeout
+    # n1's worker was replaced (a new pid): its predecessor's last heartbeat is not held against it.
+    assert hb.hung("el", {("n0", 1): "50 50 0", ("n1", 3): "1 1 0"}, 61.0) == []
