@@ -14,13 +14,16 @@ training-loop side is :mod:`bft.train`. Its modules:
   that outlive the manager), :mod:`.jobfiles` (a job's directory and logs), :mod:`.status`
   (what ``bft status`` shows);
 - state and control: :mod:`.state` (the SQLite store), :mod:`.state_schema` (its tables, versions,
-  job states and checks), :mod:`.control` (the control socket), :mod:`.metrics` (Prometheus),
+  job states and checks), :mod:`.control` (the control socket), :mod:`.metrics` (Prometheus; +
+  :mod:`.metrics_http`, its endpoint's bounded server),
   :mod:`.report` (``bft report``'s accounting; + :mod:`.sacct_wait`, the main jobs' added wait from sacct);
 - node sources: :mod:`.nodes` (the interface and the registry, with entry points), :mod:`.local`
   (+ :mod:`.emulated`, its load-testing jobs), :mod:`.slurm` (+ :mod:`.slurm_commands`), and the
   scheduler-neutral pilots: :mod:`.pilots` (their report listener) and :mod:`.pilot` (the program);
 - the command line: :mod:`.cli` (the commands) and :mod:`.cli_options` (their arguments, the
-  configuration file).
+  configuration file);
+- what is trusted: :mod:`.addresses` (the one check of every address something listens on) and
+  :mod:`.trust` (files and directories only from their own user, no symbolic links).
 
 The names below are the runtime's public face (for benches and tools), with the control socket's
 client (:func:`.control.request`, :class:`.control.ControlError`); all but the node-source interface

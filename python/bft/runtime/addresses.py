@@ -45,7 +45,8 @@ def check_listen_address(flag: str, address: str) -> str:
         raise ValueError(f"{flag}: {e}") from None
     for ip in resolved:
         if is_wildcard(ip):
-            also = "" if str(ip) == address else f" ({ip})"
+            shown = getattr(ip, "ipv4_mapped", None) or ip  # ::ffff:0.0.0.0 is every IPv4 address
+            also = "" if str(shown) == address else f" ({shown})"
             raise ValueError(f"{flag}: {address}{also} is a wildcard (every address of the host); "
                              "give the one address to listen on")
     return address

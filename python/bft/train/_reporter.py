@@ -19,6 +19,7 @@ from .protocol import (
     Report,
     encode,
     parse_address,
+    resolve_job_secret,
 )
 
 
@@ -45,6 +46,11 @@ class Reporter:
     def _configure(self) -> None:
         self._configured = True
         env = os.environ
+        try:
+            resolve_job_secret(env)  # a process the manager started without the agent or bft.train.run
+        except ValueError as e:
+            print(f"bft.train: {e}; progress reports are not sent", file=sys.stderr, flush=True)
+            return
         if not env.get(ENV_REPORT_ADDR) or not env.get(ENV_JOB_SECRET) or not env.get(ENV_JOB_ID):
             if env.get("RANK", "0") == "0":
                 print("bft.train: not launched by bft manager; progress reports are not sent",

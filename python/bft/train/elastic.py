@@ -96,6 +96,7 @@ def open_store(timeout_s: float):
     """The worker's connection to its job's rendezvous store: through a gateway on this node that
     proves the job's secret to the keeper's relay (bft.train.rendezvous)."""
     global _gateway
+    p.resolve_job_secret()
     store, gateway = rendezvous.store_client(p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
                                              bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), timeout_s)
     if _gateway is not None:
