@@ -229,10 +229,22 @@ def allocate(
     of the solver library comes back as a failed allocation (every job keeps its nodes) instead of
     ending this process: what a long-lived caller should use.
 
+    ``time_limit_s`` bounds each MILP solve (None: no limit, the default, so that a call returns
+    the proven optimum however long it takes). A MILP may take minutes even on a few jobs (CBC under
+    ``max_min_fair`` did on 2 jobs and 17 nodes, issue 40): a caller that must answer in time sets one,
+    as ``bft replay`` (``sim.DEFAULT_MILP_TIME_LIMIT_S``) and the manager do. An unknown
+    ``milp_backend`` (or one this build lacks) is :class:`bft.NotAvailable`, which is a ValueError too.
+
     The policies ``completion_aware`` and ``lifetime_aware`` (docs/alloc.md) read, respectively,
     ``remaining_samples`` (one per job: samples each still has to process) and ``expected_idle_s``
     (one per pool node, in pool order: seconds it is expected to stay idle); other solvers ignore them.
     """
+    # Names as strings (or the enums that are strings): anything else is one line, not pybind's
+    # multi-line list of overloads.
+    for field, value, kinds in (("solver", solver, (str,)), ("goal", goal, (str, Goal)),
+                                ("milp_backend", milp_backend, (str,))):
+        if not isinstance(value, kinds):
+            raise TypeError(f"{field}: expected a name (a str), got {type(value).__name__}")
     jobs = list(jobs)
     if weights is not None:
         weights = list(np.asarray(weights, dtype=float).ravel())

@@ -16,7 +16,13 @@ PYBIND11_MODULE(_core, m) {
 
   // bft::Error and subclasses map onto the exceptions a Python user expects.
   static py::exception<bft::Error> error(m, "Error", PyExc_RuntimeError);
-  static py::exception<bft::NotAvailable> not_available(m, "NotAvailable", error.ptr());
+  // NotAvailable: a backend (or other part) this build lacks, named by the caller: a bft.Error, and a
+  // ValueError too, since the name is the caller's input (bft.allocate says bad input is a ValueError).
+  static PyObject* const not_available = PyErr_NewExceptionWithDoc(
+      "bft._core.NotAvailable", "A part this build lacks (e.g. a MILP backend), named by the caller.",
+      py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr);
+  if (not_available == nullptr) throw py::error_already_set();
+  m.attr("NotAvailable") = py::handle(not_available);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -27,7 +33,7 @@ PYBIND11_MODULE(_core, m) {
     } catch (const bft::Interrupted&) {
       PyErr_SetNone(PyExc_KeyboardInterrupt);
     } catch (const bft::NotAvailable& e) {
-      PyErr_SetString(not_available.ptr(), e.what());
+      PyErr_SetString(not_available, e.what());
     } catch (const bft::Error& e) {
       PyErr_SetString(error.ptr(), e.what());
     }

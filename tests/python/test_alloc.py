@@ -156,6 +156,26 @@ def test_missing_fields_and_bad_arguments():
         bft.allocate([j], [1, 2], solver="count_milp", milp_backend="no-such-backend")
 
 
+def test_names_of_the_wrong_type_are_one_line_and_an_unknown_backend_is_a_value_error():
+    j = job("a", 1, 4, [1, 4], [10, 40])
+    for field in ("solver", "goal", "milp_backend"):
+        with pytest.raises(TypeError, match=rf"^{field}: expected a name \(a str\), got NoneType$"):
+            bft.allocate([j], [1, 2], **{field: None})
+    # Documented as NotAvailable (docs/alloc.md) and, as bad input, a ValueError (allocate's docstring).
+    with pytest.raises(ValueError, match="MILP backend 'bogus' is not available") as raised:
+        bft.allocate([j], [1, 2], solver="count_milp", milp_backend="bogus")
+    assert isinstance(raised.value, bft.NotAvailable)
+
+
+def test_exact_refuses_a_problem_whose_table_would_not_fit_naming_its_size():
+    """1,500 jobs that each want 100 of 100,000 nodes: a 1.1 GiB table, refused in one line (1e5 jobs on
+    1e5 nodes ended in std::bad_alloc)."""
+    curve_ = bft.curve.ThroughputCurve([1, 100], [1.0, 100.0])
+    jobs = [alloc.Job(f"j{k}", 1, 100, curve_) for k in range(1500)]
+    with pytest.raises(ValueError, match=r"^exact: 1500 jobs on 100000 nodes need a table of \d+ MiB, more than 1024"):
+        bft.allocate(jobs, list(range(100_000)))
+
+
 def test_real_workload_curves(shared_data):
     path = shared_data / "jobs-imagenet-throughput-1001.jsonl"
     if not path.exists():

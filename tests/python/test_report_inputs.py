@@ -216,3 +216,20 @@ def test_event_detail_written_by_a_manager_passes_the_checks(tmp_path):
     store.close()
     r = bft("report", "--state-dir", str(d), "--csv", "-")
     assert r.returncode == 0 and json.dumps("train")[1:-1] in r.stdout, r.stderr
+
+
+@pytest.mark.runtime
+def test_a_running_managers_state_is_reported_with_what_its_log_holds(harness):
+    """A live manager's commits sit in state.db-wal until a checkpoint: the copy takes the log too, so
+    the nodes that joined are in the report."""
+    proc = harness.start("--local-nodes", "2")
+    harness.wait(lambda s: len(s["nodes"]["pool"]) == 2, 60, "the 2 local nodes")
+    assert (harness.state_dir / "state.db-wal").stat().st_size > 0
+    r = bft("report", "--state-dir", str(harness.state_dir))
+    assert r.returncode == 0 and not r.stderr and "harvested: " in r.stdout, r.stderr
+    store = report_input.ReportInput(harness.state_dir)
+    try:
+        assert report.account(store, store.owner).harvested_node_hours > 0
+    finally:
+        store.close()
+    harness.stop(proc)

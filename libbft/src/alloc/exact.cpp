@@ -22,8 +22,10 @@
 //    over them. The answer is max(D0[J][N], D1[J][N]), proven optimal.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "alloc/internal.h"
 
@@ -32,6 +34,10 @@ namespace bft::alloc::internal {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// The most memory the dynamic program's table may take: (jobs + 1) rows of about a pool's width of
+// doubles. 1,000 jobs on Summit's 4,734 nodes need 38 MB; 1e5 jobs on 1e5 nodes would need 80 GB and
+// end in std::bad_alloc: such a problem is refused in one line instead.
+constexpr std::uint64_t kMaxTableBytes = 1ULL << 30;
 
 struct JobChoices {
   std::vector<int> key_n;
@@ -204,6 +210,14 @@ std::vector<int> ExactCounts(const Prepared& prepared, Goal goal) {
   const int extension = std::min(widest, 256);
   const int width = capacity + extension + 1;
 
+  const std::uint64_t table_bytes =
+      (static_cast<std::uint64_t>(num_jobs) + 1) * static_cast<std::uint64_t>(width) * sizeof(double);
+  if (table_bytes > kMaxTableBytes) {
+    throw InvalidArgument("exact: " + std::to_string(num_jobs) + " jobs on " + std::to_string(capacity) +
+                          " nodes need a table of " + std::to_string(table_bytes >> 20) + " MiB, more than " +
+                          std::to_string(kMaxTableBytes >> 20) +
+                          " MiB: choose another policy (docs/alloc.md) or fewer jobs");
+  }
   std::vector<int> order(num_jobs);
   for (int j = 0; j < num_jobs; ++j) order[j] = j;
   Table d0(static_cast<std::size_t>(num_jobs) + 1, width);

@@ -156,6 +156,21 @@ TEST(AllocOptions, RejectsInvalidSolverOptionsAndEmptyBackend) {
   EXPECT_NE(error.find("milp options"), std::string::npos) << error;
 }
 
+TEST(AllocExact, AProblemWhoseTableWouldPassTheCapIsRefusedNamingItsSize) {
+  // 1,500 jobs that each want 100 of 100,000 nodes: a table of 1.1 GiB (1e5 x 1e5 was std::bad_alloc).
+  Problem p;
+  for (int k = 0; k < 1500; ++k)
+    p.jobs.push_back(MakeJob("j" + std::to_string(k), 1, 100, {1, 100}, {1, 100}));
+  for (NodeId n = 0; n < 100000; ++n) p.pool.push_back(n);
+  try {
+    Solve(p, SolveOptions{});
+    FAIL() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("exact: 1500 jobs on 100000 nodes need a table of ", 0), 0u)
+        << e.what();
+  }
+}
+
 TEST(AllocOptions, UnknownBackendIsNotAvailable) {
   SolveOptions options;
   options.solver = "count_milp";

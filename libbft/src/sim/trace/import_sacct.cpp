@@ -132,7 +132,10 @@ ImportedTrace ImportSacct(const std::string& path, const SacctImportOptions& opt
   std::int64_t latest = std::numeric_limits<std::int64_t>::min();
   // Fields: JobID (optional: it names jobs in messages), Start, End, NodeList.
   const std::vector<std::string> columns = {"JobID", "Start", "End", "NodeList"};
-  ForEachSacctJob(path, columns, {"JobID"}, std::numeric_limits<std::uint64_t>::max(),
+  // The log's node names, counted before each line's are made: at most two transitions each, so a log
+  // of more than twice kMaxImportTransitions names is refused at the line that passes it, before its
+  // jobs are held (200 lines of n[1-1000000] took minutes and gigabytes to reach BuildTrace's cap).
+  ForEachSacctJob(path, columns, {"JobID"}, 2 * static_cast<std::uint64_t>(kMaxImportTransitions),
                   [&](SacctJobLine& job) {
                     auto fail = [&](const std::string& what) { throw ParseError(path, job.line, what); };
                     const std::string name = job.fields[0].empty() ? "the job" : "job " + job.fields[0];
