@@ -86,7 +86,7 @@ def test_a_manager_config_file_is_read_within_a_cap_and_deep_nesting_is_one_line
     big.write_bytes(b"\n" * (2 << 20))
     deep = tmp_path / "deep.toml"
     deep.write_text("a = " + "[" * 100_000)
-    for path, needle in (("/dev/zero", "/dev/zero"), (big, "larger than 1 MiB"), (deep, "nested too deeply")):
+    for path, needle in (("/dev/zero", "/dev/zero"), (big, "larger than 1048576 bytes"), (deep, "nested too deeply")):
         assert needle in one_line_error(capsys, ["manager", "--config", str(path)])
 
 

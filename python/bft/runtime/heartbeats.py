@@ -68,7 +68,7 @@ class Heartbeats:
     def hung(self, job: str, beats: Dict[Tuple[str, int], str], now: float) -> List[str]:
         """The nodes whose worker is hung, from the heartbeats just read: (node, worker pid) -> value,
         for the job's workers that run and have joined their generation."""
-        current: Dict[str, _Seen] = {}
+        current: Dict[Tuple[str, int], _Seen] = {}  # (node, pid): every process of a node is judged
         for (node, pid), value in beats.items():
             fields = parse(value)
             if fields is None:
@@ -85,20 +85,20 @@ class Heartbeats:
                     self._measure(job, (now - seen.step_at) / (steps - seen.steps))
                     seen.steps, seen.step_at = steps, now
                 seen.waiting = waiting
-            self._seen[key] = current[node] = seen
-        self._seen = {k: v for k, v in self._seen.items() if k[0] != job or current.get(k[1]) is v}
+            self._seen[key] = current[(node, pid)] = seen
+        self._seen = {k: v for k, v in self._seen.items() if k[0] != job or current.get(k[1:]) is v}
         bound = self.bound_s(job)
-        alive = [n for n, s in current.items() if now - s.beat_at <= bound]
-        out = []
-        for node, s in current.items():
-            peers = [current[n] for n in alive if n != node]
+        alive = [proc for proc, s in current.items() if now - s.beat_at <= bound]
+        out = set()
+        for proc, s in current.items():
+            peers = [current[q] for q in alive if q != proc]
             if not peers:
                 continue  # no peer beats: nothing tells this worker's silence from the job's or ours
             frozen = now - s.beat_at > bound
             stuck = (now - s.step_at > bound and not s.waiting
                      and any(p.waiting and p.steps >= s.steps for p in peers))
             if frozen or stuck:
-                out.append(node)
+                out.add(proc[0])  # a node's processes are one member: the node is hung
         return sorted(out)
 
     def _measure(self, job: str, step_s: float) -> None:

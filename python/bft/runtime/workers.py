@@ -73,12 +73,13 @@ class Workers:
         """The heartbeats of the job's workers that run and have joined: (node, pid) -> value; None if
         the store is unreachable."""
         m = run.machine
-        nodes = [n for n in m.live if n not in m.pending and n in run.agents]
+        processes = [(n, k) for n in m.live if n not in m.pending and n in run.agents
+                     for k in range(len(run.agents[n].procs))]
         try:
-            values = self.configurations.beats(run.id, nodes)
+            values = self.configurations.beats(run.id, processes)
         except Exception:  # noqa: BLE001 - the keeper is gone: judged afresh once it is back
             return None
-        return {(n, run.agents[n].proc.pid): v for n, v in values.items()}
+        return {(n, run.agents[n].procs[k].pid): v for (n, k), v in values.items()}
 
     def warm_nodes(self) -> List[str]:
         """The idle nodes with a warm standby (none without standbys)."""

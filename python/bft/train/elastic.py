@@ -67,10 +67,10 @@ class _Heartbeat:
     waits for its peers at one (or re-forms its group). A worker that hangs between two boundaries
     keeps beating but its steps stop while its peers wait: the manager tells the two apart."""
 
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, local_rank: int) -> None:
         self.steps = 0
         self.waiting = False
-        self._node = node
+        self._node, self._local_rank = node, local_rank
         threading.Thread(target=self._run, name="bft-heartbeat", daemon=True).start()
 
     def _run(self) -> None:
@@ -78,11 +78,12 @@ class _Heartbeat:
         while True:
             try:
                 if store is None:
+                    p.resolve_job_secret()
                     store, self._gateway = rendezvous.store_client(
                         p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
                         bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), _inplace_timeout_s())
                 beats += 1
-                store.set(p.beat_key(os.environ[p.ENV_JOB_ID], self._node),
+                store.set(p.beat_key(os.environ[p.ENV_JOB_ID], self._node, self._local_rank),
                           f"{beats} {self.steps} {int(self.waiting)}")
             except Exception:  # noqa: BLE001 - the keeper is gone: a new connection at the next beat
                 store = None
@@ -178,7 +179,7 @@ class ElasticState:
         self._nodes: List[str] = []  # the current generation's members, in rank order
         self._beat: Optional[_Heartbeat] = None
         if self._inplace:
-            self._beat = _Heartbeat(os.environ.get(p.ENV_NODE, ""))
+            self._beat = _Heartbeat(os.environ.get(p.ENV_NODE, ""), _local_rank())
             self._arm()
             os.environ.setdefault("LOCAL_RANK", "0")
             try:

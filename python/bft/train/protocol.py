@@ -170,9 +170,10 @@ def arrived_key(job: str, generation: int, node: str, local_rank: int = 0) -> st
     return f"bft/{job}/g{generation}/arrived/{node}/{local_rank}"
 
 
-def beat_key(job: str, node: str) -> str:
-    """An in-place worker's heartbeat: "<beats> <steps> <waiting>" (bft.train.elastic._Heartbeat)."""
-    return f"bft/{job}/beat/{node}"
+def beat_key(job: str, node: str, local_rank: int = 0) -> str:
+    """The heartbeat of local rank `local_rank` of an in-place job's `node`: "<beats> <steps> <waiting>"
+    (bft.train.elastic._Heartbeat)."""
+    return f"bft/{job}/beat/{node}/{local_rank}"
 
 
 def group_prefix(job: str, generation: int) -> str:

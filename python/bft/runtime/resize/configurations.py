@@ -61,10 +61,11 @@ class Configurations:
             return None
         return list(json.loads(store.get(key).decode())["nodes"])
 
-    def beats(self, job: str, nodes: List[str]) -> Dict[str, str]:
-        """The heartbeats the workers on `nodes` wrote (bft.train.elastic), for those that wrote one."""
+    def beats(self, job: str, processes: List[Tuple[str, int]]) -> Dict[Tuple[str, int], str]:
+        """The heartbeats the worker processes (node, local rank) wrote (bft.train.elastic), for those
+        that wrote one."""
         store = self._client(job)
-        keys = {n: protocol.beat_key(job, n) for n in nodes}
-        present = [n for n in nodes if store.check([keys[n]])]
-        values = store.multi_get([keys[n] for n in present]) if present else []
-        return {n: v.decode(errors="replace") for n, v in zip(present, values)}
+        keys = {proc: protocol.beat_key(job, *proc) for proc in processes}
+        present = [proc for proc in processes if store.check([keys[proc]])]
+        values = store.multi_get([keys[proc] for proc in present]) if present else []
+        return {proc: v.decode(errors="replace") for proc, v in zip(present, values)}
