@@ -161,10 +161,10 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
                               f"{c[m]['scale_down_s']:.2f} s ({c[m]['measured_downs']} shrinks)"
                               for m in RESCALE_METHODS), flush=True)  # the methods' entries, not cold_start's
             g = r["grow_decided_to_first_step"]
-            print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
+            print(f"grow, decision -> first step at the new size, {method:8s} ({label} nodes): "
                   f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",
                   flush=True)
-            print(f"throughput by size, {method:8s}: " + "; ".join(
+            print(f"throughput by size, {method:8s} ({label}): " + "; ".join(
                 f"{n} node(s) {rate:.2f} samples/s" for n, rate in sorted(r["samples_per_s"].items())), flush=True)
             first, warm = r["launch_to_first_step"], r["launches"]
             print(f"launch to first step, {method:8s} ({nodes} nodes): the resize run's job (submitted as the "

@@ -160,23 +160,25 @@ def _linear_curve(path: Path, nodes: int) -> Path:
     return path
 
 
-@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, 1 -> 2 -> 1 nodes: about a minute here
+@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, 1 -> 2 -> 1 nodes: 2-3 min on the shared VM
 def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_each_epoch_once(harness):
     """Two processes per node, 1 -> 2 -> 1 nodes in place: n0's two processes keep their pids (and
     ranks 0 and 1) throughout, n1's two join and leave together; the data is read at worlds 2 and 4
     and every index of every epoch exactly once; status counts nodes and processes."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (25, "n1", "idle"), (55, "n1", "busy")])
+    # 50 s on 2 nodes: time for n1's two cold newcomers to start on a loaded machine; a job of 12 epochs at
+    # 0.1 s a step at least (32 or 64 samples a step) still runs when n1 is taken back, also on a fast one.
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (20, "n1", "idle"), (70, "n1", "busy")])
     logs = harness.root / "indices"
     logs.mkdir()
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
                          "--local-grace-s", "8", "--grace", "10", "--procs-per-node", "2")
-    harness.submit("el", "--min", "1", "--max", "2", "--samples", str(8 * DATASET), "--curve",
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", str(12 * DATASET), "--curve",
                    str(_linear_curve(harness.root / "curve.json", 2)), "--", "--step-s", "0.1", "--batch", "16",
                    "--hidden", "16", "--dataset", str(DATASET), "--log-indices", str(logs), script=ELASTIC)
     status = harness.wait(lambda s: len(s["jobs"][0]["nodes"]) == 2 and not s["jobs"][0]["resizing"], 150,
                           "the job on 2 nodes")
     assert status["jobs"][0]["world_size"] == 4 and status["jobs"][0]["procs_per_node"] == 2, status["jobs"][0]
-    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 300, "the job to finish")
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 400, "the job to finish")
 
     resizes = harness.events("resize_inplace", job="el")
     assert [(r["joined"], r["left"], r["nodes"]) for r in resizes] == [(["n1"], [], ["n0", "n1"]),
@@ -198,6 +200,13 @@ def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_ea
             _, rank, world, *_ = map(int, line.split())
             ranks[world].add(rank)
     assert dict(ranks) == {2: {0, 1}, 4: {0, 1, 2, 3}}, dict(ranks)
+    # Node-major, survivors first: n0's processes (the survivors) hold ranks 0 and 1 at every size,
+    # n1's (the newcomers) ranks 2 and 3; local rank k of a node is rank i*2 + k.
+    for node, expected in (("n0", {0: {0}, 1: {1}}), ("n1", {0: {2}, 1: {3}})):
+        for k in (0, 1):
+            (pid,) = {p for n, _, local, p in rows if n == node and local == k}
+            seen_ranks = {int(line.split()[1]) for line in (logs / f"{pid}.txt").read_text().splitlines()}
+            assert seen_ranks == expected[k], (node, k, seen_ranks)
     assert sorted(seen) == list(range(len(seen))) and all(len(v) == 1 for v in seen.values())
     for epoch in range(len(seen) // DATASET):
         assert sorted(seen[p][0] for p in range(epoch * DATASET, (epoch + 1) * DATASET)) == list(range(DATASET))
@@ -212,7 +221,7 @@ def _standby_pids(harness, node: str) -> List[int]:
                   if pid not in assigned and standby_born(pid, harness.identity, node))
 
 
-@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, two managers: about two minutes here
+@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, two managers: about 3 min on the shared VM
 def test_processes_per_node_born_of_standbys_are_adopted_after_kill_9_and_shrink_in_place_together(harness):
     """Each node gets two standbys; the job's two processes per node are those standbys' processes.
     kill -9 of the manager while they train: the restarted manager adopts all four by their rows,
@@ -227,8 +236,10 @@ def test_processes_per_node_born_of_standbys_are_adopted_after_kill_9_and_shrink
         time.sleep(0.2)
     warm = {n: _standby_pids(harness, n) for n in ("n0", "n1")}
     assert all(len(pids) == 2 for pids in warm.values()), warm
-    harness.submit("el", "--min", "1", "--max", "2", "--samples", "200000", "--curve",
-                   str(_linear_curve(harness.root / "curve.json", 2)), "--", "--step-s", "0.05", script=ELASTIC)
+    # 0.05 s a step at least, 16 samples a worker: still training when n1 is taken back, also on a fast machine.
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", "100000", "--curve",
+                   str(_linear_curve(harness.root / "curve.json", 2)), "--", "--step-s", "0.05", "--batch", "16",
+                   script=ELASTIC)
     harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and s["jobs"][0]["world_size"] == 4, 150, "training on 4")
     before = {n: sorted(pid for node, _, _, pid in _rows(harness, "el") if node == n) for n in ("n0", "n1")}
     assert before == warm, (before, warm)  # the standbys' own processes
@@ -248,7 +259,7 @@ def test_processes_per_node_born_of_standbys_are_adopted_after_kill_9_and_shrink
     assert harness.leftovers() == []
 
 
-@pytest.mark.runtime  # torchrun with 2 workers on each of 2 virtual nodes: about a minute here
+@pytest.mark.runtime  # torchrun with 2 workers on each of 2 virtual nodes: about 30 s here
 def test_processes_per_node_relaunch_runs_one_torchrun_per_node_with_n_workers(harness):
     """--resize relaunch at 2 processes per node: one torchrun agent per node (one process row
     each), started with --nproc-per-node=2; the job trains at world size 4 and finishes."""
