@@ -36,12 +36,10 @@ _IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
 _GPUS_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?[1-9][0-9]{0,3}$")  # --slurm-gpus-per-node: [TYPE:]N
 # squeue states in which a pilot is waiting for a node (it counts as pending).
 _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
-# A main job that preempts pilots is not given the nodes that free up meanwhile: a pending pilot can
-# start there (Slurm counts a preemptible job as no obstacle), and the main job then preempts again
-# only KillWait + MessageTimeout after its first preemption (slurmctld's rule), each time. So the
-# source stands back while a preemption of its pilots is under way and this long after the last one
-# left the queue: pending pilots are held, and a pilot that starts (or was preempted before it could
-# hear of it) gives its node back at once instead of joining. docs/slurm.md, "The main queue's wait".
+# Slurm keeps for a preempting main job none of the nodes that free up meanwhile, and preempts again
+# only KillWait + MessageTimeout later: so while a preemption of ours is under way, and this long
+# after, pending pilots are held and a pilot that starts gives its node back at once (docs/slurm.md,
+# "The main queue's wait").
 _STAND_BACK_S = 3.0
 
 
@@ -401,7 +399,7 @@ class SlurmNodeSource(NodeSource):
                     pilot = self._pilots[job_id] = _Pilot(job_id)
                 if q.state != "RUNNING":
                     continue
-                if pilot.state == PilotState.PENDING and (q.preempted or standing_back):
+                if pilot.state == PilotState.PENDING and (q.preempted or (standing_back and job_id not in stepped)):
                     pilot.state = PilotState.CANCELLING  # allocated during a preemption: the node is wanted
                     to_cancel.append(job_id)
                 elif pilot.state == PilotState.PENDING and job_id in stepped:
