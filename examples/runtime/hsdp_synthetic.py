@@ -25,6 +25,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 import bft.train as bt
+from bft.train.elastic import backend
 from bft.train.hsdp import HSDPState
 
 
@@ -46,6 +47,7 @@ def main() -> None:
         torch.set_default_dtype(torch.float64)
 
     device = bt.device()
+    on_gloo = backend(device) == "gloo"
     data = torch.randn(args.dataset, 64, generator=torch.Generator().manual_seed(1))
     labels = (data @ torch.randn(64, 10, generator=torch.Generator().manual_seed(7))).argmax(dim=1)
     widths = [64] + [args.hidden] * args.layers
@@ -63,6 +65,8 @@ def main() -> None:
         for module in model.modules():  # each fully_shard call owns its parameters' reduction
             if isinstance(module, FSDPModule):
                 module.set_gradient_divide_factor(1.0)  # sum over ranks: each sample's loss is already weighted 1/B
+                # In float32 FSDP2 would reduce with PREMUL_SUM, which gloo refuses: plain sums there.
+                module.set_force_sum_reduction_for_comms(on_gloo)
         return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     sampler = bt.ElasticSampler(len(data), seed=0)
