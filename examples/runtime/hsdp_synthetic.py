@@ -26,7 +26,6 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 
 import bft.train as bt
 from bft.train.elastic import backend
-from bft.train.hsdp import HSDPState
 
 
 def main() -> None:
@@ -73,7 +72,7 @@ def main() -> None:
     semantics = bt.FixedGlobalBatch(args.global_batch, micro_batch=args.micro_batch)
     # Joins the job (in place: the current generation's group), builds the model on the mesh and
     # restores its state: shards from a surviving node, else the last DCP checkpoint.
-    state = HSDPState(build, sampler=sampler, steps=0)
+    state = bt.HSDPState(build, sampler=sampler, steps=0)
     if bt.rank() == 0 and state.steps:
         print(f"resumed at step {state.steps} on {bt.world_size()} workers", flush=True)
     params = open(args.log_params, "a") if args.log_params and bt.rank() == 0 else None
