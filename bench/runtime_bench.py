@@ -126,40 +126,43 @@ METHODS = {"inplace": ("--resize", "inplace", "--standby"), "inplace-cold": ("--
 
 
 def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launches: int, gpus: int,
-                 script: list) -> None:
+                 script: list, procs: tuple = (1,)) -> None:
     """A real manager (local source) and one elastic job (`script`: its path and arguments; by default
     examples/runtime/elastic_synthetic.py --step-s 0.05, the same script for every method); the trace
     takes half of the nodes away and gives them back every cycle. The manager measures each gap (last
     step at the old size -> first at the new one). Then, per method, `launches` short jobs one after
     the other on the same nodes: launch -> first step. With `gpus`, virtual node k trains on GPU k mod
-    gpus (the manager's --local-gpus)."""
-    options = ("--local-gpus", str(gpus)) if gpus else ()
+    gpus (the manager's --local-gpus). Each of `procs` (processes per node, the manager's
+    --procs-per-node) is run in turn; a count other than 1 is named in the results' keys ("x2/node")."""
+    gpu_options = ("--local-gpus", str(gpus)) if gpus else ()
     if gpus:
         import torch
 
         print(f"devices: {gpus} GPU(s), {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
     results = {}
-    for nodes in sizes:
+    for nodes, per_node in [(n, k) for n in sizes for k in procs]:
+        options = (*gpu_options, "--procs-per-node", str(per_node))
+        label = f"{nodes // 2}<->{nodes}" + (f" x{per_node}/node" if per_node != 1 else "")
         for method in methods:
             r = run_resize_cycles(method, cycles, nodes, period_s, options, script)
-            results[f"{method} {nodes // 2}<->{nodes}"] = r
+            results[f"{method} {label}"] = r
             r["launches"] = run_launches(method, launches, nodes, options) if launches else []
             for kind in ("grow", "shrink"):
                 g = r[kind]
                 med = f"{statistics.median(g):.2f} s" if g else "n/a"
-                print(f"resize gap, {method:8s} {kind:6s} ({nodes // 2}<->{nodes} nodes): median {med}, counted "
+                print(f"resize gap, {method:8s} {kind:6s} ({label} nodes): median {med}, counted "
                       f"{len(g)} of {cycles} cycles ({r['decided'][kind]} decisions){r['left_out'][kind]}: "
                       f"{', '.join(f'{x:.2f}' for x in g)}", flush=True)
             c = r["advisor_costs"]  # what the allocator is charged, in its units (docs/runtime.md)
-            print(f"advisor's measured costs, {method:8s} ({nodes // 2}<->{nodes} nodes): "
+            print(f"advisor's measured costs, {method:8s} ({label} nodes): "
                   + "; ".join(f"{m} up {c[m]['scale_up_s']:.2f} s ({c[m]['measured_ups']} grows), down "
                               f"{c[m]['scale_down_s']:.2f} s ({c[m]['measured_downs']} shrinks)" for m in c
-                              if isinstance(c[m], dict)), flush=True)  # (not "charged", "restart_s")
+                              if isinstance(c[m], dict) and "scale_up_s" in c[m]), flush=True)  # per method only
             g = r["grow_decided_to_first_step"]
-            print(f"grow, decision -> first step at the new size, {method:8s} ({nodes // 2}->{nodes} nodes): "
+            print(f"grow, decision -> first step at the new size, {method:8s} ({label} nodes): "
                   f"median {statistics.median(g) if g else float('nan'):.2f} s: {', '.join(f'{x:.2f}' for x in g)}",
                   flush=True)
-            print(f"throughput by size, {method:8s}: " + "; ".join(
+            print(f"throughput by size, {method:8s} ({label}): " + "; ".join(
                 f"{n} node(s) {rate:.2f} samples/s" for n, rate in sorted(r["samples_per_s"].items())), flush=True)
             first, warm = r["launch_to_first_step"], r["launches"]
             print(f"launch to first step, {method:8s} ({nodes} nodes): the resize run's job (submitted as the "
@@ -168,11 +171,19 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
                   f"{', '.join(f'{x:.2f}' for x in warm)}", flush=True)
     for kind in ("grow", "shrink", "grow_decided_to_first_step", "launches"):
         for nodes in sizes:
-            key = {m: results[f"{m} {nodes // 2}<->{nodes}"][kind] for m in methods}
+            key = {m: results[f"{m} {nodes // 2}<->{nodes}"][kind] for m in methods} if 1 in procs else {}
             for a, b in (("inplace", "relaunch"), ("inplace", "inplace-cold")):
                 if a in key and b in key and key[a] and key[b]:
                     ratio = statistics.median(key[a]) / statistics.median(key[b])
                     print(f"ratio {a} / {b}, {kind} ({nodes // 2}<->{nodes}): {ratio:.3f}", flush=True)
+            for method in methods:  # N processes per node against one, the same method and nodes
+                one = results.get(f"{method} {nodes // 2}<->{nodes}", {}).get(kind)
+                for per_node in (k for k in procs if k != 1):
+                    more = results[f"{method} {nodes // 2}<->{nodes} x{per_node}/node"][kind]
+                    if one and more:
+                        ratio = statistics.median(more) / statistics.median(one)
+                        print(f"ratio {per_node} / 1 processes per node, {method} {kind} ({nodes // 2}<->{nodes}): "
+                              f"{ratio:.3f}", flush=True)
     print(json.dumps(results))
 
 
@@ -605,6 +616,9 @@ def main() -> None:
                         "examples/runtime/elastic_synthetic.py --step-s 0.05)")
     z.add_argument("--local-gpus", type=int, default=0, metavar="N",
                    help="train on GPUs: virtual node k gets GPU k mod N (default 0: CPU)")
+    z.add_argument("--procs-per-node", type=int, action="append", metavar="N",
+                   help="processes per node (the manager's --procs-per-node), repeatable: each is run in turn, "
+                        "in the same run (default 1)")
     m = sub.add_parser("simreal")
     m.add_argument("--method", default="relaunch", choices=("relaunch", "membership"))
     g = sub.add_parser("statesize")
@@ -635,7 +649,8 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         bench_resize(a.cycles, a.method or ["inplace", "inplace-cold", "relaunch"], a.nodes or [2, 4], a.period,
                      a.launches, a.local_gpus,
-                     a.script or ["examples/runtime/elastic_synthetic.py", "--step-s", "0.05"])
+                     a.script or ["examples/runtime/elastic_synthetic.py", "--step-s", "0.05"],
+                     tuple(a.procs_per_node or [1]))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ from typing import Dict, List, Tuple
 import pytest
 
 from bft.runtime.options import resolve_procs_per_node
+from bft.runtime.processes import standby_born, tagged_processes
 from bft.runtime.runs import Agent
+from bft.runtime.state import StateStore
 from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE
 from runtime_util import REPO, bft, one_line_error, write_trace
 
@@ -50,6 +52,25 @@ def test_processes_per_node_auto_without_accelerators_is_one_and_a_bad_value_nam
     assert resolve_procs_per_node("3", {}, device_count=lambda: 8) == (3, "--procs-per-node 3")
     with pytest.raises(ValueError, match="--procs-per-node: expected a whole number or auto, got 'two'"):
         resolve_procs_per_node("two", {})
+
+
+@pytest.mark.parametrize("value, needle", [("two", "expected a whole number or auto, got 'two'"),
+                                           ("0", "expected 1 to 64, got 0")])
+def test_manager_processes_per_node_that_is_no_count_is_refused_in_one_line(tmp_path, value, needle):
+    r = bft("manager", "--state-dir", str(tmp_path / "state"), "--procs-per-node", value)
+    assert r.returncode == 2
+    one_line_error(r, "--procs-per-node", needle)
+
+
+def test_processes_per_node_count_node_seconds_once_per_node(tmp_path):
+    """A node's two process rows (local ranks 0 and 1) hold one node: node-seconds count it once."""
+    store = StateStore(tmp_path / "state.db")
+    rows = [store.add_proc("j", 1, "n0", k) for k in (0, 1)] + [store.add_proc("j", 1, "n1", k) for k in (0, 1)]
+    now = time.time()
+    for row in rows:
+        store.db.execute("UPDATE procs SET started_s = ?, ended_s = ? WHERE id = ?", (now - 10.0, now, row))
+    assert store.proc_node_seconds(now) == pytest.approx(20.0)  # 2 nodes x 10 s, not 4 processes
+    store.close()
 
 
 def _sleeper(code: int, after_s: float) -> subprocess.Popen:
@@ -91,6 +112,8 @@ def test_a_nodes_processes_per_node_exit_as_one_member_and_a_crash_ends_its_sibl
 
 
 def test_submit_with_more_processes_per_node_than_the_manager_gives_is_refused_in_one_line(harness):
+    """A manager whose nodes give 2 processes refuses a job asking for 3 (and one asking for 0), in one
+    line naming the flag; its status says what a node gives."""
     proc = harness.start("--local-nodes", "1", "--procs-per-node", "2", "--no-standby")
     r = bft("submit", str(ELASTIC), "--state-dir", str(harness.state_dir), "--name", "big", "--procs-per-node", "3",
             cwd=harness.root)
@@ -101,6 +124,8 @@ def test_submit_with_more_processes_per_node_than_the_manager_gives_is_refused_i
     assert r.returncode == 2
     one_line_error(r, "--procs-per-node", "got 0")
     assert harness.status()["jobs"] == []
+    text = bft("status", "--state-dir", str(harness.state_dir)).stdout
+    assert "2 processes per node" in text and "PROCS" in text, text
     harness.stop(proc)
 
 
@@ -135,23 +160,25 @@ def _linear_curve(path: Path, nodes: int) -> Path:
     return path
 
 
-@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, 1 -> 2 -> 1 nodes: about a minute here
+@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, 1 -> 2 -> 1 nodes: 2-3 min on the shared VM
 def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_each_epoch_once(harness):
     """Two processes per node, 1 -> 2 -> 1 nodes in place: n0's two processes keep their pids (and
     ranks 0 and 1) throughout, n1's two join and leave together; the data is read at worlds 2 and 4
     and every index of every epoch exactly once; status counts nodes and processes."""
-    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (25, "n1", "idle"), (55, "n1", "busy")])
+    # 50 s on 2 nodes: time for n1's two cold newcomers to start on a loaded machine; a job of 12 epochs at
+    # 0.1 s a step at least (32 or 64 samples a step) still runs when n1 is taken back, also on a fast one.
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (20, "n1", "idle"), (70, "n1", "busy")])
     logs = harness.root / "indices"
     logs.mkdir()
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
                          "--local-grace-s", "8", "--grace", "10", "--procs-per-node", "2")
-    harness.submit("el", "--min", "1", "--max", "2", "--samples", str(8 * DATASET), "--curve",
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", str(12 * DATASET), "--curve",
                    str(_linear_curve(harness.root / "curve.json", 2)), "--", "--step-s", "0.1", "--batch", "16",
                    "--hidden", "16", "--dataset", str(DATASET), "--log-indices", str(logs), script=ELASTIC)
     status = harness.wait(lambda s: len(s["jobs"][0]["nodes"]) == 2 and not s["jobs"][0]["resizing"], 150,
                           "the job on 2 nodes")
     assert status["jobs"][0]["world_size"] == 4 and status["jobs"][0]["procs_per_node"] == 2, status["jobs"][0]
-    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 300, "the job to finish")
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 400, "the job to finish")
 
     resizes = harness.events("resize_inplace", job="el")
     assert [(r["joined"], r["left"], r["nodes"]) for r in resizes] == [(["n1"], [], ["n0", "n1"]),
@@ -176,5 +203,71 @@ def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_ea
     assert sorted(seen) == list(range(len(seen))) and all(len(v) == 1 for v in seen.values())
     for epoch in range(len(seen) // DATASET):
         assert sorted(seen[p][0] for p in range(epoch * DATASET, (epoch + 1) * DATASET)) == list(range(DATASET))
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def _standby_pids(harness, node: str) -> List[int]:
+    """The pids of the manager's standbys waiting on `node` (started as standbys, in no process row)."""
+    assigned = {pid for _, _, _, pid in _rows(harness, "el")}
+    return sorted(pid for pid in tagged_processes(harness.identity)
+                  if pid not in assigned and standby_born(pid, harness.identity, node))
+
+
+@pytest.mark.runtime  # 2 virtual nodes of 2 gloo workers each, two managers: about 3 min on the shared VM
+def test_processes_per_node_born_of_standbys_are_adopted_after_kill_9_and_shrink_in_place_together(harness):
+    """Each node gets two standbys; the job's two processes per node are those standbys' processes.
+    kill -9 of the manager while they train: the restarted manager adopts all four by their rows,
+    and when n1 is reclaimed shrinks the job in place to n0, whose two processes train on to the end."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (50, "n1", "busy")])
+    args = ("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--local-grace-s", "8",
+            "--grace", "10", "--procs-per-node", "2")
+    first = harness.start(*args)
+    harness.wait(lambda s: s["nodes"]["standbys"] == ["n0", "n1"], 60, "standbys on n0 and n1")
+    deadline = time.monotonic() + 60
+    while any(len(_standby_pids(harness, n)) < 2 for n in ("n0", "n1")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    warm = {n: _standby_pids(harness, n) for n in ("n0", "n1")}
+    assert all(len(pids) == 2 for pids in warm.values()), warm
+    # 0.05 s a step at least, 16 samples a worker: still training when n1 is taken back, also on a fast machine.
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", "100000", "--curve",
+                   str(_linear_curve(harness.root / "curve.json", 2)), "--", "--step-s", "0.05", "--batch", "16",
+                   script=ELASTIC)
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and s["jobs"][0]["world_size"] == 4, 150, "training on 4")
+    before = {n: sorted(pid for node, _, _, pid in _rows(harness, "el") if node == n) for n in ("n0", "n1")}
+    assert before == warm, (before, warm)  # the standbys' own processes
+    harness.kill9(first)
+    time.sleep(2)
+    second = harness.start(*args)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 300, "the job to finish")
+    assert [e["adopted"] for e in harness.events("recovered")] == [["el"]]
+    assert len(harness.events("launch", job="el")) == 1  # never relaunched
+    assert [r["nodes"] for r in harness.events("resize_inplace", job="el")] == [["n0"]]
+    assert not harness.events("inplace_failed", "job_failed", job="el")
+    after = {pid for node, _, _, pid in _rows(harness, "el") if node == "n0"}
+    assert after == set(warm["n0"]), (warm, after)  # n0's two processes throughout
+    log = harness.job_log("el")
+    assert "done: " in log and "Traceback" not in log, log[-3000:]
+    harness.stop(second)
+    assert harness.leftovers() == []
+
+
+@pytest.mark.runtime  # torchrun with 2 workers on each of 2 virtual nodes: about 30 s here
+def test_processes_per_node_relaunch_runs_one_torchrun_per_node_with_n_workers(harness):
+    """--resize relaunch at 2 processes per node: one torchrun agent per node (one process row
+    each), started with --nproc-per-node=2; the job trains at world size 4 and finishes."""
+    logs = harness.root / "indices"
+    logs.mkdir()
+    proc = harness.start("--resize", "relaunch", "--local-nodes", "2", "--procs-per-node", "2")
+    harness.submit("el", "--min", "2", "--max", "2", "--samples", "20000", "--", "--step-s", "0.02",
+                   "--log-indices", str(logs), script=ELASTIC)
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
+    rows = _rows(harness, "el")
+    assert sorted((node, k) for node, _, k, _ in rows) == [("local-0", 0), ("local-1", 0)], rows
+    worlds = {int(line.split()[2]) for f in logs.glob("*.txt") for line in f.read_text().splitlines()}
+    assert worlds == {4}, worlds
+    assert len(list(logs.glob("*.txt"))) == 4  # four workers, one index log each
+    log = harness.job_log("el")
+    assert "done: " in log and "on 4 workers" in log, log[-3000:]
     harness.stop(proc)
     assert harness.leftovers() == []

@@ -2,6 +2,8 @@
 processed exactly once (at least once for steps redone after a crash). Each generation of the job is
 simulated in-process by one sampler per rank, built from the last checkpointed state."""
 
+import contextlib
+import os
 from collections import Counter
 
 import pytest
@@ -141,3 +143,57 @@ def test_a_dataloader_reads_the_ranks_share_in_full_batches():
     batches = [b.tolist() for b, _ in zip(loader, range(3))]
     assert batches[0] == s.indices(7, 20)[1::2][:3]
     assert [len(b) for b in batches] == [3, 3, 3]
+
+
+@contextlib.contextmanager
+def _worker_environment(rank, world):
+    """RANK and WORLD_SIZE as the in-place worker sets them, for the duration."""
+    old = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE")}
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+
+
+# Generations of a job with several processes per node: (its nodes, survivors first, as the manager
+# orders them; steps at it). Node names are drawn from a small set so that nodes stay, leave and come back.
+node_generations = st.lists(st.tuples(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=4, unique=True),
+                                      st.integers(0, 10)), min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(1, 60), batch=st.integers(1, 5), per_node=st.integers(1, 4), plan=node_generations)
+def test_processes_per_node_each_read_their_share_and_every_index_once_per_epoch(size, batch, per_node, plan):
+    """Each process takes the rank the in-place worker takes (bft.train.elastic.node_major_rank: node i's
+    N processes hold ranks i*N .. i*N+N-1) and reads `batch` indices per step from the sampler with
+    its rank and world from the environment, as a worker does: across generations of any nodes, each
+    process reads a full share each step, the shares of a step are disjoint, and every index of every
+    epoch is read exactly once."""
+    from bft.train.elastic import node_major_rank
+
+    state, stream = None, []
+    for nodes, steps in plan:
+        iterators = {}
+        for node in nodes:
+            for local_rank in range(per_node):
+                rank, world = node_major_rank(nodes, node, local_rank, per_node)
+                sampler = ElasticSampler(size, seed=3)
+                if state is not None:
+                    sampler.load_state_dict(state)
+                with _worker_environment(rank, world):  # what the sampler reads as its iteration starts
+                    iterators[rank] = (sampler, iter(sampler))
+        world = len(nodes) * per_node
+        assert sorted(iterators) == list(range(world))
+        for _ in range(steps):
+            shares = {r: [next(it) for _ in range(batch)] for r, (_, it) in iterators.items()}
+            stream.extend(shares[r][j] for j in range(batch) for r in range(world))
+            for sampler, _ in iterators.values():
+                sampler.record(batch * world)
+        state = iterators[0][0].state_dict()
+    assert state["samples"] == len(stream)
+    assert_epochs_exactly_once(stream, size)

@@ -242,7 +242,8 @@ def format_status(status: Dict[str, Any]) -> str:
         src = m["source"]
         p50 = m["decision_p50_s"]
         lines.append(f"manager {m['identity']} (pid {m['pid']}): source {src.get('source')}, policy {m['policy']}, "
-                     f"resize {m['resize']}; {m['decisions']} decisions"
+                     f"resize {m['resize']}, {m.get('procs_per_node', 1)} processes per node; "
+                     f"{m['decisions']} decisions"
                      + (f", median {p50 * 1e3:.1f} ms" if p50 is not None else "")
                      + (f"; {m['bad_reports']} reports dropped ("
                         + ", ".join(f"{k} {v}" for k, v in m.get("dropped_reports", {}).items() if v) + ")"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Tuple
 
 from .. import alloc, curve, sim
@@ -48,7 +48,8 @@ class ManagerOptions:
     # The processes a job runs on each node unless it asks for fewer (bft submit --procs-per-node): the
     # most a node gives (--procs-per-node N, or auto: resolve_procs_per_node).
     procs_per_node: int = 1
-    procs_per_node_found: str = ""  # how (resolve_procs_per_node), for the manager's first line and status
+    # How it was found (resolve_procs_per_node), for the manager's first line: not part of the value.
+    procs_per_node_found: str = field(default="", compare=False)
 
     @property
     def standbys(self) -> bool:

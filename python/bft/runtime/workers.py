@@ -122,7 +122,9 @@ class Workers:
                     started[node] = standbys
                     from_standby.add(node)
                     continue
-                self.standbys.discard(standbys)  # one of them was gone: the node starts afresh
+                # One of them was gone: the node starts afresh, and those already given the job must not run it.
+                signal_processes([-proc.pid for proc in standbys], signal.SIGKILL)
+                self.standbys.discard(standbys)
             elif self.standbys is not None:
                 self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
             started[node] = []

@@ -77,6 +77,14 @@ def _local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
+def node_major_rank(nodes: List[str], node: str, local_rank: int, procs_per_node: int) -> Tuple[int, int]:
+    """(rank, world size) of process `local_rank` of `node` in a generation of `nodes` (rank order,
+    survivors first) with `procs_per_node` processes each: node i holds ranks i*N .. i*N+N-1."""
+    if not 0 <= local_rank < procs_per_node:
+        raise ValueError(f"LOCAL_RANK {local_rank} is outside 0..{procs_per_node - 1} (the job's processes per node)")
+    return nodes.index(node) * procs_per_node + local_rank, len(nodes) * procs_per_node
+
+
 def device() -> Any:
     """This worker's device: ``cuda:LOCAL_RANK`` when a GPU is present (a node's N processes bind its
     devices 0..N-1), else the CPU."""
@@ -296,8 +304,7 @@ class ElasticState:
         so a node's processes are neighbours and the survivors, listed first, keep the lowest ranks."""
         dist = self._dist
         generation, nodes, per_node = self._await_members(generation)
-        rank = nodes.index(os.environ.get(p.ENV_NODE, "")) * per_node + _local_rank()
-        world = len(nodes) * per_node
+        rank, world = node_major_rank(nodes, os.environ.get(p.ENV_NODE, ""), _local_rank(), per_node)
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(per_node))
         store = dist.PrefixStore(p.group_prefix(self._job, generation), self._store)
         dist.init_process_group(self.backend, store=store, rank=rank, world_size=world,
@@ -512,4 +519,4 @@ def state_bytes(state: Any) -> int:
     return total
 
 
-__all__ = ["ElasticState", "broadcast_state", "device", "open_store", "state_bytes"]
+__all__ = ["ElasticState", "broadcast_state", "device", "node_major_rank", "open_store", "state_bytes"]
