@@ -79,6 +79,8 @@ def main() -> None:
     for module in model.modules():  # each fully_shard call owns its parameters' reduction
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)  # sum over ranks: each sample's loss is already weighted 1/B
+            # In float32 FSDP2 would reduce with PREMUL_SUM, which gloo refuses: plain sums there.
+            module.set_force_sum_reduction_for_comms(backend(device) == "gloo")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sampler = bt.ElasticSampler(len(data), seed=0)
     semantics = bt.FixedGlobalBatch(args.global_batch, micro_batch=args.micro_batch)

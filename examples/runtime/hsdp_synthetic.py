@@ -25,7 +25,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 import bft.train as bt
-from bft.train.hsdp import HSDPState
+from bft.train.elastic import backend
 
 
 def main() -> None:
@@ -46,6 +46,7 @@ def main() -> None:
         torch.set_default_dtype(torch.float64)
 
     device = bt.device()
+    on_gloo = backend(device) == "gloo"
     data = torch.randn(args.dataset, 64, generator=torch.Generator().manual_seed(1))
     labels = (data @ torch.randn(64, 10, generator=torch.Generator().manual_seed(7))).argmax(dim=1)
     widths = [64] + [args.hidden] * args.layers
@@ -63,13 +64,15 @@ def main() -> None:
         for module in model.modules():  # each fully_shard call owns its parameters' reduction
             if isinstance(module, FSDPModule):
                 module.set_gradient_divide_factor(1.0)  # sum over ranks: each sample's loss is already weighted 1/B
+                # In float32 FSDP2 would reduce with PREMUL_SUM, which gloo refuses: plain sums there.
+                module.set_force_sum_reduction_for_comms(on_gloo)
         return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     sampler = bt.ElasticSampler(len(data), seed=0)
     semantics = bt.FixedGlobalBatch(args.global_batch, micro_batch=args.micro_batch)
     # Joins the job (in place: the current generation's group), builds the model on the mesh and
     # restores its state: shards from a surviving node, else the last DCP checkpoint.
-    state = HSDPState(build, sampler=sampler, steps=0)
+    state = bt.HSDPState(build, sampler=sampler, steps=0)
     if bt.rank() == 0 and state.steps:
         print(f"resumed at step {state.steps} on {bt.world_size()} workers", flush=True)
     params = open(args.log_params, "a") if args.log_params and bt.rank() == 0 else None

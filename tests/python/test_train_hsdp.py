@@ -130,6 +130,7 @@ def test_hsdp_model_resized_in_place_by_whole_nodes_trains_the_same_model_as_a_f
     assert harness.leftovers() == []
     difference = _max_difference(resized, _fixed(harness.root, len(resized)))
     assert max(difference) <= TOLERANCE, max(difference)
+    print("steps", len(resized), "sizes", sizes, "max difference", max(difference))
     moved = max(abs(a - b) for a, b in zip(resized[1], resized[len(resized)]))
     assert moved > 1e4 * TOLERANCE, moved
 
@@ -176,3 +177,4 @@ def test_hsdp_model_relaunched_from_its_checkpoint_with_fewer_processes_per_node
     assert worlds == [4, 4, 4, 2, 2, 2], worlds
     difference = _max_difference(resized, _fixed(tmp_path, 6))
     assert max(difference) <= TOLERANCE, difference
+    print("max difference", max(difference))

@@ -19,12 +19,14 @@ checkpoints go to the job's checkpoint directory. Outside it (``python train.py`
 ``torchrun``) reports are no-ops and checkpoints go to ``./bft-checkpoints/<script name>``, so the
 same script runs unchanged. docs/runtime.md describes the contract and its environment variables.
 ``ElasticSampler`` (bft.train.sampler) feeds a DataLoader so that resizes neither repeat nor skip data;
-``FixedGlobalBatch`` and ``FixedPerWorkerBatch`` (bft.train.semantics) say what a resize does to the model.
+``FixedGlobalBatch`` and ``FixedPerWorkerBatch`` (bft.train.semantics) say what a resize does to the model;
+``HSDPState`` (bft.train.hsdp) resizes a model sharded in each node and replicated across nodes in place.
 """
 
 from __future__ import annotations
 
 from .elastic import ElasticState, device
+from .hsdp import HSDPState
 from .sampler import ElasticSampler
 from .semantics import FixedGlobalBatch, FixedPerWorkerBatch, linear_scaling
 from .worker import (
@@ -49,6 +51,7 @@ __all__ = [
     "EXIT_INPLACE_FAILED",
     "ElasticSampler",
     "ElasticState",
+    "HSDPState",
     "FixedGlobalBatch",
     "FixedPerWorkerBatch",
     "linear_scaling",
