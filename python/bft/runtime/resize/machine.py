@@ -170,6 +170,24 @@ class Machine:
         self.resized_at = now
         return Plan(self.generation, members, new, holders + waiting, leave)
 
+    def reform(self, now: float) -> Optional[Plan]:
+        """The keeper was lost and a new one took its place: the store that held the generation's
+        configuration and its group's rendezvous is gone. The same members are published as a new
+        generation in the new store, where they re-form their group (those that hold the state keep
+        it); a newcomer still on its way gets the new generation's deadline."""
+        if self.phase not in (Phase.STEADY, Phase.RESIZING):
+            return None
+        self.generation += 1
+        self.members = [n for n in self.members if n in self.live]
+        for n in self.members:
+            w = self.workers[n]
+            w.generation = self.generation
+            if w.joins_by is not None:
+                w.joins_by = now + self.join_timeout_s
+        self.phase, self.resized_at = Phase.RESIZING, now
+        self._settle()
+        return Plan(self.generation, list(self.members), [], list(self.members), [], regroup=True)
+
     def regroup(self, target: List[str], now: float) -> Tuple[List[str], List[str]]:
         """A membership resize (torchrun's node range): the leavers' workers stop, newcomers start in the
         same generation and torchrun re-forms the group. Returns (leave, start)."""
