@@ -20,8 +20,11 @@ Phases (``Phase``)::
       └───────────────┴── finished, failed, cancelled ──▶ ENDED
 
 Every phase but IDLE and ENDED has a deadline after which ``tick`` acts: a newcomer that has not
-arrived by its generation's deadline fails the in-place resize; a worker asked to leave is killed
-at its kill time; a back-off ends.
+arrived by its generation's deadline is dismissed (or, without survivors, fails the in-place
+resize); a worker asked to leave is killed at its kill time; a back-off ends. In place, a worker
+lost while its generation runs (crashed, killed, or found hung and killed) is dropped from a new
+generation, a shrink, not a failure (``exited``), unless another one fails the same way; a lost
+keeper's jobs re-form in the new store (``reform``); healthy training forgives counted failures.
 """
 
 from __future__ import annotations
