@@ -166,8 +166,8 @@ class Machine:
             self.workers[n].generation = self.generation
         for n in waiting + new:  # the deadline is the new generation's: it was set by this resize
             self.workers[n] = Worker(n, self.generation, joins_by=now + self.join_timeout_s)
-        for n in leave:
-            self._let_go(n, now + self.join_timeout_s + self.grace_s)
+        for n in leave:  # a newcomer that has not arrived holds nothing: killed at once
+            self._let_go(n, now if self.workers[n].joins_by is not None else now + self.join_timeout_s + self.grace_s)
         self.phase = Phase.RESIZING
         self.disturbed = False  # a reclaim that led here has been answered
         self.resized_at = now
