@@ -315,6 +315,7 @@ def test_a_newcomer_no_longer_wanted_is_dismissed_not_waited_for():
     plan = m.resize(["n0"], 0.1, in_place=True)  # given and taken back at once
     assert plan.leave == ["n1"] and m.pending == []
     assert m.overdue(100.0) == []
+    assert m.to_kill(0.1) == ["n1"]  # it holds nothing: stopped at once, not at the grace kill
     m.exited("n1", Exit.LEFT, code=EXIT_RESIZE, now=0.5)
     assert m.phase is Phase.STEADY and m.failure is None
 

@@ -66,7 +66,7 @@ def test_a_killed_worker_is_dropped_and_the_survivor_trains_on_without_a_relaunc
 
 
 def test_a_stopped_worker_is_found_hung_by_its_heartbeats_killed_and_dropped(harness):
-    """SIGSTOP of one worker: its heartbeats stop while its peer's go on; after the job's bound (10 of
+    """SIGSTOP of one worker: its heartbeats stop while its peer's go on; after the job's bound (20 of
     its steps here, well under --inplace-timeout) the manager kills it and drops it as a lost worker,
     its node rests, and the job grows back onto it."""
     proc, survivor, victim = _training_on_two(harness, "--inplace-timeout", "60")
@@ -78,3 +78,4 @@ def test_a_stopped_worker_is_found_hung_by_its_heartbeats_killed_and_dropped(har
     assert harness.events("worker_lost", job="el")[0]["exit_code"] == -signal.SIGKILL
     harness.stop(proc)
     assert harness.leftovers() == []
+

@@ -3,7 +3,7 @@
 from bft.runtime.heartbeats import HUNG_FLOOR_S, HUNG_STEPS, Heartbeats
 
 TIMEOUT_S = 30.0
-STEP_S = 0.25  # 4 steps a second: the bound is HUNG_STEPS of them (5 s)
+STEP_S = 0.25  # 4 steps a second: the bound is the floor
 
 
 class Job:
@@ -33,7 +33,7 @@ def test_a_frozen_worker_is_hung_after_its_jobs_bound_and_not_before():
     assert not any(job.second() for _ in range(5))
     bound = max(HUNG_FLOOR_S, HUNG_STEPS * STEP_S)
     assert abs(job.hb.bound_s("el") - bound) < 1e-9
-    hung = [job.second(frozen=("n1",)) for _ in range(10)]
+    hung = [job.second(frozen=("n1",)) for _ in range(15)]
     first = next(k for k, h in enumerate(hung) if h)  # seconds since its last beat - 1
     assert hung[first] == ["n1"] and bound <= first + 1 <= bound + 1
 
@@ -41,7 +41,7 @@ def test_a_frozen_worker_is_hung_after_its_jobs_bound_and_not_before():
 def test_a_worker_stuck_between_boundaries_while_its_peer_waits_is_hung():
     job = Job()
     assert not any(job.second() for _ in range(5))
-    hung = [job.second(stuck=("n1",)) for _ in range(10)]
+    hung = [job.second(stuck=("n1",)) for _ in range(15)]
     assert hung[-1] == ["n1"] and all(h in ([], ["n1"]) for h in hung)
 
 

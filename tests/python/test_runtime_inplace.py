@@ -52,6 +52,14 @@ def _positions(log_dir: Path) -> Dict[int, List[int]]:
     return seen
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
 def _submit(harness, name: str, work: int, *args: str) -> None:
     harness.submit(name, "--min", "1", "--max", "4", "--samples", str(work), *args, script=ELASTIC)
 
@@ -201,13 +209,16 @@ def test_a_manager_killed_mid_grow_leaves_the_grow_and_its_gap_to_the_manager_th
 def test_a_newcomer_hung_mid_grow_is_dismissed_at_its_deadline_and_the_survivor_never_waits(harness):
     """The newcomer of a grow hangs (SIGSTOP) before it joins: the survivor trains on meanwhile; after
     --inplace-timeout the manager dismisses it (SIGKILL at once, no grace: it holds nothing) and the
-    job goes on without it: nothing is relaunched, nothing fails, and the job finishes."""
+    job goes on without it (the survivor in its own process group): nothing is relaunched, nothing
+    fails, and the job finishes."""
     proc, pid = _grow_to_a_newcomer(harness, grace_s=3, inplace_timeout_s=4)
     survivor = harness.open_pid("el", "n0")
     os.kill(pid, signal.SIGSTOP)
-    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish without the newcomer")
+    harness.wait(lambda s: harness.events("newcomer_dismissed", job="el"), 60, "the newcomer's dismissal")
     dismissed = harness.events("newcomer_dismissed", job="el")
-    assert dismissed and dismissed[0]["node"] == "n1", harness.events(job="el")
+    assert dismissed[0]["node"] == "n1", harness.events(job="el")
+    harness.wait(lambda s: not _alive(pid), 10, "the dismissed newcomer to be killed")
+    harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
     assert not harness.events("inplace_failed", "job_failed", "worker_lost", job="el")
     assert len(harness.events("launch", job="el")) == 1  # never relaunched
     assert set(_pids_by_node(harness, "el")["n0"]) == {survivor}

@@ -239,7 +239,8 @@ def test_a_gap_made_unmeasurable_by_a_second_resize_is_not_restored_after_a_mana
 
 def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store):
     """In place, the survivors train on in the old generation while the newcomers start: their last
-    report of it starts the gap; it is neither progress nor a dropped datagram."""
+    report of it starts the gap; it is no dropped datagram, and it is the job's count (a script whose
+    work ends before the newcomers arrive is finished, not incomplete)."""
     intake, run, send = reporting_job(store, _book(store), "inplace")
     t0 = time.time()
 
@@ -249,7 +250,7 @@ def test_an_in_place_gap_starts_at_the_survivors_last_step_at_the_old_size(store
     run.last_seq.clear()
     send(1, 2, 1, 160.0, t0 + 3.0)
     send(1, 3, 1, 220.0, t0 + 6.0)
-    assert run.row.samples == 100.0 and intake.dropped_total == 0
+    assert run.row.samples == 220.0 and intake.dropped_total == 0
     send(2, 4, 2, 260.0, t0 + 6.5)
     (gap,) = store.events(("resize_gap",))
     assert gap["method"] == "inplace" and gap["gap_s"] == pytest.approx(0.5)

@@ -100,8 +100,9 @@ while True:
 
 
 def test_after_the_keeper_is_lost_and_restarted_in_place_resizes_use_the_new_one(harness):
-    """kill -9 of the keeper while an in-place job trains: the manager starts a new keeper (a new store
-    port), the job is relaunched against it, and a later grow in place publishes into the new store."""
+    """kill -9 of the keeper while an in-place job trains: the manager starts a new keeper on the same
+    ports and re-forms the job in place in its store (the worker keeps its process: no relaunch), and a
+    later grow in place publishes into the new store."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (45, "n1", "idle")])
     proc = harness.start("--local-trace", str(trace), "--local-nodes", "2", "--grace", "3")
     harness.submit("el", "--min", "1", "--max", "2", "--samples", "70000", "--", "--step-s", "0.05", script=ELASTIC)
@@ -114,7 +115,8 @@ def test_after_the_keeper_is_lost_and_restarted_in_place_resizes_use_the_new_one
     grows = [e for e in harness.events("resize_inplace", job="el") if e["id"] > lost and e["joined"] == ["n1"]]
     assert grows, harness.events(job="el")
     assert harness.keeper_pid() not in (None, first_keeper)
-    assert not harness.events("job_failed", job="el")  # it had trained: its store's loss is not its failure
+    assert not harness.events("job_failed", job="el")  # its store's loss is not its failure
+    assert len(harness.events("launch", job="el")) == 1  # re-formed in place, never relaunched
     harness.stop(proc)
     assert harness.leftovers() == []
 
@@ -161,5 +163,26 @@ def test_a_worker_killed_while_a_job_trains_at_its_min_is_relaunched_without_a_r
     assert not harness.events("job_failed", job="el"), harness.events(job="el")
     assert [e["outcome"] for e in harness.events("generation_ended", job="el")] == ["relaunch"]
     assert harness.job("el")["retries"] == 0
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+def test_a_reclaim_and_a_grow_published_in_the_same_millisecond_cost_no_relaunch(harness):
+    """The trace that broke a survivor (issue 38): n2 joins at 50 s, n1 is reclaimed at 59.9 s (played
+    10 times faster, --inplace-timeout 10). Whatever order the survivor sees the generations in, a
+    collective torn by the leaver is a lost peer it re-forms without: nothing is relaunched or failed."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle"), (500, "n2", "idle"),
+                                                     (599, "n1", "busy")])
+    proc = harness.start("--local-trace", str(trace), "--local-nodes", "3", "--local-time-scale", "10",
+                         "--inplace-timeout", "10", "--grace", "3")
+    harness.submit("el", "--min", "1", "--max", "4", "--samples", "10000000", "--", "--step-s", "0.05",
+                   script=ELASTIC)
+    harness.wait(lambda s: harness.events("reclaim"), 120, "n1's reclaim")
+    samples = harness.job("el")["samples"]
+    harness.wait(lambda s: s["jobs"][0]["samples"] > samples and s["jobs"][0]["phase"] == "steady", 120,
+                 "training after the reclaim")
+    events = harness.events(job="el")
+    assert len(harness.events("launch", job="el")) == 1, events  # never relaunched
+    assert not harness.events("inplace_failed", "job_failed", "generation_ended", job="el"), events
     harness.stop(proc)
     assert harness.leftovers() == []

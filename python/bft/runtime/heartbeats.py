@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-HUNG_STEPS = 10  # steps of the job's own pace without a sign of life or progress
-HUNG_FLOOR_S = 3.0  # never sooner: a heartbeat may be late by a second on a loaded node
+HUNG_STEPS = 20  # steps of the job's own pace without a sign of life or progress
+HUNG_FLOOR_S = 10.0  # never sooner: on a loaded 2-core VM a worker's heartbeats stalled for 3 s
 READ_S = 1.0  # how often the lifecycle reads a job's heartbeats
 
 

@@ -119,7 +119,8 @@ class JobLifecycle:
         row.generation = plan.generation
         self.store.update_job(row.id, generation=row.generation)
         try:
-            self.workers.configurations.publish(row.id, row.generation, plan.members, row.procs_per_node)
+            self.workers.configurations.publish(row.id, row.generation, plan.members, row.procs_per_node,
+                                                regroup=plan.regroup)
         except Exception as e:  # noqa: BLE001 - the store is unreachable: relaunch instead
             run.machine.not_started(plan.start, f"rendezvous store: {e}", time.monotonic())
             self.store.log_event("inplace_failed", job=row.id, generation=row.generation, error=str(e))
@@ -192,6 +193,17 @@ class JobLifecycle:
         self.apply(run, [n for n in run.target if n not in self.draining], run.row.configuration)
         for node in reclaimed:
             run.machine.hurry(node, time.monotonic() + self.grace_s)
+
+    def keeper_restarted(self) -> None:
+        """A new keeper replaced a lost one: every in-place job that runs re-forms in place in its store
+        (the same members as a new generation; the workers reconnect and keep their state)."""
+        now = time.monotonic()
+        for run in list(self.active_runs.values()):
+            self.heartbeats.forget(run.id)  # written into the new store once each worker has reconnected
+            plan = run.machine.reform(now) if method(run.method).in_place else None
+            if plan is not None:
+                resize_begins(run, self.store, in_place=True)
+                self._carry_out(run, plan)
 
     def stop_run(self, run: JobRun, reason: Stop) -> None:
         """Stops every worker of a job (cancel, shutdown); the user's reason overrides a resize's."""

@@ -35,7 +35,7 @@ from . import control
 from .curvebook import CurveBook
 from .decider import Decider
 from .jobfiles import JobFiles
-from .keeper import KeeperLink
+from .keeper import KeeperError, KeeperLink
 from .lifecycle import JobLifecycle
 from .nodes import NodeEvent, NodeSource
 from .options import ManagerOptions
@@ -87,12 +87,14 @@ class Manager:
 
     # -- start-up ---------------------------------------------------------------------------------
 
-    def _open_endpoints(self) -> None:
+    def _open_endpoints(self, store_port: Optional[int] = None, report_port: Optional[int] = None) -> None:
         """Attaches to the keeper (the rendezvous store and the report socket, in a process that outlives
-        the manager), starting one if none runs for this state directory."""
+        the manager), starting one if none runs for this state directory (on the given ports, else
+        the options')."""
         bind = self.options.bind_address or self.source.listen_address()
-        self.keeper = KeeperLink(self.state_dir, bind=bind, store_port=self.options.store_port,
-                                 report_port=self.options.report_port)
+        self.keeper = KeeperLink(self.state_dir, bind=bind,
+                                 store_port=self.options.store_port if store_port is None else store_port,
+                                 report_port=self.options.report_port if report_port is None else report_port)
         host = self.source.manager_address()
         info = self.keeper.info
         self.lifecycle.workers.keeper_started(f"{host}:{info['store_port']}", f"{host}:{info['report_port']}")
@@ -228,10 +230,17 @@ class Manager:
         elif kind == "shutdown":
             self._begin_shutdown()
         elif kind == "keeper_lost" and not self._stopping:
-            # Running jobs lost their store and will fail (and be retried); new launches need a keeper.
+            # The new keeper takes the old one's ports: in-place workers reconnect to it, their reports
+            # reach it, and their jobs re-form in place in its store (lifecycle.keeper_restarted).
             print("bft manager: the keeper died; starting a new one", file=sys.stderr, flush=True)
             self.store.log_event("keeper_lost")
-            self._open_endpoints()
+            old = self.keeper.info
+            try:
+                self._open_endpoints(old["store_port"], old["report_port"])
+            except KeeperError as e:  # its ports were taken meanwhile: new ones (in-place jobs are relaunched)
+                self.store.log_event("keeper_ports_lost", error=str(e))
+                self._open_endpoints()
+            self.lifecycle.keeper_restarted()
             self._spawn(self._receive_reports, "bft-reports")
 
     def _internal_error(self, kind: str, error: Exception) -> None:

@@ -58,6 +58,10 @@ class ReportIntake:
             self._drop("malformed")  # signed, yet inconsistent: not what our sender writes
             return
         if r.generation != run.row.generation or r.round < run.round:
+            if run.resize_pending and r.generation < run.row.generation and not r.all_ranks:
+                # The survivors' count while newcomers start (cumulative, never lowered): a script whose
+                # work ends before they arrive is finished, not incomplete.
+                run.row.samples = max(run.row.samples, r.samples)
             if not self._moves_gap_start(run, r):
                 self._drop("stale_generation")  # a late datagram of a previous launch or of restarted workers
             return
@@ -72,8 +76,8 @@ class ReportIntake:
 
     def _moves_gap_start(self, run: JobRun, r: protocol.Report) -> bool:
         """In place, the survivors train on at the old size until the newcomers are ready: a later report
-        of the old generation marks where the resize's gap begins. It is not progress (counts are
-        cumulative: the next report of the new generation carries it). So does the first step of a
+        of the old generation marks where the resize's gap begins. It is not progress for the advisor
+        (counts are cumulative: the next report of the new generation carries it). So does the first step of a
         generation published since (the survivors of a lost worker train in the shrink's generation
         while the grow that followed it starts its newcomers): that generation's own gap is logged."""
         start = run.gap_start

@@ -178,6 +178,7 @@ class ElasticState:
         self._store = None
         self._nodes: List[str] = []  # the current generation's members, in rank order
         self._beat: Optional[_Heartbeat] = None
+        self._reconnecting: Optional[threading.Thread] = None
         if self._inplace:
             self._beat = _Heartbeat(os.environ.get(p.ENV_NODE, ""), _local_rank())
             self._arm()
@@ -186,8 +187,8 @@ class ElasticState:
                 self._store = open_store(self._timeout_s)
                 self._join(int(self._store.get(p.generation_key(self._job)).decode()))
                 self._sync(has_state=False)
-            except Exception as e:  # noqa: BLE001 - a peer or the store is gone: the manager relaunches
-                self._fail(e)
+            except Exception as e:  # noqa: BLE001 - a peer or the store was lost while the group formed
+                self._rejoin(e, has_state=False)
             faulthandler.cancel_dump_traceback_later()
             return
         if "RANK" in os.environ and "MASTER_ADDR" in os.environ and not dist.is_initialized():  # torchrun
@@ -258,7 +259,7 @@ class ElasticState:
         try:
             if self._store is not None and now >= self._next_poll:
                 self._next_poll = now + POLL_S
-                seen = self._ready_generation()
+                seen = self._poll_generation()
             if dist.is_initialized() and dist.get_world_size() > 1:
                 rank, world = dist.get_rank(), dist.get_world_size()
                 # Each rank's stop request, the newest generation seen, whether a checkpoint is due (by
@@ -269,9 +270,12 @@ class ElasticState:
                 dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
                 *stops, seen, due = agreed.tolist()
                 stop = self._stop_agreed(sum(stops), world, now)
+            if seen > self.generation and not stop and self._same_group(seen):
+                self._keep_group(seen)
         except Exception as e:  # noqa: BLE001 - a peer vanished
             if self._inplace:
-                self._recover(e)
+                self._rejoin(e, has_state=True)
+                faulthandler.cancel_dump_traceback_later()
                 return True
             stop = True  # under torchrun: stop, as should_stop() does
         if stop:
@@ -290,7 +294,7 @@ class ElasticState:
                 self._arm()
                 self._sync(has_state=True)
             except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
-                self._recover(e)
+                self._rejoin(e, has_state=True)
             faulthandler.cancel_dump_traceback_later()
             return True
         if self._inplace:
@@ -377,6 +381,21 @@ class ElasticState:
         newcomers = [p.arrived_key(job, latest, n, k) for n in nodes if n not in self._nodes for k in range(per_node)]
         return latest if not newcomers or store.check(newcomers) else self.generation
 
+    def _same_group(self, generation: int) -> bool:
+        """Whether `generation` has this group's members in the same order, and the manager did not ask
+        them to re-form (a new keeper's store): a newcomer dismissed before it arrived. Every member of
+        this group just took part in the step boundary, so each is the same process still."""
+        config = json.loads(self._store.get(p.config_key(self._job, generation)).decode())
+        return config["nodes"] == self._nodes and not config.get("regroup", False)
+
+    def _keep_group(self, generation: int) -> None:
+        """Moves to `generation` in the same process group: no teardown, no state to send."""
+        self.generation = generation
+        self._store.set(p.arrived_key(self._job, generation, os.environ.get(p.ENV_NODE, ""), _local_rank()), "1")
+        dist = self._dist
+        _reporter.REPORTER.reconfigure(generation, dist.get_rank() if dist.is_initialized() else 0,
+                                       dist.get_world_size() if dist.is_initialized() else 1)
+
     def _await_members(self, generation: int) -> Tuple[int, List[str], int]:
         """Waits until every process of every member of the generation has arrived, so that the process
         group forms at once; moves on to a newer generation if the manager publishes one meanwhile (a
@@ -429,38 +448,48 @@ class ElasticState:
         if not has_state or (lost_peer and rank != src):
             self._load(received)
 
-    def _recover(self, error: BaseException) -> None:
-        """A collective failed (a peer died, was killed, or hung and was killed) or the next group did
-        not form: this worker holds the state of its last step, and the manager drops the lost worker
-        from the next generation (a shrink). Waits for that generation, joins it and resumes from this
-        state; exits for a relaunch (_fail) if none comes within the timeout or the store is gone."""
+    def _rejoin(self, error: BaseException, has_state: bool) -> None:
+        """Generation G could not form or broke: a collective failed (a peer died, was killed, or hung
+        and was killed) or the store was lost (the keeper died). A worker that holds the state of its
+        last step keeps it: the manager publishes a generation without the lost peer (a shrink), or
+        the same members in a new keeper's store, and this worker joins the first such generation
+        after G, reconnecting to the store as needed, and resumes from its state (`has_state`) or
+        receives it. Exits for a relaunch (_fail) if none forms within the timeout."""
         dist = self._dist
         failed = self.generation
-        print(f"bft.train: a peer was lost at generation {failed} ({error}); waiting for the next generation",
+        print(f"bft.train: generation {failed} was lost ({error}); waiting for the next one",
               file=sys.stderr, flush=True)
         self._ddp = None
         gc.collect()
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - the group's peer is gone: nothing left to tear down cleanly
-            pass
-        self._arm()
-        try:
-            self._join(self._next_generation(failed))
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            try:
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - its peer is gone: nothing left to tear down cleanly
+                pass
             self._arm()
-            self._sync(has_state=True, lost_peer=True)
-        except Exception as e:  # noqa: BLE001 - no next generation in time, or the store is gone
-            self._fail(e, save=True)
-        faulthandler.cancel_dump_traceback_later()
+            try:
+                self._join(self._next_generation(failed, deadline))
+                self._arm()
+                self._sync(has_state=has_state, lost_peer=has_state)
+                return
+            except Exception as e:  # noqa: BLE001 - the next one broke too, or the store is gone
+                if time.monotonic() > deadline:
+                    self._fail(e, save=has_state)
+                failed = max(failed, self.generation)  # one that broke while forming is not retried
+                try:
+                    self._store = open_store(self._timeout_s)  # it may be the store that was lost
+                except Exception:  # noqa: BLE001 - not back yet: tried again
+                    time.sleep(0.2)
 
-    def _next_generation(self, after: int) -> int:
+    def _next_generation(self, after: int, deadline: float) -> int:
         """The generation to re-form in after generation `after` failed: the newest one published since
         whose members are the first one's (the survivors the manager kept) or have arrived at it, so
         that a grow decided with the shrink (a newcomer still starting) does not hold the survivors
-        up; they switch to it once its newcomers arrive, as for any grow. TimeoutError after
-        BFT_INPLACE_TIMEOUT_S; a stop asked meanwhile (SIGTERM) saves the state and exits."""
+        up; they switch to it once its newcomers arrive, as for any grow. TimeoutError after the
+        deadline; a stop asked meanwhile (SIGTERM) saves the state and exits."""
         store, job = self._store, self._job
-        deadline = time.monotonic() + self._timeout_s
         while True:
             latest = int(store.get(p.generation_key(job)).decode())
             if latest > after:
@@ -471,11 +500,35 @@ class ElasticState:
                            for n in nodes):
                         return generation
             if stop_requested.is_set():
-                self.save()
+                if self._nodes:
+                    self.save()
                 exit_for_resize()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no generation after {after} within {self._timeout_s:g} s")
             time.sleep(0.02)
+
+    def _poll_generation(self) -> int:
+        """_ready_generation, except that a store that stopped answering (the keeper died) is not this
+        worker's failure: its group, formed, needs no store. It trains on and reconnects in the
+        background; the manager re-forms the job in the new keeper's store."""
+        if self._reconnecting is not None:
+            if self._reconnecting.is_alive():
+                return self.generation
+            self._reconnecting = None
+        try:
+            return self._ready_generation()
+        except Exception:  # noqa: BLE001 - the store is gone
+            self._reconnecting = threading.Thread(target=self._reconnect, name="bft-reconnect", daemon=True)
+            self._reconnecting.start()
+            return self.generation
+
+    def _reconnect(self) -> None:
+        while True:
+            try:
+                self._store = open_store(self._timeout_s)
+                return
+            except Exception:  # noqa: BLE001 - not back yet
+                time.sleep(0.5)
 
     def _arm(self) -> None:
         """The next distributed phase (the step-boundary check, joining, the state's broadcast) must
@@ -501,7 +554,7 @@ def _allreduce_or_zero(group: Any, bucket: Any) -> Any:
     """DDP's gradient all-reduce (average over the group, as its default hook), except that a failed
     one (a peer lost mid-backward) leaves zero gradients instead of raising in the script: the step
     is then a step on no data, the step boundary that follows fails too, and the survivors re-form
-    without the lost peer from their own state (ElasticState._recover). Never a partial sum."""
+    without the lost peer from their own state (ElasticState._rejoin). Never a partial sum."""
     import torch
     import torch.distributed as dist
 

@@ -41,12 +41,16 @@ class Configurations:
         for job in list(self._clients):
             self.forget(job)
 
-    def publish(self, job: str, generation: int, nodes: List[str], procs_per_node: int = 1) -> None:
+    def publish(self, job: str, generation: int, nodes: List[str], procs_per_node: int = 1,
+                regroup: bool = False) -> None:
         """Generation `generation` of `job` runs on `nodes` (rank order), `procs_per_node` processes
         each: the configuration first, then the current generation, so a worker that sees the number
-        finds its configuration."""
+        finds its configuration. `regroup`: the members re-form their process group even if they are
+        the same (a new store)."""
         store = self._client(job)
-        store.set(protocol.config_key(job, generation), json.dumps({"nodes": nodes, "procs_per_node": procs_per_node}))
+        config: Dict[str, Any] = {"nodes": nodes, "procs_per_node": procs_per_node,
+                                  **({"regroup": True} if regroup else {})}
+        store.set(protocol.config_key(job, generation), json.dumps(config))
         store.set(protocol.generation_key(job), str(generation))
 
     def arrived(self, job: str, generation: int, node: str, procs_per_node: int = 1) -> bool:

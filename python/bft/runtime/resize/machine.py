@@ -20,8 +20,11 @@ Phases (``Phase``)::
       └───────────────┴── finished, failed, cancelled ──▶ ENDED
 
 Every phase but IDLE and ENDED has a deadline after which ``tick`` acts: a newcomer that has not
-arrived by its generation's deadline fails the in-place resize; a worker asked to leave is killed
-at its kill time; a back-off ends.
+arrived by its generation's deadline is dismissed (or, without survivors, fails the in-place
+resize); a worker asked to leave is killed at its kill time; a back-off ends. In place, a worker
+lost while its generation runs (crashed, killed, or found hung and killed) is dropped from a new
+generation, a shrink, not a failure (``exited``), unless another one fails the same way; a lost
+keeper's jobs re-form in the new store (``reform``); healthy training forgives counted failures.
 """
 
 from __future__ import annotations
@@ -163,12 +166,30 @@ class Machine:
             self.workers[n].generation = self.generation
         for n in waiting + new:  # the deadline is the new generation's: it was set by this resize
             self.workers[n] = Worker(n, self.generation, joins_by=now + self.join_timeout_s)
-        for n in leave:
-            self._let_go(n, now + self.join_timeout_s + self.grace_s)
+        for n in leave:  # a newcomer that has not arrived holds nothing: killed at once
+            self._let_go(n, now if self.workers[n].joins_by is not None else now + self.join_timeout_s + self.grace_s)
         self.phase = Phase.RESIZING
         self.disturbed = False  # a reclaim that led here has been answered
         self.resized_at = now
         return Plan(self.generation, members, new, holders + waiting, leave)
+
+    def reform(self, now: float) -> Optional[Plan]:
+        """The keeper was lost and a new one took its place: the store that held the generation's
+        configuration and its group's rendezvous is gone. The same members are published as a new
+        generation in the new store, where they re-form their group (those that hold the state keep
+        it); a newcomer still on its way gets the new generation's deadline."""
+        if self.phase not in (Phase.STEADY, Phase.RESIZING):
+            return None
+        self.generation += 1
+        self.members = [n for n in self.members if n in self.live]
+        for n in self.members:
+            w = self.workers[n]
+            w.generation = self.generation
+            if w.joins_by is not None:
+                w.joins_by = now + self.join_timeout_s
+        self.phase, self.resized_at = Phase.RESIZING, now
+        self._settle()
+        return Plan(self.generation, list(self.members), [], list(self.members), [], regroup=True)
 
     def regroup(self, target: List[str], now: float) -> Tuple[List[str], List[str]]:
         """A membership resize (torchrun's node range): the leavers' workers stop, newcomers start in the

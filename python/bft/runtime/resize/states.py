@@ -76,6 +76,7 @@ class Plan:
     start: List[str]
     carried: List[str]
     leave: List[str]
+    regroup: bool = False  # the members re-form their group even if unchanged (the keeper's store is new)
 
 
 @dataclass
