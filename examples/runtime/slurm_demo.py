@@ -132,8 +132,7 @@ def pilot_caused_waits(shared: List[Dict[str, float]], start: float, end: float)
     from bft.runtime import sacct_wait
     from bft.runtime.slurm_commands import PILOT_PREFIX
 
-    text, source = sacct_wait.read(start - 60, end + 60)
-    jobs = sacct_wait.parse(text, source)
+    jobs, source = sacct_wait.read(start - 60, end + 60)
     pilots = {j.name for j in jobs if j.name.startswith(PILOT_PREFIX)}
     measured = sacct_wait.added_wait(jobs, pilots, since_s=start, until_s=end)
     missing = [j["job"] for j in shared if str(j["job"]) not in measured.per_job]

@@ -150,9 +150,9 @@ def test_sacct_output_beyond_the_cap_is_refused_in_one_line_asking_for_a_shorter
         sacct_wait.read(0, 1)
 
 
-def test_added_wait_gives_each_main_jobs_own_wait():
+def test_added_wait_gives_each_main_jobs_own_wait(tmp_path):
     """What the Slurm demo prints per main job (examples/runtime/slurm_demo.py)."""
-    jobs = sacct_wait.parse(LOG)
+    jobs = sacct_wait.parse(_log(tmp_path))
     both = sacct_wait.added_wait(jobs, ["bft-pilot.m1", "bft-pilot.m2"], since_s=0, until_s=2000)
     assert both.per_job == {"200": 0.0, "201": 31.0, "202": 0.0, "203": 45.0}
     assert sum(both.per_job.values()) == both.wait_s

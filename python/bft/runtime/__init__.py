@@ -5,8 +5,8 @@ training-loop side is :mod:`bft.train`. Its modules:
   :mod:`.decider` (the allocator's problem in, placements out), :mod:`.curvebook` (the profiling
   advisor, priors, rescale costs; + :mod:`.growstarts`, grows' newcomers timed warm and cold),
   :mod:`.reports` (progress datagrams in), :mod:`.lifecycle` (carrying out decisions, judging ended
-  generations), :mod:`.workers` (a job's processes and its
-  in-place configurations), :mod:`.resize` (a job's resize: its state machine and methods),
+  generations; + :mod:`.heartbeats`, hung in-place workers found by their heartbeats),
+  :mod:`.workers` (a job's processes and its in-place configurations), :mod:`.resize` (a job's resize: its state machine and methods),
   :mod:`.runs` (what the manager tracks of an active job), :mod:`.standby` (warm standbys),
   :mod:`.launcher` (torchrun command lines, environments, its logs), :mod:`.processes` (finding and
   ending the processes the manager started, by their tags),
@@ -16,7 +16,8 @@ training-loop side is :mod:`bft.train`. Its modules:
 - state and control: :mod:`.state` (the SQLite store), :mod:`.state_schema` (its tables, versions,
   job states and checks), :mod:`.control` (the control socket), :mod:`.metrics` (Prometheus; +
   :mod:`.metrics_http`, its endpoint's bounded server),
-  :mod:`.report` (``bft report``'s accounting; + :mod:`.sacct_wait`, the main jobs' added wait from sacct);
+  :mod:`.report` (``bft report``'s accounting; + :mod:`.report_input`, other users' state files read
+  as untrusted data, and :mod:`.sacct_wait`, the main jobs' added wait from sacct);
 - node sources: :mod:`.nodes` (the interface and the registry, with entry points), :mod:`.local`
   (+ :mod:`.emulated`, its load-testing jobs), :mod:`.slurm` (+ :mod:`.slurm_commands`), and the
   scheduler-neutral pilots: :mod:`.pilots` (their report listener) and :mod:`.pilot` (the program);
