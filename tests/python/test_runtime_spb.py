@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from bft.runtime import control
+from bft.runtime import jobspec
 from bft.runtime.state import StateStore
 from bft.runtime.state_schema import SCHEMA_VERSION
 from runtime_util import REPO, bft, write_trace
@@ -31,12 +31,12 @@ DIGITS = REPO / "examples" / "runtime" / "ddp_digits.py"
 ])
 def test_configurations_are_checked_naming_the_bad_one(configurations, message):
     with pytest.raises(ValueError) as e:
-        control.check_configurations(configurations)
+        jobspec.check_configurations(configurations)
     assert message in str(e.value)
 
 
 def test_configurations_default_to_a_speedup_of_one():
-    assert control.check_configurations([{"name": "spb-d2", "efficiency": 0.8}]) == [
+    assert jobspec.check_configurations([{"name": "spb-d2", "efficiency": 0.8}]) == [
         {"name": "spb-d2", "efficiency": 0.8, "speedup": 1.0}]
 
 

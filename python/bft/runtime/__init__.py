@@ -6,7 +6,8 @@ training-loop side is :mod:`bft.train`. Its modules:
   advisor, priors, rescale costs; + :mod:`.growstarts`, grows' newcomers timed warm and cold),
   :mod:`.reports` (progress datagrams in), :mod:`.lifecycle` (carrying out decisions, judging ended
   generations; + :mod:`.heartbeats`, hung in-place workers found by their heartbeats),
-  :mod:`.workers` (a job's processes and its in-place configurations), :mod:`.resize` (a job's resize: its state machine and methods),
+  :mod:`.workers` (a job's processes and its in-place configurations), :mod:`.resize` (a job's
+  resize: its state machine and methods),
   :mod:`.runs` (what the manager tracks of an active job), :mod:`.standby` (warm standbys),
   :mod:`.launcher` (torchrun command lines, environments, its logs), :mod:`.processes` (finding and
   ending the processes the manager started, by their tags),
@@ -14,7 +15,8 @@ training-loop side is :mod:`bft.train`. Its modules:
   that outlive the manager), :mod:`.jobfiles` (a job's directory and logs), :mod:`.status`
   (what ``bft status`` shows);
 - state and control: :mod:`.state` (the SQLite store), :mod:`.state_schema` (its tables, versions,
-  job states and checks), :mod:`.control` (the control socket), :mod:`.metrics` (Prometheus; +
+  job states and checks), :mod:`.jobspec` (what a job is made of, checked: name, curve,
+  configurations), :mod:`.control` (the control socket), :mod:`.metrics` (Prometheus; +
   :mod:`.metrics_http`, its endpoint's bounded server),
   :mod:`.report` (``bft report``'s accounting; + :mod:`.report_input`, other users' state files read
   as untrusted data, and :mod:`.sacct_wait`, the main jobs' added wait from sacct);
@@ -50,7 +52,7 @@ _LAZY = {
     "MetricsExporter": "metrics",
     "StateError": "state_schema",
     "StateStore": "state",
-    "read_curve": "control",
+    "read_curve": "jobspec",
     "tagged_processes": "processes",
     "terminate_tagged": "processes",
 }

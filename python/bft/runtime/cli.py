@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .._bounded import tail_lines
-from . import control
+from . import control, jobspec
 from .addresses import check_listen_address
 from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
 from .keeper import KeeperError
@@ -171,12 +171,12 @@ def _submit(args: argparse.Namespace, state_dir: Path) -> int:
     curve = None
     if args.curve is not None:
         try:
-            curve = control.read_curve(args.curve, "--curve")
+            curve = jobspec.read_curve(args.curve, "--curve")
         except ValueError as e:
             raise UsageError(str(e)) from None
     configurations = [configuration_arg(text) for text in args.configuration]
     try:
-        control.check_rates(curve, control.check_configurations(configurations), args.max_nodes)
+        jobspec.check_rates(curve, jobspec.check_configurations(configurations), args.max_nodes)
     except ValueError as e:
         raise UsageError(str(e)) from None
     name = args.name or f"{script.stem}-{time.strftime('%H%M%S')}-{os.getpid() % 1000:03d}"
@@ -467,7 +467,7 @@ def _sacct_jobs(args: argparse.Namespace, since: float, until: float):
 
 def _logs(args: argparse.Namespace, state_dir: Path) -> int:
     path = state_dir / "jobs" / args.job / "output.log"
-    if not control.JOB_NAME.fullmatch(args.job) or not path.exists():
+    if not jobspec.JOB_NAME.fullmatch(args.job) or not path.exists():
         raise UsageError(f"no log for a job named {args.job!r} in {state_dir}")
     if args.lines < 0:
         raise UsageError("--lines must be >= 0")

@@ -49,7 +49,7 @@ class JobRow:
     submitted_s: float = field(default_factory=time.time)
     started_s: Optional[float] = None
     finished_s: Optional[float] = None
-    # Other ways to run the job ({"name", "efficiency", "speedup"} each; control.check_configurations)
+    # Other ways to run the job ({"name", "efficiency", "speedup"} each; jobspec.check_configurations)
     # and the one it runs in now ("full": full backpropagation).
     configurations: List[Dict[str, Any]] = field(default_factory=list)
     configuration: str = "full"

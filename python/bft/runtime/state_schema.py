@@ -11,6 +11,8 @@ import sqlite3
 from pathlib import Path
 from typing import Dict, List
 
+from .jobspec import check_configurations, check_curve
+
 APPLICATION_ID = 0x42465452  # "BFTR"
 SCHEMA_VERSION = 6
 
@@ -159,9 +161,8 @@ def _check_tables(db: sqlite3.Connection, path: Path) -> None:
 
 def _check_jobs(db: sqlite3.Connection, path: Path) -> None:
     """Every job row is one a manager can take back: each column of its declared type, its JSON
-    columns what a submit checks (control.check_curve, check_configurations), its state one of
+    columns what a submit checks (jobspec.check_curve, check_configurations), its state one of
     JOB_STATES. A wrong one is named by table, row and column, never a traceback later."""
-    from .control import check_configurations, check_curve  # control builds on this module
 
     schema = _schema_columns()["jobs"]
     for row in db.execute("SELECT * FROM jobs"):
