@@ -44,6 +44,11 @@ MILP_SOLVERS = tuple(p.name for p in _POLICIES if p.solves_milp)  # run them und
 SolverKind = enum.Enum("SolverKind", {name.upper(): name for name in SOLVERS}, type=str)
 GOALS = tuple(_a.goal_names())  # from C++ (alloc::ToString(Goal))
 DEFAULT_TFWD_S = _a.DEFAULT_TFWD_S  # alloc::kDefaultTfwdS, the horizon of Problem and ReplayOptions
+# alloc::SolveOptions' defaults: allocate()'s, and what the command lines' help says.
+DEFAULT_SOLVER = _a.DEFAULT_SOLVER
+DEFAULT_GOAL = _a.DEFAULT_GOAL
+DEFAULT_MILP_BACKEND = _a.DEFAULT_MILP_BACKEND
+DEFAULT_RELATIVE_GAP = _a.DEFAULT_RELATIVE_GAP
 MAX_HORIZON_S = _a.MAX_HORIZON_S  # alloc::kMaxHorizonS: the longest tfwd_s or rescale cost the manager accepts
 
 
@@ -203,12 +208,12 @@ def allocate(
     pool: Union[Sequence[int], Sequence[str], np.ndarray],
     current: Optional[Union[Mapping[Any, str], Iterable[tuple]]] = None,
     tfwd: float = DEFAULT_TFWD_S,
-    solver: Union[str, "SolverKind"] = "exact",
-    goal: Union[str, "Goal"] = "throughput",
+    solver: Union[str, "SolverKind"] = DEFAULT_SOLVER,
+    goal: Union[str, "Goal"] = DEFAULT_GOAL,
     weights: Optional[Sequence[float]] = None,
-    milp_backend: str = "glpk",
+    milp_backend: str = DEFAULT_MILP_BACKEND,
     time_limit_s: Optional[float] = None,
-    relative_gap: float = 1e-9,
+    relative_gap: float = DEFAULT_RELATIVE_GAP,
     isolate: bool = False,
     remaining_samples: Optional[Sequence[float]] = None,
     expected_idle_s: Optional[Sequence[float]] = None,
@@ -310,4 +315,8 @@ __all__ = [
     "MILP_SOLVERS",
     "GOALS",
     "DEFAULT_TFWD_S",
+    "DEFAULT_SOLVER",
+    "DEFAULT_GOAL",
+    "DEFAULT_MILP_BACKEND",
+    "DEFAULT_RELATIVE_GAP",
 ]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from . import Error, curve, milp, sim
+from . import Error, alloc, curve, milp, sim
 from .runtime import cli as runtime_cli
 from .runtime import cli_options as runtime_options
 
@@ -133,7 +133,8 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="write the step logs, summaries, job tables and plots to this directory")
     p.add_argument("--no-plots", action="store_true", help="with --out, skip the PNG plots")
     p.add_argument("--seed", type=int, default=1, help="seed of the built-in synthetic trace and jobs (default 1)")
-    p.add_argument("--milp-backend", help="MILP backend for node_milp/count_milp (default glpk)")
+    p.add_argument("--milp-backend", help="MILP backend for node_milp/count_milp "
+                   f"(default {alloc.DEFAULT_MILP_BACKEND})")
     p.add_argument("--time-limit", type=float,
                    help=f"time limit per MILP allocation in seconds (default {sim.DEFAULT_MILP_TIME_LIMIT_S:g}; "
                    "the summary counts the allocations that hit it)")

@@ -27,6 +27,9 @@ from typing import Iterable, List, Union
 from ._core import milp as _m
 
 INF = _m.INF
+# milp's defaults in C++ (milp::kDefaultBackend, SolveOptions::relative_gap): solve()'s.
+DEFAULT_BACKEND = _m.DEFAULT_BACKEND
+DEFAULT_RELATIVE_GAP = _m.DEFAULT_RELATIVE_GAP
 VarType = _m.VarType
 Sense = _m.Sense
 Termination = _m.Termination
@@ -52,9 +55,9 @@ def available_backends() -> List[str]:
 
 def solve(
     model: Model,
-    backend: str = "glpk",
+    backend: str = DEFAULT_BACKEND,
     time_limit_s: float = math.inf,
-    relative_gap: float = 1e-9,
+    relative_gap: float = DEFAULT_RELATIVE_GAP,
     presolve: bool = True,
     verbose: bool = False,
     isolate: bool = False,
@@ -91,6 +94,8 @@ def quicksum(terms: Iterable[Union[Var, LinExpr, float, int]]) -> LinExpr:
 
 __all__ = [
     "INF",
+    "DEFAULT_BACKEND",
+    "DEFAULT_RELATIVE_GAP",
     "VarType",
     "Sense",
     "Termination",

@@ -59,6 +59,12 @@ void BindAlloc(py::module_& m) {
       },
       "The goal names, throughput (the default) first");
   m.attr("DEFAULT_TFWD_S") = alloc::kDefaultTfwdS;
+  // SolveOptions' defaults, read by bft.alloc and the command lines' help: one home for each.
+  const alloc::SolveOptions solve_defaults;
+  m.attr("DEFAULT_SOLVER") = solve_defaults.solver;
+  m.attr("DEFAULT_GOAL") = alloc::ToString(solve_defaults.goal);
+  m.attr("DEFAULT_MILP_BACKEND") = solve_defaults.milp_backend;
+  m.attr("DEFAULT_RELATIVE_GAP") = solve_defaults.milp.relative_gap;
   m.attr("MAX_HORIZON_S") = alloc::kMaxHorizonS;
   py::class_<alloc::PolicyInfo>(m, "PolicyInfo", "A registered policy: its name and the inputs it reads")
       .def_readonly("name", &alloc::PolicyInfo::name)
@@ -262,8 +268,9 @@ void BindAlloc(py::module_& m) {
       },
       py::arg("jobs"), py::arg("pool"), py::arg("current_nodes"), py::arg("current_jobs"),
       py::arg("tfwd_s") = alloc::kDefaultTfwdS, py::arg("solver") = alloc::SolveOptions{}.solver,
-      py::arg("goal") = alloc::SolveOptions{}.goal, py::arg("milp_backend") = "glpk",
-      py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9, py::arg("isolate") = false,
+      py::arg("goal") = alloc::SolveOptions{}.goal,
+      py::arg("milp_backend") = alloc::SolveOptions{}.milp_backend, py::arg("time_limit_s") = milp::kInf,
+      py::arg("relative_gap") = alloc::SolveOptions{}.milp.relative_gap, py::arg("isolate") = false,
       py::arg("expected_idle_s") = std::vector<double>{},
       "Solve one allocation problem (the GIL is released while solving; Ctrl-C stops it). "
       "current_nodes[k] runs current_jobs[k]; isolate: MILP solves in a child process.");

@@ -294,8 +294,8 @@ void BindMilp(py::module_& m) {
              o.isolate = isolate;
              return o;
            }),
-           py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = 1e-9, py::arg("presolve") = true,
-           py::arg("verbose") = false, py::arg("isolate") = false)
+           py::arg("time_limit_s") = milp::kInf, py::arg("relative_gap") = SolveOptions{}.relative_gap,
+           py::arg("presolve") = true, py::arg("verbose") = false, py::arg("isolate") = false)
       .def_readwrite("time_limit_s", &SolveOptions::time_limit_s)
       .def_readwrite("relative_gap", &SolveOptions::relative_gap)
       .def_readwrite("presolve", &SolveOptions::presolve)
@@ -348,6 +348,9 @@ void BindMilp(py::module_& m) {
            "affect the solve); never raises for solver failures");
 
   m.def("registered_backends", &milp::RegisteredBackends, "Names of the backends this build has, sorted");
+  // The C++ defaults, read by bft.milp and the command lines' help: one home for each.
+  m.attr("DEFAULT_BACKEND") = milp::kDefaultBackend;
+  m.attr("DEFAULT_RELATIVE_GAP") = SolveOptions{}.relative_gap;
   m.def("make_backend", &milp::MakeBackend, py::arg("name"),
         "Raises bft.NotAvailable for an unknown backend");
   m.def(
@@ -356,7 +359,7 @@ void BindMilp(py::module_& m) {
         auto b = milp::MakeBackend(backend);  // may raise NotAvailable: keep the GIL for that
         return SolveSnapshot(*b, model, options);
       },
-      py::arg("model"), py::arg("backend") = "glpk", py::arg("options") = SolveOptions{},
+      py::arg("model"), py::arg("backend") = milp::kDefaultBackend, py::arg("options") = SolveOptions{},
       "Solves a snapshot of `model` with the named backend; the GIL is released while solving, and "
       "changing the model from another thread meanwhile does not affect the solve");
 }

@@ -168,8 +168,9 @@ Goal GoalFromString(const std::string& name);
 struct SolveOptions {
   std::string solver = "exact";  // the name of a registered policy (Policies())
   Goal goal = Goal::kThroughput;
-  std::string milp_backend = "glpk";  // for the MILP solvers: a name from milp::RegisteredBackends()
-  milp::SolveOptions milp;            // time limit and gap for the MILP solvers
+  std::string milp_backend =
+      milp::kDefaultBackend;  // for the MILP solvers: a name from milp::RegisteredBackends()
+  milp::SolveOptions milp;    // time limit and gap for the MILP solvers
   // Equal share's rule for a job's share q = floor(N / J): false (libbft's), the job gets
   // min(q, max_nodes) if that is at least min_nodes; true (the published BFTrainer replayer's,
   // used by the replay's reference accounting), only if q > min_nodes, so a share equal to the

@@ -201,6 +201,9 @@ enum class Termination {
 };
 const char* ToString(Termination termination);
 
+// The backend a solve uses when none is named (bft.milp.DEFAULT_BACKEND, alloc's milp_backend).
+inline constexpr char kDefaultBackend[] = "glpk";
+
 struct SolveOptions {
   double time_limit_s = kInf;  // wall-clock limit; +inf for none
   double relative_gap = 1e-9;  // stop when |bound - objective| <= gap * max(1, |objective|)
