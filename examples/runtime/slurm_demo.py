@@ -107,7 +107,7 @@ def training(state_dir: Path, start: float, end: float) -> Tuple[float, float, f
 
     store = StateStore(state_dir / "state.db", create=False, read_only=True)
     node_s = 0.0
-    for p in store.db.execute("SELECT started_s, ended_s FROM procs"):
+    for p in store.db.execute("SELECT started_s, ended_s FROM procs WHERE local_rank = 0"):  # a node once
         lo, hi = max(start, p["started_s"]), min(end, p["ended_s"] or end)
         node_s += max(0.0, hi - lo)
     stepping_s = samples = 0.0
@@ -160,11 +160,15 @@ def main() -> int:
                    help="run on the multi-host test cluster with this many compute hosts (needs root and ip netns)")
     p.add_argument("--resize", choices=("relaunch", "inplace"), default="relaunch",
                    help="how the manager resizes the training jobs (default relaunch)")
+    p.add_argument("--procs-per-node", type=int, default=1, metavar="N",
+                   help="training processes on each node (bft manager --procs-per-node; default 1)")
     p.add_argument("--step-s", type=float, default=0.0,
                    help="seconds each training step takes at least (default 0: as fast as the cores allow)")
     args = p.parse_args()
     if not 0 <= args.step_s <= 60:
         p.error(f"--step-s must be in 0..60 seconds, got {args.step_s}")
+    if not 1 <= args.procs_per_node <= 8:
+        p.error(f"--procs-per-node must be in 1..8, got {args.procs_per_node}")
     script = {"relaunch": "ddp_synthetic.py", "inplace": "elastic_synthetic.py"}[args.resize]
     if not 0 <= args.hosts <= 99:
         p.error(f"--hosts must be in 1..99, got {args.hosts}")
@@ -186,12 +190,13 @@ def main() -> int:
         print(f"1/2: the main-queue workload alone ({len(WORKLOAD)} jobs) ...", flush=True)
         alone = play_workload(hosts)
         print(f"2/2: the same workload with bft manager --source slurm and two training jobs (resize "
-              f"{args.resize}{f', steps of {args.step_s:g} s' if args.step_s else ''}) ...", flush=True)
+              f"{args.resize}, {args.procs_per_node} process(es) per node"
+              f"{f', steps of {args.step_s:g} s' if args.step_s else ''}) ...", flush=True)
         state = work / "state"
         manager = subprocess.Popen(
             [*on_login, sys.executable, "-m", "bft", "manager", "--state-dir", str(state), "--source", "slurm",
              *bind, "--slurm-partition", "pilot", "--slurm-pending", "2", "--slurm-poll-s", "1", "--grace", "4",
-             "--resize", args.resize],
+             "--resize", args.resize, "--procs-per-node", str(args.procs_per_node)],
             stdout=open(work / "manager.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
         for _ in range(300):
             if subprocess.run([sys.executable, "-m", "bft", "status", "--state-dir", str(state)],

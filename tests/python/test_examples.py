@@ -87,8 +87,10 @@ def test_the_slurm_demo_counts_stepping_apart_from_running(tmp_path):
         t = 20.0 + 0.5 * k + (3.0 if k > 10 else 0.0)
         samples += 0.0 if k == 0 else 100.0
         store.add_progress("job", generation=2, time_s=t, nodes=2, samples=samples, advisor_samples=samples)
-    for node, started, ended in (("n0", 0.0, 10.0), ("n0", 12.0, 33.0), ("n1", 12.0, 33.0)):
-        row = store.add_proc("job", 1, node)
+    # Two processes per node in generation 2: a node's node-time counts once (its local rank 0).
+    for node, local_rank, started, ended in (("n0", 0, 0.0, 10.0), ("n0", 0, 12.0, 33.0), ("n0", 1, 12.0, 33.0),
+                                             ("n1", 0, 12.0, 33.0), ("n1", 1, 12.0, 33.0)):
+        row = store.add_proc("job", 1, node, local_rank)
         store.db.execute("UPDATE procs SET started_s = ?, ended_s = ? WHERE id = ?", (started, ended, row))
     store.close()
     running, stepping, trained = slurm_demo.training(tmp_path, 5.0, 30.0)
@@ -98,12 +100,14 @@ def test_the_slurm_demo_counts_stepping_apart_from_running(tmp_path):
     assert trained == pytest.approx(50.0 * 10 + 100.0 * 14)  # the counts at 30 s and at 5 s
 
 
-@pytest.mark.parametrize("value, message", [("-1", "--step-s must be in 0..60 seconds, got -1.0"),
-                                            ("nan", "--step-s must be in 0..60 seconds, got nan"),
-                                            ("abc", "argument --step-s: invalid float value: 'abc'")])
-def test_the_slurm_demo_refuses_a_bad_step_time_before_it_starts_anything(value, message):
+@pytest.mark.parametrize("flag, value, message", [
+    ("--step-s", "-1", "--step-s must be in 0..60 seconds, got -1.0"),
+    ("--step-s", "nan", "--step-s must be in 0..60 seconds, got nan"),
+    ("--step-s", "abc", "argument --step-s: invalid float value: 'abc'"),
+    ("--procs-per-node", "0", "--procs-per-node must be in 1..8, got 0")])
+def test_the_slurm_demo_refuses_a_bad_step_time_or_process_count_before_it_starts_anything(flag, value, message):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    done = subprocess.run([sys.executable, str(EXAMPLES.parent / "runtime" / "slurm_demo.py"), "--step-s", value],
+    done = subprocess.run([sys.executable, str(EXAMPLES.parent / "runtime" / "slurm_demo.py"), flag, value],
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].endswith(message), done.stderr

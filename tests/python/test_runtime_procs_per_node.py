@@ -185,6 +185,9 @@ def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_ea
                                                                        ([], ["n1"], ["n0"])], resizes
     assert not harness.events("inplace_failed", "job_failed", job="el")
     assert len(harness.events("launch", job="el")) == 1
+    # The gaps count nodes, as the allocator does, not the processes the reports' world sizes count.
+    gaps = harness.events("resize_gap", job="el")
+    assert {(g["from_nodes"], g["to_nodes"]) for g in gaps} == {(1, 2), (2, 1)}, gaps
     rows = _rows(harness, "el")
     n0 = [(g, k, pid) for node, g, k, pid in rows if node == "n0"]
     assert sorted({(g, k) for g, k, _ in n0}) == [(g, k) for g in (1, 2, 3) for k in (0, 1)], rows

@@ -88,9 +88,9 @@ class ReportIntake:
             if r.rank != start.rank or r.seq <= start.seq:
                 return False
         else:
-            self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
-                                 method=run.method, gap="resize", gap_s=r.time_s - start.time_s, nodeless_s=0.0,
-                                 generation=r.generation)
+            self.store.log_event("resize_gap", job=run.id, from_nodes=_nodes(run, start.world),
+                                 to_nodes=_nodes(run, r.world), method=run.method, gap="resize",
+                                 gap_s=r.time_s - start.time_s, nodeless_s=0.0, generation=r.generation)
         run.gap_start = r
         return True
 
@@ -130,8 +130,8 @@ class ReportIntake:
                 # "resize": straight from the old size to the new (the same size too: a node given and
                 # taken back within one resize costs a gap all the same); "restart": the job held no
                 # nodes for a while in between, which is waiting, not the resize's cost, left out of gap_s.
-                self.store.log_event("resize_gap", job=run.id, from_nodes=start.world, to_nodes=r.world,
-                                     method=run.method,
+                self.store.log_event("resize_gap", job=run.id, from_nodes=_nodes(run, start.world),
+                                     to_nodes=_nodes(run, r.world), method=run.method,
                                      gap="restart" if nodeless_s > 0 else "resize",
                                      gap_s=r.time_s - start.time_s - nodeless_s, nodeless_s=nodeless_s, **grow)
         run.last_report = r
@@ -152,8 +152,14 @@ class ReportIntake:
             self.store.update_job(run.id, retries=run.row.retries)
             self.store.log_event("retry_forgiven", job=run.id, retries=run.row.retries)
         live = len(run.machine.live)
-        self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or r.world,
+        self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or _nodes(run, r.world),
                          time_s=now)
+
+
+def _nodes(run: JobRun, world: int) -> int:
+    """The nodes a report's world size spans: a node runs the job's processes per node (the allocator,
+    the advisor and the gap events count nodes)."""
+    return world // max(1, run.row.procs_per_node)
 
 
 def resize_begins(run: JobRun, store: StateStore, *, in_place: bool = False) -> None:
