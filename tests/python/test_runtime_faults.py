@@ -79,3 +79,29 @@ def test_a_stopped_worker_is_found_hung_by_its_heartbeats_killed_and_dropped(har
     harness.stop(proc)
     assert harness.leftovers() == []
 
+
+
+def test_the_keepers_loss_before_the_first_report_costs_no_retry_and_no_relaunch(harness):
+    """kill -9 of the keeper as soon as an in-place job is launched (before its first report): the
+    manager starts a new keeper on the same ports and re-forms the job in place in its store; the
+    workers reconnect and train in their processes: no retry, no relaunch."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle")])
+    # Without standbys the workers start cold (seconds): the keeper dies before they report.
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--grace", "5",
+                         "--no-standby")
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", "10000000", "--", "--step-s", "0.3",
+                   script=ELASTIC)
+    harness.wait(lambda s: len(harness.events("launch", job="el")) == 1, 60, "the launch")
+    first = harness.keeper_pid()
+    os.kill(first, signal.SIGKILL)
+    harness.wait(lambda s: harness.events("keeper_lost"), 30, "the manager to notice the keeper's death")
+    assert harness.job("el")["samples"] == 0  # (lost before the first report)
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0, 120, "training in the new keeper's store")
+    assert harness.keeper_pid() not in (None, first)
+    lost = harness.events("keeper_lost")[0]["id"]
+    assert [e["nodes"] for e in harness.events("resize_inplace", job="el") if e["id"] > lost] == [["n0", "n1"]]
+    assert len(harness.events("launch", job="el")) == 1  # never relaunched
+    assert not harness.events("job_failed", "inplace_failed", "generation_ended", "worker_lost", job="el")
+    assert harness.job("el")["retries"] == 0
+    harness.stop(proc)
+    assert harness.leftovers() == []
