@@ -200,6 +200,13 @@ def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_ea
             _, rank, world, *_ = map(int, line.split())
             ranks[world].add(rank)
     assert dict(ranks) == {2: {0, 1}, 4: {0, 1, 2, 3}}, dict(ranks)
+    # Node-major, survivors first: n0's processes (the survivors) hold ranks 0 and 1 at every size,
+    # n1's (the newcomers) ranks 2 and 3; local rank k of a node is rank i*2 + k.
+    for node, expected in (("n0", {0: {0}, 1: {1}}), ("n1", {0: {2}, 1: {3}})):
+        for k in (0, 1):
+            (pid,) = {p for n, _, local, p in rows if n == node and local == k}
+            seen_ranks = {int(line.split()[1]) for line in (logs / f"{pid}.txt").read_text().splitlines()}
+            assert seen_ranks == expected[k], (node, k, seen_ranks)
     assert sorted(seen) == list(range(len(seen))) and all(len(v) == 1 for v in seen.values())
     for epoch in range(len(seen) // DATASET):
         assert sorted(seen[p][0] for p in range(epoch * DATASET, (epoch + 1) * DATASET)) == list(range(DATASET))
