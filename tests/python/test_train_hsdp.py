@@ -102,7 +102,7 @@ def _fixed(root: Path, steps: int) -> dict:
     return _run_all({"fixed1": ([(1, steps)], [str(HSDP), *MODEL], 0)}, root)["fixed1"]
 
 
-@pytest.mark.runtime  # a manager, 3 virtual nodes of 2 processes, a paced job of 900 steps: about 2 min here
+@pytest.mark.runtime  # a manager, 3 virtual nodes of 2 processes, a paced job of 900 steps: 3.5-4 min on the shared VM
 def test_hsdp_model_resized_in_place_by_whole_nodes_trains_the_same_model_as_a_fixed_one(harness):
     """The manager (in place, 2 processes per node) runs the HSDP example on 2 nodes, grows it to 3
     when a node frees (the newcomer's local rank k receives shard k from local rank k of node 0)
@@ -166,7 +166,7 @@ def _torchrun_nodes(nodes: int, procs_per_node: int, samples: int, root: Path) -
                 agent.wait()
 
 
-@pytest.mark.slow  # 2 torchrun agents twice (4 then 2 workers) and a fixed run: about 1 min here
+@pytest.mark.slow  # 2 torchrun agents twice (4 then 2 workers) and a fixed run: about 1.5 min on the shared VM
 def test_hsdp_model_relaunched_from_its_checkpoint_with_fewer_processes_per_node_trains_the_same_model(tmp_path):
     """2 nodes of 2 processes train 3 steps and save a DCP checkpoint; 2 nodes of 1 process load it
     (each shard now whole on one process: resharded 2 -> 1 per node) and train 3 more. Every step's
