@@ -7,6 +7,7 @@ identity (torchrun agents and their workers).
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -222,3 +223,16 @@ def reporting_job(store: StateStore, book: CurveBook, method: str, max_nodes: in
         intake.on_datagram(protocol.encode(report, bytes.fromhex(run.row.secret)), {"job": run}.get)
 
     return intake, run, send
+
+
+def stream_positions(log_dir: Path) -> Dict[int, List[int]]:
+    """Stream position -> the sample indices processed there, from the in-place workers' index logs
+    (examples/runtime/elastic_synthetic.py --log-indices: rank r of a world of W at position p takes
+    positions p + r, p + r + W, ...)."""
+    seen: Dict[int, List[int]] = collections.defaultdict(list)
+    for path in log_dir.glob("*.txt"):
+        for line in path.read_text().splitlines():
+            position, rank, world, *index = map(int, line.split())
+            for k, i in enumerate(index):
+                seen[position + rank + k * world].append(i)
+    return seen

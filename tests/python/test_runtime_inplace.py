@@ -17,7 +17,7 @@ from typing import Dict, List
 
 import pytest
 
-from runtime_util import REPO, bft, write_trace
+from runtime_util import REPO, bft, stream_positions, write_trace
 
 torch = pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
 
@@ -38,18 +38,6 @@ def _pids_by_node(harness, job: str) -> Dict[str, List[int]]:
     for node, pid in rows:
         out[node].append(pid)
     return out
-
-
-def _positions(log_dir: Path) -> Dict[int, List[int]]:
-    """Stream position -> the sample indices processed there, from the workers' index logs (rank r of
-    a world of W at position p takes positions p + r, p + r + W, ...)."""
-    seen: Dict[int, List[int]] = collections.defaultdict(list)
-    for path in log_dir.glob("*.txt"):
-        for line in path.read_text().splitlines():
-            position, rank, world, *index = map(int, line.split())
-            for k, i in enumerate(index):
-                seen[position + rank + k * world].append(i)
-    return seen
 
 
 def _alive(pid: int) -> bool:
@@ -107,7 +95,7 @@ def _grow_and_shrink(harness, *manager_args: str) -> str:
     gaps = harness.events("resize_gap", job="el")
     assert {(g["from_nodes"], g["to_nodes"], g["method"]) for g in gaps} == {(1, 2, "inplace"), (2, 1, "inplace")}
 
-    seen = _positions(logs)
+    seen = stream_positions(logs)
     worlds = {int(line.split()[2]) for f in logs.glob("*.txt") for line in f.read_text().splitlines()}
     assert worlds == {1, 2}, worlds  # the data was read at both sizes
     assert sorted(seen) == list(range(len(seen))), "a stream position was skipped"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 import pytest
 
@@ -24,7 +24,7 @@ from bft.runtime.processes import standby_born, tagged_processes
 from bft.runtime.runs import Agent
 from bft.runtime.state import StateStore
 from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE
-from runtime_util import REPO, bft, one_line_error, write_trace
+from runtime_util import REPO, bft, one_line_error, stream_positions, write_trace
 
 ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
 DATASET = 4096
@@ -142,17 +142,6 @@ def _rows(harness, job: str) -> List[Tuple[str, int, int, int]]:
         store.close()
 
 
-def _positions(log_dir: Path) -> Dict[int, List[int]]:
-    """Stream position -> the sample indices processed there, from the workers' index logs."""
-    seen: Dict[int, List[int]] = collections.defaultdict(list)
-    for path in log_dir.glob("*.txt"):
-        for line in path.read_text().splitlines():
-            position, rank, world, *index = map(int, line.split())
-            for k, i in enumerate(index):
-                seen[position + rank + k * world].append(i)
-    return seen
-
-
 def _linear_curve(path: Path, nodes: int) -> Path:
     """A prior curve on which every node doubles the rate: the allocator gives the job every node."""
     path.write_text('{"nodes": %s, "throughput": %s}' % (list(range(1, nodes + 1)),
@@ -196,7 +185,7 @@ def test_processes_per_node_grow_and_shrink_in_place_as_whole_nodes_and_cover_ea
     log = harness.job_log("el")
     assert "done: " in log and "Traceback" not in log, log[-3000:]
 
-    seen = _positions(logs)
+    seen = stream_positions(logs)
     ranks = collections.defaultdict(set)  # world size -> the ranks that read at it
     for f in logs.glob("*.txt"):
         for line in f.read_text().splitlines():
