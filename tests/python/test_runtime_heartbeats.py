@@ -52,3 +52,21 @@ def test_no_worker_is_hung_while_every_one_is_silent_or_a_new_process_starts_bea
     assert hb.bound_s("el") == TIMEOUT_S  # no step measured yet: the in-place timeout
     # n1's worker was replaced (a new pid): its predecessor's last heartbeat is not held against it.
     assert hb.hung("el", {("n0", 1): "50 50 0", ("n1", 3): "1 1 0"}, 61.0) == []
+
+
+def test_processes_per_node_one_frozen_process_makes_its_node_hung_though_its_sibling_beats():
+    """Two processes per node: n1's local rank 0 (pid 3) freezes while every other process, its own
+    node's rank 1 included, beats and waits at the boundary: n1 is hung, named once."""
+    hb = Heartbeats(TIMEOUT_S)
+    beats = {("n0", 1): 0, ("n0", 2): 0, ("n1", 3): 0, ("n1", 4): 0}
+    steps = dict.fromkeys(beats, 0)
+    hung = []
+    for t in range(1, 40):
+        for proc in beats:
+            if t <= 5 or proc != ("n1", 3):
+                beats[proc] += 1
+                steps[proc] += int(1 / STEP_S) if t <= 5 else 0
+        waiting = t > 5
+        hung.append(hb.hung("el", {p: f"{beats[p]} {steps[p]} {int(waiting and p != ('n1', 3))}" for p in beats},
+                            float(t)))
+    assert hung[-1] == ["n1"] and all(h in ([], ["n1"]) for h in hung), hung
