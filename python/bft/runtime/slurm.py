@@ -48,6 +48,7 @@ class _Pilot:
     job_id: str
     state: PilotState = PilotState.PENDING
     node: str = ""
+    preempt_polled: bool = False  # a poll saw it preempted before its "term" report came
 
 
 @register_source
@@ -404,8 +405,10 @@ class SlurmNodeSource(NodeSource):
                     to_cancel.append(job_id)
                 elif pilot.state == PilotState.PENDING and job_id in stepped:
                     self._join(pilot, q.node)
+                elif pilot.state == PilotState.RUNNING and q.preempted and not pilot.preempt_polled:
+                    pilot.preempt_polled = True  # its "term" report, with the grace time, may be on its way
                 elif pilot.state == PilotState.RUNNING and q.preempted:
-                    # Its "term" report was lost: the node goes now, with no grace we could vouch for.
+                    # A whole poll without its "term" report: lost; the node goes now, with no grace we could vouch for.
                     pilot.state = PilotState.RECLAIMED
                     self._emit(NodeEvent("reclaim", pilot.node, 0.0))
             # Allocated pilots whose step has not reported yet hold a node; they are not pending.
