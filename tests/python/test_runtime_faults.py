@@ -21,20 +21,16 @@ pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh in
 pytestmark = pytest.mark.runtime
 
 ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
-# Two nodes are worth twice one: as the prior, and as measured (steps paced at 0.3 s, far above their
-# compute even on a loaded machine), so the allocator gives the job both nodes whenever it may.
-CURVE = '{"nodes": [0, 1, 2], "throughput": [0, 100, 190]}'
 
 
 def _training_on_two(harness, *manager_args: str):
     """A manager whose job `el` trains in place on n0 and n1; (the manager, the pid on n0, on n1)."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle")])
+    # equal_share: the job takes both nodes whenever it may, whatever its curve measured on a loaded machine.
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--grace", "5",
-                         *manager_args)
-    curve = harness.root / "curve.json"
-    curve.write_text(CURVE)
-    harness.submit("el", "--min", "1", "--max", "2", "--samples", "10000000", "--curve", str(curve), "--",
-                   "--step-s", "0.3", script=ELASTIC)
+                         "--policy", "equal_share", *manager_args)
+    harness.submit("el", "--min", "1", "--max", "2", "--samples", "10000000", "--", "--step-s", "0.3",
+                   script=ELASTIC)
     harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "training on 2")
     return proc, harness.open_pid("el", "n0"), harness.open_pid("el", "n1")
 

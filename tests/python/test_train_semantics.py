@@ -245,18 +245,17 @@ def test_elastic_run_resized_in_place_by_the_manager_trains_the_same_model_as_a_
 @pytest.mark.runtime  # a manager, 3 virtual nodes of 2 gloo workers each, 700 paced steps: 2-3 min on the shared VM
 def test_elastic_run_at_2_processes_per_node_resized_in_place_trains_the_same_model_as_a_fixed_one(harness):
     """Two processes per node (bft manager --procs-per-node 2), 1 -> 3 -> 2 nodes in place (2 -> 6 -> 4
-    ranks, node-major) as an idle-node trace frees two nodes and takes one back; the job's prior curve
-    makes every node pay off, so the sizes are the trace's. After every step the parameters equal
+    ranks, node-major) as an idle-node trace frees two nodes and takes one back; under equal_share the
+    job takes every node it may, so the sizes are the trace's (with a --curve, the curve the advisor
+    fitted on a loaded CI machine shrank it to 1 node once). After every step the parameters equal
     those of a 1-rank run to within TOLERANCE."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (20, "n1", "idle"), (20, "n2", "idle"),
                                                      (45, "n2", "busy")])
-    curve = harness.root / "curve.json"
-    curve.write_text('{"nodes": [1, 2, 3], "throughput": [100.0, 200.0, 300.0]}')
     params = harness.root / "params.txt"
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "3",
-                         "--local-grace-s", "8", "--grace", "10", "--procs-per-node", "2")
+                         "--local-grace-s", "8", "--grace", "10", "--procs-per-node", "2", "--policy", "equal_share")
     global_batch = ["--hidden", "6", "--global-batch", str(GLOBAL_BATCH), "--batch", str(MICRO_BATCH)]
-    harness.submit("el", "--min", "1", "--max", "3", "--curve", str(curve), "--samples", str(700 * GLOBAL_BATCH),
+    harness.submit("el", "--min", "1", "--max", "3", "--samples", str(700 * GLOBAL_BATCH),
                    "--", "--float64", "--dataset", "40", "--step-s", "0.1", "--log-params", str(params),
                    *global_batch, script=ELASTIC)
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 400, "the job to finish")
