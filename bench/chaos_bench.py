@@ -80,7 +80,7 @@ def quantiles(values: List[float]) -> Dict[str, Any]:
 
 
 def start_manager(state: Path, trace: Path, nodes: int, scale: float, start_s: float, log_path: Path):
-    from bft.runtime import control
+    from bft.runtime.ops import control
 
     log = open(log_path, "ab")
     proc = subprocess.Popen(
@@ -130,7 +130,8 @@ def measured_curve(progress: List[Dict[str, Any]], scale: float, max_nodes: int)
 
 def run(args: argparse.Namespace, root: Path) -> Dict[str, Any]:
     from bft import sim
-    from bft.runtime import StateStore, control, tagged_processes
+    from bft.runtime import StateStore, tagged_processes
+    from bft.runtime.ops import control
 
     start_s, chosen, rows = busiest_hour(TRACE, args.nodes)
     trace = root / "hour.csv"

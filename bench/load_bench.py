@@ -5,7 +5,7 @@
 A real ``bft manager`` (local source, real SQLite, real decisions, real process starts and stops)
 plays the Summit idle-node trace (all its nodes) at ``--time-scale`` (default 100) with the
 emulated launcher (``--local-emulate``, docs/runtime.md); the ImageNet jobs are submitted at their
-arrival times in scaled time, each an emulated job (bft.runtime.emulated) that advances by its true
+arrival times in scaled time, each an emulated job (bft.runtime.sources.emulated) that advances by its true
 curve. Measured per run: events handled per second, manager CPU per event (/proc/<pid>/stat),
 decision latency (the manager's own, arrival of an event to a decided map), how far the manager's
 handling of node events lags the trace, the state database's size and growth per trace day, and
@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"  # ../shared/data beside the checkout
-EMULATED = REPO / "python" / "bft" / "runtime" / "emulated.py"
+EMULATED = REPO / "python" / "bft" / "runtime" / "sources" / "emulated.py"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -103,7 +103,8 @@ def drive(root: Path, trace_path: Path, jobs_path: Path, nodes: int, start_s: fl
     """One run of the real manager. With `window_s` it stops at the window's end; without, once every
     submitted job has ended (or after `timeout_s`). Returns the measurements and the final status."""
     from bft import sim
-    from bft.runtime import ACTIVE_STATES, StateStore, control, tagged_processes
+    from bft.runtime import ACTIVE_STATES, StateStore, tagged_processes
+    from bft.runtime.ops import control
 
     state = root / "state"
     end_s = start_s + window_s if window_s is not None else math.inf

@@ -1,4 +1,4 @@
-"""What one metrics snapshot costs the manager's loop (bft.runtime.metrics): Summit's 4,680 nodes in
+"""What one metrics snapshot costs the manager's loop (bft.runtime.ops.metrics): Summit's 4,680 nodes in
 the pool, 1,000 jobs (100 running), a state database with their joins and process rows. Prints the
 median and the largest of 21 snapshots (the first reads every event line; the later ones only new
 lines): the loop's pause (the snapshot), and the textfile's writing in its own thread, timed apart.

@@ -134,7 +134,7 @@ def bench_resize(cycles: int, methods: list, sizes: list, period_s: float, launc
     the other on the same nodes: launch -> first step. With `gpus`, virtual node k trains on GPU k mod
     gpus (the manager's --local-gpus). Each of `procs` (processes per node, the manager's
     --procs-per-node) is run in turn; a count other than 1 is named in the results' keys ("x2/node")."""
-    from bft.runtime.curvebook import RESCALE_METHODS
+    from bft.runtime.decide.curvebook import RESCALE_METHODS
 
     gpu_options = ("--local-gpus", str(gpus)) if gpus else ()
     if gpus:
@@ -194,7 +194,8 @@ def local_manager(state: Path, trace: Path, nodes: int, method: str, *options: s
                   script: str = "examples/runtime/ddp_synthetic.py"):
     """A real ``bft manager`` on the local source driven by ``trace``; stopped (and everything it
     started) on exit. Yields a function that submits `script` with no end."""
-    from bft.runtime import control, terminate_tagged
+    from bft.runtime import terminate_tagged
+    from bft.runtime.ops import control
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
     manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state), *METHODS[method],
@@ -329,7 +330,8 @@ def warm_standbys(identity: str) -> int:
 def run_launches(method: str, launches: int, nodes: int, options: tuple = ()) -> list:
     """Launch -> first step of `launches` short jobs, one after the other, each on all `nodes`; with
     standbys, a job is submitted once every node's standby has done its imports (waits in its read)."""
-    from bft.runtime import ACTIVE_STATES, StateStore, control
+    from bft.runtime import ACTIVE_STATES, StateStore
+    from bft.runtime.ops import control
 
     tmp = Path(tempfile.mkdtemp())
     state = tmp / "state"

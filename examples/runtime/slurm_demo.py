@@ -103,7 +103,7 @@ def training(state_dir: Path, start: float, end: float) -> Tuple[float, float, f
     stepping, samples trained). Stepping: between two progress records of one generation at the
     same size, at most STEPPING_GAP_S apart, with samples trained in between; so a process's
     start-up, a restore and a resize count as running but not as stepping."""
-    from bft.runtime.state import StateStore
+    from bft.runtime.statedb.store import StateStore
 
     store = StateStore(state_dir / "state.db", create=False, read_only=True)
     node_s = 0.0
@@ -126,11 +126,11 @@ def training(state_dir: Path, start: float, end: float) -> Tuple[float, float, f
 
 def pilot_caused_waits(shared: List[Dict[str, float]], start: float, end: float) -> List[float]:
     """Each main job's wait caused by the pilots, as `bft report` measures it from Slurm's records
-    (bft.runtime.sacct_wait: time in [Eligible, Start) while a pilot held one of its nodes and no
+    (bft.runtime.ops.sacct_wait: time in [Eligible, Start) while a pilot held one of its nodes and no
     other main job did); read once every pilot has ended (the test cluster's job-completion log
     has ended jobs only)."""
-    from bft.runtime import sacct_wait
-    from bft.runtime.slurm_commands import PILOT_PREFIX
+    from bft.runtime.ops import sacct_wait
+    from bft.runtime.sources.slurm_commands import PILOT_PREFIX
 
     jobs, source = sacct_wait.read(start - 60, end + 60)
     pilots = {j.name for j in jobs if j.name.startswith(PILOT_PREFIX)}
@@ -144,7 +144,7 @@ def pilot_caused_waits(shared: List[Dict[str, float]], start: float, end: float)
 def stop_tagged(state_dir: Path) -> None:
     """Ends what a killed manager left on this host (found by its identity tag)."""
     from bft.runtime import terminate_tagged
-    from bft.runtime.state import StateStore
+    from bft.runtime.statedb.store import StateStore
 
     store = StateStore(state_dir / "state.db", create=False, read_only=True)
     identity = store.meta("identity")

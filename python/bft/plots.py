@@ -50,7 +50,7 @@ def plot_nodes(result, path: PathLike) -> None:
 
 def plot_harvest(report, path: PathLike) -> None:
     """`bft report --png`: nodes in the manager's pool (harvested) and nodes used by jobs over the
-    report's period (step plot; bft.runtime.report.Report)."""
+    report's period (step plot; bft.runtime.ops.accounting.Report)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 4), dpi=110)
     hours = (report.until_s - report.since_s) / 3600.0

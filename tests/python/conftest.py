@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime.state import StateStore
+from bft.runtime.statedb.store import StateStore
 from runtime_util import ManagerHarness
 
 # ../shared/data beside the checkout holds real traces and workloads (never copied into the repo).

@@ -20,11 +20,12 @@ from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
-from bft.runtime import control, keeper, tagged_processes, terminate_tagged
-from bft.runtime.curvebook import CurveBook
-from bft.runtime.reports import ReportIntake
-from bft.runtime.runs import JobRun
-from bft.runtime.state import JobRow, StateStore
+from bft.runtime import tagged_processes, terminate_tagged
+from bft.runtime.decide.curvebook import CurveBook
+from bft.runtime.decide.intake import ReportIntake
+from bft.runtime.jobs.runs import JobRun
+from bft.runtime.ops import control, keeper
+from bft.runtime.statedb.store import JobRow, StateStore
 from bft.train import protocol
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import pytest
 
-from bft.runtime.nodes import NodeEvent
+from bft.runtime.sources.base import NodeEvent
 from runtime_util import ManagerHarness, python_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def slurm_hosts(tmp_path_factory):
 
 # `python -m bft` with the Slurm source imported explicitly, so that the tests do not depend on
 # which sources bft's command line registers.
-MANAGER = "import sys, bft.runtime.slurm; from bft.cli import main; sys.exit(main())"
+MANAGER = "import sys, bft.runtime.sources.slurm; from bft.cli import main; sys.exit(main())"
 
 
 class SlurmManager(ManagerHarness):

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from bft import _bounded
 from bft._core import MAX_LINE_BYTES
-from bft.runtime.local import LocalNodeSource
-from bft.runtime.nodes import SourceError
-from bft.runtime.state import JobRow, StateStore
-from bft.runtime.state_schema import StateError
+from bft.runtime.sources.base import SourceError
+from bft.runtime.sources.local import LocalNodeSource
+from bft.runtime.statedb.schema import StateError
+from bft.runtime.statedb.store import JobRow, StateStore
 from runtime_util import write_trace
 from test_cli import one_line_error, run_module
 

@@ -72,7 +72,7 @@ def test_the_slurm_demo_counts_stepping_apart_from_running(tmp_path):
         import slurm_demo
     finally:
         sys.path.pop(0)
-    from bft.runtime.state import StateStore
+    from bft.runtime.statedb.store import StateStore
     from runtime_util import make_run
 
     store = StateStore(tmp_path / "state.db")

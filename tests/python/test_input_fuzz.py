@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bft import jobs
-from bft.runtime import control
+from bft.runtime.ops import control
 from bft.train import protocol
 
 SECRET = bytes.fromhex("ab" * 32)

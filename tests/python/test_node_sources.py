@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime.nodes import BUILT_IN_SOURCES, ENTRY_POINT_GROUP, source_class, source_names
+from bft.runtime.sources.base import BUILT_IN_SOURCES, ENTRY_POINT_GROUP, source_class, source_names
 from runtime_util import python_env
 
 PLUGIN = '''
-from bft.runtime.nodes import NodeSource, register_source
+from bft.runtime.sources.base import NodeSource, register_source
 
 
 @register_source

@@ -1,4 +1,4 @@
-"""The pilots' report listener (bft.runtime.pilots), which a batch scheduler's node source composes,
+"""The pilots' report listener (bft.runtime.sources.pilot_reports), which a batch scheduler's node source composes,
 on its own, no cluster needed: one deadline per connection, so clients trickling bytes cannot hold
 its slots (issue 31); and the pilot program itself, run as a scheduler would run it."""
 
@@ -16,7 +16,13 @@ import threading
 import time
 from pathlib import Path
 
-from bft.runtime.pilots import ENV_SECRET_FILE, MAX_CONNECTIONS, MESSAGE_DEADLINE_S, PilotReports, pilot_program
+from bft.runtime.sources.pilot_reports import (
+    ENV_SECRET_FILE,
+    MAX_CONNECTIONS,
+    MESSAGE_DEADLINE_S,
+    PilotReports,
+    pilot_program,
+)
 
 
 class _Listener:

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from bft import alloc, jobs
-from bft.runtime import control
-from bft.runtime.curvebook import CurveBook
-from bft.runtime.decider import Decider
+from bft.runtime.decide.curvebook import CurveBook
+from bft.runtime.decide.decider import Decider
+from bft.runtime.jobs.runs import JobRun
+from bft.runtime.ops import control
 from bft.runtime.options import ManagerOptions
-from bft.runtime.runs import JobRun
-from bft.runtime.state import StateStore
+from bft.runtime.statedb.store import StateStore
 
 RATES = st.one_of(st.floats(0, jobs.MAX_SAMPLES_PER_S), st.floats(0, jobs.MAX_SAMPLES_PER_S),
                   st.floats(0, 10 * jobs.MAX_SAMPLES_PER_S), st.floats(allow_nan=True, allow_infinity=True),

@@ -88,9 +88,9 @@ def test_every_policy_is_accepted_by_the_manager(name):
 
 @pytest.mark.parametrize("name", POLICIES)
 def test_the_manager_says_which_declared_inputs_it_cannot_supply(name, tmp_path):
-    from bft.runtime.curvebook import CurveBook
-    from bft.runtime.decider import Decider
-    from bft.runtime.state import StateStore
+    from bft.runtime.decide.curvebook import CurveBook
+    from bft.runtime.decide.decider import Decider
+    from bft.runtime.statedb.store import StateStore
     from runtime_util import make_run
 
     store = StateStore(tmp_path / "state.db")

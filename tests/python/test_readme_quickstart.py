@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bft.runtime import tagged_processes
-from bft.runtime.state import StateStore
+from bft.runtime.statedb.store import StateStore
 
 pytestmark = pytest.mark.runtime
 

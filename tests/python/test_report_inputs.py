@@ -1,4 +1,4 @@
-"""`bft report` reads other users' state directories as untrusted data (bft.runtime.report_input,
+"""`bft report` reads other users' state directories as untrusted data (bft.runtime.ops.accounting_input,
 docs/security.md): a hostile state.db is one line naming it and the other directories are still
 reported (exit 2); links are not followed; what the report writes is never one of its inputs."""
 
@@ -15,9 +15,10 @@ import sys
 
 import pytest
 
-from bft.runtime import report, report_input
-from bft.runtime.state import StateStore
-from bft.runtime.state_schema import StateError
+from bft.runtime.ops import accounting as report
+from bft.runtime.ops import accounting_input as report_input
+from bft.runtime.statedb.schema import StateError
+from bft.runtime.statedb.store import StateStore
 from runtime_util import REPO, bft, one_line_error, python_env
 
 T0 = 1_700_000_000.0

@@ -1,4 +1,4 @@
-"""The main jobs' added wait from sacct's records (bft.runtime.sacct_wait, docs/runtime.md
+"""The main jobs' added wait from sacct's records (bft.runtime.ops.sacct_wait, docs/runtime.md
 "Accounting") on a hand-written sacct log whose answer is worked out by hand below."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bft.runtime import sacct_wait
-from bft.runtime.state import StateStore
+from bft.runtime.ops import sacct_wait
+from bft.runtime.statedb.store import StateStore
 from runtime_util import bft, one_line_error
 
 # n1: pilot 100 of manager m1 until 1060 (preempted for A). n2: main job B until 1030, then m1's pilot

@@ -1,4 +1,4 @@
-"""The resize state machine (bft.runtime.resize.machine) driven through random orders of events.
+"""The resize state machine (bft.runtime.jobs.resize.machine) driven through random orders of events.
 
 A hypothesis rule-based machine plays a small cluster around one job: decisions (grow, shrink, a
 new configuration), reclaims, newcomers arriving or hanging, workers exiting with 0, 75, 76, a
@@ -16,8 +16,8 @@ from hypothesis import settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
 
-from bft.runtime.resize import Exit, Machine, Outcome, Phase, Stop, method  # noqa: E402
-from bft.runtime.resize.machine import (  # noqa: E402
+from bft.runtime.jobs.resize import Exit, Machine, Outcome, Phase, Stop, method  # noqa: E402
+from bft.runtime.jobs.resize.machine import (  # noqa: E402
     BACKOFF_MAX_S,
     FAILURE_SETTLE_S,
     FORGIVE_AFTER_S,

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from bft.runtime import control
+from bft.runtime.ops import control
 from runtime_util import bft
 
 pytestmark = pytest.mark.runtime

@@ -10,13 +10,13 @@ import time
 import pytest
 
 from bft import alloc
-from bft.runtime.curvebook import INPLACE, INPLACE_SCALE_UP_S, RELAUNCH, CurveBook
-from bft.runtime.decider import Decider
-from bft.runtime.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
-from bft.runtime.reports import resize_begins
-from bft.runtime.runs import Agent
-from bft.runtime.state import StateStore
-from bft.runtime.status import unused_nodes
+from bft.runtime.decide.curvebook import INPLACE, INPLACE_SCALE_UP_S, RELAUNCH, CurveBook
+from bft.runtime.decide.decider import Decider
+from bft.runtime.decide.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
+from bft.runtime.decide.intake import resize_begins
+from bft.runtime.jobs.runs import Agent
+from bft.runtime.ops.status import unused_nodes
+from bft.runtime.statedb.store import StateStore
 from runtime_util import make_run, reporting_job
 
 NODES = [f"n{k}" for k in range(6)]

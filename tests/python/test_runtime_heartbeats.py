@@ -1,6 +1,6 @@
-"""The judgement of in-place workers' heartbeats (bft.runtime.heartbeats): which worker is hung."""
+"""The judgement of in-place workers' heartbeats (bft.runtime.jobs.heartbeats): which worker is hung."""
 
-from bft.runtime.heartbeats import HUNG_FLOOR_S, HUNG_STEPS, Heartbeats
+from bft.runtime.jobs.heartbeats import HUNG_FLOOR_S, HUNG_STEPS, Heartbeats
 
 TIMEOUT_S = 30.0
 STEP_S = 0.25  # 4 steps a second: the bound is the floor

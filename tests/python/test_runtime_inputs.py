@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from bft.runtime.state import StateStore
+from bft.runtime.statedb.store import StateStore
 from bft.train import protocol
 from runtime_util import bft, one_line_error
 

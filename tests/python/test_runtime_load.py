@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime.state import StateStore
+from bft.runtime.statedb.store import StateStore
 from runtime_util import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -84,9 +84,9 @@ def test_each_node_event_is_handled_once(run):
     store.close()
     assert last  # nodes came and went
 def test_emulation_runs_the_script_alone_on_the_generations_node_count():
-    from bft.runtime.launcher import LaunchSpec, script_argv, torchrun_argv
-    from bft.runtime.local import _without_torchrun
-    from bft.runtime.nodes import SourceError
+    from bft.runtime.jobs.launcher import LaunchSpec, script_argv, torchrun_argv
+    from bft.runtime.sources.base import SourceError
+    from bft.runtime.sources.local import _without_torchrun
 
     def spec(low, high):
         return LaunchSpec(job="j", generation=3, script="/x/emulated.py", args=["--curve", "{}", "--time-scale", "100"],

@@ -23,12 +23,12 @@ import pytest
 prometheus_client = pytest.importorskip("prometheus_client", reason="./dev.sh installs prometheus-client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from bft.runtime import metrics_http  # noqa: E402
-from bft.runtime.metrics import MetricsError, MetricsExporter  # noqa: E402
-from bft.runtime.state import StateStore  # noqa: E402
+from bft.runtime.ops import metrics_http  # noqa: E402
+from bft.runtime.ops.metrics import MetricsError, MetricsExporter  # noqa: E402
+from bft.runtime.statedb.store import StateStore  # noqa: E402
 from runtime_util import REPO, bft, listening_sockets  # noqa: E402
 
-EMULATED = REPO / "python" / "bft" / "runtime" / "emulated.py"
+EMULATED = REPO / "python" / "bft" / "runtime" / "sources" / "emulated.py"
 
 
 def _status(pool, used, jobs, dropped=None):
@@ -102,15 +102,15 @@ def test_the_figures_follow_prometheus_naming_and_come_from_the_state(tmp_path):
 
 
 def test_every_waiting_reason_of_the_manager_has_its_own_label():
-    from bft.runtime.metrics import waiting_reason_label
+    from bft.runtime.ops.metrics import waiting_reason_label
 
-    # The texts of bft.runtime.status.waiting_reason, as bft status prints them.
+    # The texts of bft.runtime.ops.status.waiting_reason, as bft status prints them.
     reasons = {"no progress reports: does the script call bft.train.report()?": "no_reports",
                "admission cap reached (10 jobs admitted, --max-jobs)": "admission_cap",
                "backing off after a failure (retry 1 of 2)": "backoff",
                "needs 4 nodes; the pool has never had more than 2": "pool_too_small",
                "waiting for its nodes to be vacated": "vacating", "waiting for idle nodes": "idle_nodes"}
-    source = (REPO / "python" / "bft" / "runtime" / "status.py").read_text()
+    source = (REPO / "python" / "bft" / "runtime" / "ops" / "status.py").read_text()
     body = source[source.index("def waiting_reason"):source.index("def unused_nodes(")]
     assert len(re.findall(r"^\s+return ", body, re.M)) == len(reasons)
     for text, label in reasons.items():

@@ -9,12 +9,12 @@ import time
 import pytest
 
 from bft import alloc, curve
-from bft.runtime.curvebook import CurveBook
-from bft.runtime.decider import Decider, fair_share
+from bft.runtime.decide.curvebook import CurveBook
+from bft.runtime.decide.decider import Decider, fair_share
+from bft.runtime.decide.intake import ReportIntake, resize_begins, restore_gap_start
+from bft.runtime.jobs.runs import JobRun
 from bft.runtime.options import ManagerOptions
-from bft.runtime.reports import ReportIntake, resize_begins, restore_gap_start
-from bft.runtime.runs import JobRun
-from bft.runtime.state import StateStore
+from bft.runtime.statedb.store import StateStore
 from bft.train import protocol
 from runtime_util import make_run, reporting_job
 
@@ -130,7 +130,7 @@ def test_the_queue_keeps_its_order_after_a_restart(tmp_path):
 
 def test_a_submitted_job_is_forced_to_the_disk_and_bookkeeping_is_not(store):
     """Bookkeeping commits survive the manager's crash without an fsync each; what bft submit
-    acknowledges is synced before the answer (state.py's durability rule)."""
+    acknowledges is synced before the answer (statedb/store.py's durability rule)."""
     statements = []
     store.db.set_trace_callback(statements.append)
     with store.transaction():
@@ -294,7 +294,7 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
     pytest.importorskip("torch", reason="the keeper hosts a torch TCPStore")
     import socket
 
-    from bft.runtime.keeper import INFO_NAME, SOCKET_NAME, KeeperLink, keeper_alive
+    from bft.runtime.ops.keeper import INFO_NAME, SOCKET_NAME, KeeperLink, keeper_alive
 
     tmp_path.chmod(0o700)
     store = StateStore(tmp_path / "state.db")

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from bft import alloc, jobs
-from bft.runtime.state import JobRow, StateStore
+from bft.runtime.statedb.store import JobRow, StateStore
 from runtime_util import bft, one_line_error
 
 pytestmark = pytest.mark.runtime

@@ -19,10 +19,10 @@ from typing import List, Tuple
 
 import pytest
 
+from bft.runtime.jobs.processes import standby_born, tagged_processes
+from bft.runtime.jobs.runs import Agent
 from bft.runtime.options import resolve_procs_per_node
-from bft.runtime.processes import standby_born, tagged_processes
-from bft.runtime.runs import Agent
-from bft.runtime.state import StateStore
+from bft.runtime.statedb.store import StateStore
 from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE
 from runtime_util import REPO, bft, one_line_error, stream_positions, write_trace
 

@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from bft.runtime.curvebook import CurveBook
-from bft.runtime.reports import ReportIntake
-from bft.runtime.runs import JobRun
-from bft.runtime.state import StateStore
+from bft.runtime.decide.curvebook import CurveBook
+from bft.runtime.decide.intake import ReportIntake
+from bft.runtime.jobs.runs import JobRun
+from bft.runtime.statedb.store import StateStore
 from bft.train import protocol
 from runtime_util import REPO, make_run
 
-EMULATED = REPO / "python" / "bft" / "runtime" / "emulated.py"
+EMULATED = REPO / "python" / "bft" / "runtime" / "sources" / "emulated.py"
 
 
 def test_a_report_replayed_after_a_restart_is_dropped(tmp_path):

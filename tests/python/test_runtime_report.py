@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime import report
-from bft.runtime.state import StateStore
+from bft.runtime.ops import accounting as report
+from bft.runtime.statedb.store import StateStore
 from runtime_util import REPO, ManagerHarness, bft, one_line_error, python_env, write_trace
 
 pytestmark = pytest.mark.runtime
 
-EMULATED = REPO / "python" / "bft" / "runtime" / "emulated.py"
+EMULATED = REPO / "python" / "bft" / "runtime" / "sources" / "emulated.py"
 WORK = 4000
 
 

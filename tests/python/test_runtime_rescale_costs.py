@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import runtime_util
-from bft.runtime.curvebook import INPLACE, INPLACE_S_PER_BYTE, RELAUNCH, RELAUNCH_S_PER_BYTE, CurveBook
-from bft.runtime.resize import Exit, Stop
-from bft.runtime.runs import JobRun
-from bft.runtime.state import StateStore
-from bft.runtime.state_schema import SCHEMA_VERSION
+from bft.runtime.decide.curvebook import INPLACE, INPLACE_S_PER_BYTE, RELAUNCH, RELAUNCH_S_PER_BYTE, CurveBook
+from bft.runtime.jobs.resize import Exit, Stop
+from bft.runtime.jobs.runs import JobRun
+from bft.runtime.statedb.schema import SCHEMA_VERSION
+from bft.runtime.statedb.store import StateStore
 from bft.train import protocol
 from runtime_util import bft
 

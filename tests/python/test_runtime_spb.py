@@ -9,9 +9,9 @@ import sqlite3
 
 import pytest
 
-from bft.runtime import jobspec
-from bft.runtime.state import StateStore
-from bft.runtime.state_schema import SCHEMA_VERSION
+from bft.runtime.statedb import jobspec
+from bft.runtime.statedb.schema import SCHEMA_VERSION
+from bft.runtime.statedb.store import StateStore
 from runtime_util import REPO, bft, write_trace
 
 DIGITS = REPO / "examples" / "runtime" / "ddp_digits.py"

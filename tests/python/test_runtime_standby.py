@@ -19,10 +19,10 @@ from typing import Dict, List, Optional
 import pytest
 
 from bft.runtime import tagged_processes
-from bft.runtime.jobfiles import JobFiles
-from bft.runtime.launcher import job_environment
-from bft.runtime.processes import standby_born
-from bft.runtime.standby import Standbys
+from bft.runtime.jobs.files import JobFiles
+from bft.runtime.jobs.launcher import job_environment
+from bft.runtime.jobs.processes import standby_born
+from bft.runtime.jobs.standbys import Standbys
 from runtime_util import REPO, python_env, write_trace
 
 pytestmark = pytest.mark.runtime

@@ -12,11 +12,11 @@ import sys
 import pytest
 
 from bft import cli
-from bft.runtime.addresses import check_listen_address
 from bft.runtime.cli import _private_dir as private_dir
 from bft.runtime.cli_options import UsageError
-from bft.runtime.nodes import SourceError
-from bft.runtime.slurm import SlurmNodeSource
+from bft.runtime.sources.base import SourceError
+from bft.runtime.sources.slurm import SlurmNodeSource
+from bft.runtime.trust.addresses import check_listen_address
 from bft.train import protocol
 from runtime_util import bft, one_line_error
 

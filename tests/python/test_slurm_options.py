@@ -2,8 +2,8 @@
 
 import pytest
 
-from bft.runtime.nodes import SourceError, source_class
-from bft.runtime.slurm import SlurmNodeSource
+from bft.runtime.sources.base import SourceError, source_class
+from bft.runtime.sources.slurm import SlurmNodeSource
 
 
 def test_registered_under_slurm():

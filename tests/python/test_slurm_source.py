@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bft.runtime.nodes import SourceError
-from bft.runtime.slurm import SlurmNodeSource
+from bft.runtime.sources.base import SourceError
+from bft.runtime.sources.slurm import SlurmNodeSource
 
 pytest.register_assert_rewrite("slurm_util")  # it is also a plugin (below), loaded after this import
 from runtime_util import listening_sockets  # noqa: E402

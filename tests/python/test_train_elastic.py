@@ -90,7 +90,7 @@ def test_the_backend_follows_the_device_unless_the_manager_names_one(monkeypatch
 def test_local_nodes_sharing_a_gpu_are_told_to_use_gloo(tmp_path, nodes, gpus, node, expected):
     """--local-gpus: node k sees GPU k mod N; where nodes outnumber GPUs, NCCL (one device per rank)
     cannot work, so the workers are told to use gloo on the GPU."""
-    from bft.runtime.local import LocalNodeSource
+    from bft.runtime.sources.local import LocalNodeSource
 
     source = LocalNodeSource("test-gpus", tmp_path, nodes=nodes, gpus=gpus)
     source.start(lambda event: None)

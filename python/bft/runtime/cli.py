@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .._bounded import tail_lines
-from . import control, jobspec
-from .addresses import check_listen_address
 from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
-from .keeper import KeeperError
-from .nodes import SourceError, source_class
-from .state import StateStore
-from .state_schema import JobState, StateError
-from .trust import check_private_dir
+from .ops import control
+from .ops.keeper import KeeperError
+from .sources.base import SourceError, source_class
+from .statedb import jobspec
+from .statedb.schema import JobState, StateError
+from .statedb.store import StateStore
+from .trust.addresses import check_listen_address
+from .trust.files import check_private_dir
 
 
 def main(args: argparse.Namespace) -> int:
@@ -133,7 +134,7 @@ def _metrics_exporter(args: argparse.Namespace, store: StateStore):
     if args.metrics_textfile is None and args.metrics_port is None:
         return None
     try:
-        from .metrics import MetricsError, MetricsExporter
+        from .ops.metrics import MetricsError, MetricsExporter
     except ImportError:
         raise UsageError("--metrics-*: needs prometheus-client: pip install 'libbft[runtime]'") from None
     try:
@@ -145,7 +146,7 @@ def _metrics_exporter(args: argparse.Namespace, store: StateStore):
 
 
 def _start_metrics(exporter) -> None:
-    from .metrics import MetricsError
+    from .ops.metrics import MetricsError
 
     try:
         url = exporter.start()
@@ -288,7 +289,7 @@ def format_status(status: Dict[str, Any]) -> str:
 # -- report ---------------------------------------------------------------------------------------
 
 def _report_time(text: Optional[str], flag: str) -> Optional[float]:
-    from .report_input import MAX_TIME_S
+    from .ops.accounting_input import MAX_TIME_S
 
     if text is None:
         return None
@@ -357,8 +358,9 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
     """Each state directory read as untrusted data (report_input). One that cannot be read is one line
     naming it, and the others are reported: the exit status is then 2, so that a script sees the
     report is partial. The same state file given twice (another path to it) is counted once."""
-    from . import report, sacct_wait
-    from .report_input import READ_ERRORS, ReportInput, read_error
+    from .ops import accounting as report
+    from .ops import sacct_wait
+    from .ops.accounting_input import READ_ERRORS, ReportInput, read_error
 
     since, until = _report_time(args.since, "--since"), _report_time(args.until, "--until")
     _report_outputs(args, state_dirs)
@@ -449,7 +451,7 @@ def _report(args: argparse.Namespace, state_dirs: List[Path]) -> int:
 def _sacct_jobs(args: argparse.Namespace, since: float, until: float):
     """sacct's records for the main jobs' added wait, and their source: --sacct FILE, else sacct
     itself; None (the grace bound only) when sacct is not reachable and no file was given."""
-    from . import sacct_wait
+    from .ops import sacct_wait
 
     if args.sacct is not None:
         try:

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import alloc, curve
-from .launcher import default_python
-from .nodes import source_class, source_names
+from .jobs.launcher import default_python
+from .jobs.resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
 from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions, resolve_procs_per_node
-from .resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
-from .trust import read_owned_file
+from .sources.base import source_class, source_names
+from .trust.files import read_owned_file
 
 CONFIG_MAX_BYTES = 1 << 20  # a configuration file is a few lines
 

@@ -31,24 +31,24 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from . import control
-from .curvebook import CurveBook
-from .decider import Decider
-from .jobfiles import JobFiles
-from .keeper import KeeperError, KeeperLink
-from .lifecycle import JobLifecycle
-from .nodes import NodeEvent, NodeSource
+from .decide.curvebook import CurveBook
+from .decide.decider import Decider
+from .decide.intake import ReportIntake, restore_gap_start
+from .jobs.files import JobFiles
+from .jobs.lifecycle import JobLifecycle
+from .jobs.processes import terminate_tagged
+from .jobs.resize import Stop, job_resize_method
+from .jobs.runs import JobRun
+from .ops import control
+from .ops.keeper import KeeperError, KeeperLink
+from .ops.status import run_status, unused_nodes, waiting_reason
 from .options import ManagerOptions
-from .processes import terminate_tagged
-from .reports import ReportIntake, restore_gap_start
-from .resize import Stop, job_resize_method
-from .runs import JobRun
-from .state import StateStore
-from .state_schema import ACTIVE_STATES, JobState
-from .status import run_status, unused_nodes, waiting_reason
+from .sources.base import NodeEvent, NodeSource
+from .statedb.schema import ACTIVE_STATES, JobState
+from .statedb.store import StateStore
 
 if TYPE_CHECKING:  # prometheus-client is imported only by a manager that exports metrics
-    from .metrics import MetricsExporter
+    from .ops.metrics import MetricsExporter
 
 
 class Manager:

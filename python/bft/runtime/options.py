@@ -11,9 +11,9 @@ from typing import Callable, Mapping, Optional, Tuple
 
 from .. import alloc, curve, sim
 from ..train.protocol import DEFAULT_GRACE_S, DEFAULT_INPLACE_TIMEOUT_S
-from .addresses import check_listen_address
-from .curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
-from .resize import AUTO, ResizeMethod, check_resize_choice
+from .decide.curvebook import INPLACE_SCALE_DOWN_S, INPLACE_SCALE_UP_S
+from .jobs.resize import AUTO, ResizeMethod, check_resize_choice
+from .trust.addresses import check_listen_address
 
 
 @dataclass
@@ -136,6 +136,6 @@ def resolve_procs_per_node(text: str, environ: Mapping[str, str] = os.environ,
 
 
 DEFAULTS = ManagerOptions()
-# The Prometheus exporter's (bft manager --metrics-*; bft.runtime.metrics).
+# The Prometheus exporter's (bft manager --metrics-*; bft.runtime.ops.metrics).
 METRICS_ADDRESS = "127.0.0.1"
 METRICS_INTERVAL_S = 5.0

@@ -1,0 +1,133 @@
+"""What the manager tracks of each active job besides its database row: its agents (each node's
+processes: a torchrun agent, or N in-place workers), its reports, and the bookkeeping of resizes
+and failures."""
+
+from __future__ import annotations
+
+import collections
+import signal
+from dataclasses import dataclass, field
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+from ...train import EXIT_INPLACE_FAILED, EXIT_RESIZE, protocol
+from ..statedb.store import JobRow
+from .processes import signal_processes
+from .resize import Machine, Phase, Stop
+
+
+@dataclass
+class Agent:
+    """A job's worker processes on one node, one member of its generation: a torchrun agent (which
+    starts the node's N workers itself), or the node's N in-place workers (local rank k at index k).
+    Where the member stands in the job's resize (a newcomer, leaving, its deadlines) is the job's
+    resize machine's business (run.machine.workers[node]); the node's processes are counted, started,
+    stopped and judged together."""
+
+    job: str
+    generation: int
+    node: str
+    procs: List[Any]  # subprocess.Popen or processes.AdoptedAgent, by local rank
+    rows: List[int]  # their procs table rows, in the same order
+    signalled: bool = False  # SIGTERM sent
+    # Born of warm standbys: no job tag in their environment, known by their pids.
+    standby: bool = False
+
+    @property
+    def pids(self) -> List[int]:
+        return [proc.pid for proc in self.procs]
+
+    def poll(self) -> Optional[int]:
+        """None while the member runs, else its exit status. A node's processes leave together (they
+        finish, stop for a resize or fail a resize at the same step boundary), so the member has exited
+        once all of them have; its status is the first crash's, else the most telling of the others'
+        (an in-place failure, a planned stop, 0). A crash while its siblings run ends the member: they
+        are killed at once (their node's share of the world is gone)."""
+        codes = [proc.poll() for proc in self.procs]
+        crashes = [c for c in codes if c is not None and c not in _ORDERLY]
+        if crashes and None in codes:
+            signal_processes([-proc.pid for proc, c in zip(self.procs, codes) if c is None], signal.SIGKILL)
+            return crashes[0]
+        if None in codes:
+            return None
+        if crashes:
+            return crashes[0]
+        return max(codes, key=_ORDERLY.index)
+
+
+# A member's orderly exit statuses, least telling first (Agent.poll).
+_ORDERLY = (0, EXIT_RESIZE, EXIT_INPLACE_FAILED)
+
+
+@dataclass
+class JobRun:
+    """An active job: its row, the nodes the allocator gave it, its live agents and its progress."""
+
+    row: JobRow
+    target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
+    agents: Dict[str, Agent] = field(default_factory=dict)  # node -> live agent
+    # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
+    # (Its retries and their limit are the row's: set in __post_init__.)
+    machine: Machine = field(default_factory=lambda: Machine(grace_s=protocol.DEFAULT_GRACE_S,
+                                                             join_timeout_s=protocol.DEFAULT_INPLACE_TIMEOUT_S,
+                                                             max_retries=0))
+    # A script that exited 0 before its last report came: the job is judged at this time (monotonic).
+    last_report_due: Optional[float] = None
+    last_report: Optional[protocol.Report] = None
+    round: int = 0  # torchrun's restart count of the current generation's workers
+    last_seq: Dict[int, int] = field(default_factory=dict)  # rank -> highest seq this round
+    rank_samples: Dict[int, float] = field(default_factory=dict)
+    advisor_samples: float = 0.0  # monotone cumulative count of the job's samples
+    advisor_offset: float = 0.0
+    # The configuration of the generation that runs (or ran last): its reports are progress in it. The
+    # decided one (row.configuration) takes over when the next generation starts.
+    running: str = "full"
+    # The samples processed in each configuration (what that configuration's advisor key sees), and
+    # the count of advisor_samples up to which they have been credited.
+    configuration_samples: Dict[str, float] = field(default_factory=dict)
+    credited: float = 0.0
+    advisor_time: float = 0.0
+    recent: Deque[Tuple[float, float]] = field(default_factory=lambda: collections.deque(maxlen=64))
+    decided_curve: Optional[List[float]] = None
+    last_curve_check_s: float = 0.0
+    # The last report before a pending resize, if the resize is measurable: the job had reported at
+    # its current size, and no second resize came before its first step at the new size.
+    gap_start: Optional[protocol.Report] = None
+    resize_pending: bool = False
+    # Time (wall clock) the job held no nodes between a resize's last step and its next first step:
+    # not part of the resize's gap.
+    nodeless_since: Optional[float] = None
+    nodeless_s: float = 0.0
+    # Reports: when the current generation started and when the last report was believed
+    # (monotonic); a job running that long without any is silent (ManagerOptions.report_timeout_s).
+    launched_at: Optional[float] = None
+    reported_at: Optional[float] = None
+    silent: bool = False
+
+    def __post_init__(self) -> None:
+        self.machine.max_retries, self.machine.retries = self.row.max_retries, self.row.retries
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
+    def method(self) -> str:
+        """How the job changes size (inplace, relaunch or membership): fixed on its row by the manager
+        when the job is submitted or recovered, so every part of the manager reads the same one."""
+        return self.row.resize
+
+    @property
+    def stop_reason(self) -> Optional[Stop]:
+        """Why its workers are being stopped (None unless they are)."""
+        m = self.machine
+        return m.reason if m.phase is Phase.STOPPING else None
+
+    def recent_rate(self, window_s: float = 10.0) -> float:
+        """Samples per second over the last `window_s` of reports (0 with fewer than two)."""
+        if len(self.recent) < 2:
+            return 0.0
+        t1, s1 = self.recent[-1]
+        for t0, s0 in self.recent:
+            if t1 - t0 <= window_s and t1 > t0:
+                return max(0.0, (s1 - s0) / (t1 - t0))
+        return 0.0
