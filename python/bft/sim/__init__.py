@@ -9,12 +9,13 @@ Traces are ``time,node,state`` CSV files (optionally gzip) and workloads are JSO
 job per line; see docs/formats.md. The accounting is documented in docs/sim.md.
 
 Split as the C++ is (libbft/src/sim/): ``_trace`` (traces, their statistics, the importers, node
-selection), ``_replay`` (the replay and its result), ``_text`` (the text reports). This package is
-their one public face: every name is imported from ``bft.sim``.
+selection), ``_replay`` (the replay and its result), ``_text`` (the text reports), ``_outputs`` (the
+files of ``bft replay --out``). This package is their one public face: import every name from ``bft.sim``.
 """
 
 # The job format has its own module (bft.jobs), beneath the allocator and the replay; its names stay here too.
 from ..jobs import JobSpec, configuration_fields, job_fields, parse_jobs, read_jobs, write_jobs
+from ._outputs import write_outputs
 from ._replay import (
     ACCOUNTINGS,
     CONFIGURATION_MODES,
@@ -110,4 +111,6 @@ __all__ = [
     "STEP_COLUMNS",
     "model_from_name",
     "read_sacct_jobs",
+    # The files of `bft replay --out DIR` (docs/formats.md), written by the command line before it was here.
+    "write_outputs",
 ]
