@@ -111,20 +111,18 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
                    default=sim.DEFAULT_CURVES,
                    help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
                    "advisor (learned), or one replay of each (both); learned_curves (learned_costs) learns "
-                   "only the curves (only the rescale costs), a diagnostic (docs/sim.md). "
-                   f"Default: {sim.DEFAULT_CURVES}")
+                   "only the curves (only the rescale costs), a diagnostic (docs/sim.md). Default: %(default)s")
     p.add_argument("--accounting", choices=(*sim.ACCOUNTINGS, "both"), default=sim.DEFAULT_ACCOUNTING,
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
-                   f"replayer's (reference), or one replay of each (both); docs/sim.md. "
-                   f"Default: {sim.DEFAULT_ACCOUNTING}")
+                   "replayer's (reference), or one replay of each (both); docs/sim.md. Default: %(default)s")
     p.add_argument("--configurations", choices=(*sim.CONFIGURATION_MODES, "both"), default=sim.DEFAULT_CONFIGURATIONS,
                    help="the jobs' configurations (structured partial backpropagation, docs/spb.md): the policy "
                    "chooses among those each job declares (choose), keeps full backpropagation (full: the plain "
-                   f"policy), or one replay of each (both). Default: {sim.DEFAULT_CONFIGURATIONS}")
+                   "policy), or one replay of each (both). Default: %(default)s")
     p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS,
-                   help=f"most jobs admitted at once, FCFS (default {sim.DEFAULT_MAX_JOBS})")
+                   help="most jobs admitted at once, FCFS (default %(default)s)")
     p.add_argument("--tfwd", type=float, default=sim.DEFAULT_TFWD_S,
-                   help=f"allocator's forward-looking time in seconds (default {sim.DEFAULT_TFWD_S:g})")
+                   help="allocator's forward-looking time in seconds (default %(default)g)")
     p.add_argument("--nodes", metavar="SPEC",
                    help="node subset: a count N (first N names in sorted order), positions A:B in the trace's order "
                    "of first appearance (A included, B not), a comma list of names, or @FILE")
@@ -132,7 +130,8 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--end", type=_parse_time, help="window end on the trace's clock (default: the trace's last event)")
     p.add_argument("--out", type=Path, help="write the step logs, summaries, job tables and plots to this directory")
     p.add_argument("--no-plots", action="store_true", help="with --out, skip the PNG plots")
-    p.add_argument("--seed", type=int, default=1, help="seed of the built-in synthetic trace and jobs (default 1)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="seed of the built-in synthetic trace and jobs (default %(default)s)")
     p.add_argument("--milp-backend", help="MILP backend for node_milp/count_milp "
                    f"(default {alloc.DEFAULT_MILP_BACKEND})")
     p.add_argument("--time-limit", type=float,
