@@ -68,6 +68,15 @@ def test_solve_and_allocate_default_to_what_the_bindings_export():
     assert allocate["relative_gap"].default == core.alloc.DEFAULT_RELATIVE_GAP
 
 
+def test_every_default_of_milp_solve_is_a_default_constructed_solve_options():
+    solve = ast.parse((PACKAGE / "milp.py").read_text())
+    [definition] = [n for n in solve.body if isinstance(n, ast.FunctionDef) and n.name == "solve"]
+    assert [ast.unparse(d) for d in definition.args.defaults if isinstance(d, ast.Constant)] == []
+    parameters, options = inspect.signature(milp.solve).parameters, core.milp.SolveOptions()
+    for name in ("time_limit_s", "relative_gap", "presolve", "verbose", "isolate"):
+        assert parameters[name].default == getattr(options, name), name
+
+
 def test_the_command_lines_help_prints_argparses_default_not_a_copy_of_it():
     """An option with a default says it through %(default)s, never by formatting the default's source again."""
     tree = ast.parse((PACKAGE / "cli.py").read_text())
