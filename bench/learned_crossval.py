@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from bft import Error, sim
-from bft.cli import CliError, advisor_options
+from bft.curve import advisor_options
 from workload_args import OBJECTIVES, OneLineParser, seconds, whole, with_objective
 
 POLICIES = ("exact", "completion_aware")
@@ -151,7 +151,7 @@ def main() -> int:
             if c not in results:
                 results[c] = learned(c, oracles[c], chosen)
         elapsed = time.time() - began
-    except (Error, OSError, ValueError, CliError) as e:
+    except (Error, OSError, ValueError) as e:
         print(f"learned_crossval: error: {e}", file=sys.stderr)
         return 2
 

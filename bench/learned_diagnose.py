@@ -41,7 +41,6 @@ from pathlib import Path
 import numpy as np
 
 from bft import Error, curve, sim
-from bft.cli import CliError, advisor_options
 from workload_args import OneLineParser, add_workload_arguments, refuse_overwriting, seconds, whole, with_objective
 
 EARLY_S = 3600.0  # "late learning": the first hour after admission
@@ -130,8 +129,8 @@ def main() -> int:
                    "+-0.5 %% (seeds 0..K-1)")
     args = p.parse_args()
     try:
-        options = advisor_options(args.advisor)
-        no_bonus = advisor_options(args.advisor)
+        options = curve.advisor_options(args.advisor)
+        no_bonus = curve.advisor_options(args.advisor)
         no_bonus.exploration_bonus = 0.0
         if args.start is not None and args.end is not None and args.end <= args.start:
             raise ValueError(f"--end ({args.end:g}) must be after --start ({args.start:g})")
@@ -171,7 +170,7 @@ def main() -> int:
                 factor = rng.uniform(1.0 - PERTURBATION, 1.0 + PERTURBATION)
                 spec.objective = [v * factor for v in spec.objective]
             perturbed.append(replay("oracle", specs=varied))
-    except (Error, OSError, ValueError, CliError) as e:
+    except (Error, OSError, ValueError) as e:
         print(f"learned_diagnose: error: {e}", file=sys.stderr)
         return 2
 

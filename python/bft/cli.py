@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from . import Error, alloc, curve, milp, sim
+from . import Error, alloc, curve, milp, plots, sim
 from .runtime import cli as runtime_cli
 from .runtime import cli_options as runtime_options
 
@@ -111,20 +111,18 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
                    default=sim.DEFAULT_CURVES,
                    help="curves the allocator sees: the workload's (oracle), learned online by the profiling "
                    "advisor (learned), or one replay of each (both); learned_curves (learned_costs) learns "
-                   "only the curves (only the rescale costs), a diagnostic (docs/sim.md). "
-                   f"Default: {sim.DEFAULT_CURVES}")
+                   "only the curves (only the rescale costs), a diagnostic (docs/sim.md). Default: %(default)s")
     p.add_argument("--accounting", choices=(*sim.ACCOUNTINGS, "both"), default=sim.DEFAULT_ACCOUNTING,
                    help="how time and progress are accounted: libbft's (continuous), the published BFTrainer "
-                   f"replayer's (reference), or one replay of each (both); docs/sim.md. "
-                   f"Default: {sim.DEFAULT_ACCOUNTING}")
+                   "replayer's (reference), or one replay of each (both); docs/sim.md. Default: %(default)s")
     p.add_argument("--configurations", choices=(*sim.CONFIGURATION_MODES, "both"), default=sim.DEFAULT_CONFIGURATIONS,
                    help="the jobs' configurations (structured partial backpropagation, docs/spb.md): the policy "
                    "chooses among those each job declares (choose), keeps full backpropagation (full: the plain "
-                   f"policy), or one replay of each (both). Default: {sim.DEFAULT_CONFIGURATIONS}")
+                   "policy), or one replay of each (both). Default: %(default)s")
     p.add_argument("--max-jobs", type=int, default=sim.DEFAULT_MAX_JOBS,
-                   help=f"most jobs admitted at once, FCFS (default {sim.DEFAULT_MAX_JOBS})")
+                   help="most jobs admitted at once, FCFS (default %(default)s)")
     p.add_argument("--tfwd", type=float, default=sim.DEFAULT_TFWD_S,
-                   help=f"allocator's forward-looking time in seconds (default {sim.DEFAULT_TFWD_S:g})")
+                   help="allocator's forward-looking time in seconds (default %(default)g)")
     p.add_argument("--nodes", metavar="SPEC",
                    help="node subset: a count N (first N names in sorted order), positions A:B in the trace's order "
                    "of first appearance (A included, B not), a comma list of names, or @FILE")
@@ -132,7 +130,8 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--end", type=_parse_time, help="window end on the trace's clock (default: the trace's last event)")
     p.add_argument("--out", type=Path, help="write the step logs, summaries, job tables and plots to this directory")
     p.add_argument("--no-plots", action="store_true", help="with --out, skip the PNG plots")
-    p.add_argument("--seed", type=int, default=1, help="seed of the built-in synthetic trace and jobs (default 1)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="seed of the built-in synthetic trace and jobs (default %(default)s)")
     p.add_argument("--milp-backend", help="MILP backend for node_milp/count_milp "
                    f"(default {alloc.DEFAULT_MILP_BACKEND})")
     p.add_argument("--time-limit", type=float,
@@ -140,38 +139,9 @@ def _replay_parser(sub) -> argparse.ArgumentParser:
                    "the summary counts the allocations that hit it)")
     p.add_argument("--advisor", action="append", default=[], metavar="KEY=VALUE",
                    help="with learned curves, an option of the profiling advisor (repeatable), e.g. warmup_s=10; "
-                   f"keys: {', '.join(ADVISOR_KEYS)} (docs/curve.md)")
+                   f"keys: {', '.join(curve.ADVISOR_KEYS)} (docs/curve.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return p
-
-
-# The profiling advisor's options the replay command line sets: its numeric fields, and its fit's as
-# fit.NAME (fit.extrapolation_limit=2 fit.extrapolation_discount=0.5: FitOptions' conservative rule).
-def _numeric_fields(obj) -> tuple:
-    return tuple(k for k in dir(obj) if not k.startswith("_") and type(getattr(obj, k)) in (int, float))
-
-
-_ADVISOR_DEFAULTS = curve.AdvisorOptions()
-ADVISOR_KEYS = _numeric_fields(_ADVISOR_DEFAULTS) + tuple(f"fit.{k}" for k in _numeric_fields(_ADVISOR_DEFAULTS.fit))
-
-
-def advisor_options(items: Sequence[str]) -> "curve.AdvisorOptions":
-    """--advisor KEY=VALUE ... as AdvisorOptions, checked as the C++ checks them (CliError if not)."""
-    options = curve.AdvisorOptions()
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key not in ADVISOR_KEYS:
-            raise CliError(f"--advisor {item!r}: expected KEY=VALUE with KEY one of {', '.join(ADVISOR_KEYS)}")
-        target, name = (options.fit, key[4:]) if key.startswith("fit.") else (options, key)
-        kind = type(getattr(target, name))
-        try:
-            setattr(target, name, kind(value))
-        except (TypeError, ValueError, OverflowError):
-            raise CliError(f"--advisor {key}: {value!r} is not {'an integer' if kind is int else 'a number'}") from None
-    ok, why = options.is_valid()
-    if not ok:
-        raise CliError(f"--advisor {why.removeprefix('advisor options: ')}")
-    return options
 
 
 def _load_inputs(args) -> "tuple":
@@ -214,10 +184,6 @@ def _prepare_out(out: Path) -> None:
         raise CliError(f"--out {out}: cannot write there: {e.strerror or e}") from None
 
 
-def _safe(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", label)
-
-
 _INT32_MAX = 2**31 - 1
 _UINT64_MAX = 2**64 - 1
 
@@ -236,13 +202,8 @@ def _check_numbers(args) -> None:
 
 def _check_plotting(args) -> None:
     """--out writes PNG plots with matplotlib (an optional dependency): say so before replaying."""
-    if args.out is None or args.no_plots:
-        return
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise CliError("--out writes PNG plots with matplotlib, which is not installed: "
-                       "pip install matplotlib (or 'libbft[plot]'), or pass --no-plots") from None
+    if args.out is not None and not args.no_plots and not plots.have_matplotlib():
+        raise CliError(f"--out writes PNG plots with {plots.MATPLOTLIB_MISSING}, or pass --no-plots")
 
 
 def replay_main(args) -> int:
@@ -252,7 +213,10 @@ def replay_main(args) -> int:
     configuration_modes = list(sim.CONFIGURATION_MODES) if args.configurations == "both" else [args.configurations]
     _check_numbers(args)
     _check_backend(args.milp_backend)
-    advisor = advisor_options(args.advisor)
+    try:
+        advisor = curve.advisor_options(args.advisor)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     if args.advisor and curve_modes == ["oracle"]:
         raise CliError("--advisor sets the profiling advisor of learned curves: add --curves learned (or both)")
     _check_plotting(args)
@@ -295,7 +259,7 @@ def replay_main(args) -> int:
 
     if args.out is not None:
         try:
-            written = _write_outputs(args, results)
+            written = sim.write_outputs(results, args.out, plots=not args.no_plots)  # checked by _check_plotting
         except OSError as e:
             raise CliError(f"--out {args.out}: {e}") from None
         print(f"wrote {len(written)} files to {args.out}/: {', '.join(written)}")
@@ -326,33 +290,6 @@ def _replay_one(args, trace, jobs, nodes, policy, curves, accounting, configurat
               f"{s['allocator_failures']} failed; those kept their incumbent or their nodes",
               file=sys.stderr)
     return r
-
-
-def _write_outputs(args, results) -> List[str]:
-    """Writes the files of --out (the directory exists, _prepare_out made it); returns their names."""
-    out = args.out
-    written = []
-    for r in results:
-        base = _safe(r.label)
-        r.write_steps_csv(out / f"steps-{base}.csv")
-        r.write_summary_json(out / f"summary-{base}.json")
-        r.write_jobs_csv(out / f"jobs-{base}.csv")
-        written += [f"steps-{base}.csv", f"summary-{base}.json", f"jobs-{base}.csv"]
-    if len(results) > 1:
-        (out / "comparison.txt").write_text(sim.comparison_table(results) + "\n")
-        written.append("comparison.txt")
-    if not args.no_plots:
-        from . import plots  # matplotlib was checked before replaying (_check_plotting)
-
-        for r in results:
-            base = _safe(r.label)
-            plots.plot_nodes(r, out / f"nodes-{base}.png")
-            plots.plot_progress(r, out / f"progress-{base}.png")
-            written += [f"nodes-{base}.png", f"progress-{base}.png"]
-        if len(results) > 1:
-            plots.plot_comparison(results, out / "comparison.png")
-            written.append("comparison.png")
-    return written
 
 
 def _trace_parser(sub) -> None:
@@ -440,19 +377,14 @@ def trace_main(args) -> int:
         # written is the file named, or none.
         if args.png.suffix.lower() != ".png" or args.png.is_dir():
             raise CliError(f"--png {args.png}: name a file ending in .png")
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise CliError("--png needs matplotlib, which is not installed: pip install matplotlib "
-                           "(or 'libbft[plot]')") from None
+        if not plots.have_matplotlib():
+            raise CliError(f"--png needs {plots.MATPLOTLIB_MISSING}")
     try:
         stats = sim.trace_stats(args.trace)
     except (OSError, ValueError, Error) as e:  # unreadable file; bad lines (path:line: ...)
         raise CliError(f"{e}") from None
     print(sim.format_trace_stats(stats, str(args.trace)))
     if args.png is not None:
-        from . import plots
-
         try:
             plots.plot_trace_stats(stats, args.png, title=str(args.trace))
         except OSError as e:

@@ -45,6 +45,37 @@ OBJECTIVES = tuple(name.lower() for name in Objective.__members__)
 rescale_method_name = _c.rescale_method_name
 
 
+# The profiling advisor's options a command line sets as KEY=VALUE (bft replay --advisor, the learned_*
+# benches): its numeric fields, and its fit's as fit.NAME (fit.extrapolation_limit=2
+# fit.extrapolation_discount=0.5: FitOptions' conservative rule).
+def _numeric_fields(obj) -> tuple:
+    return tuple(k for k in dir(obj) if not k.startswith("_") and type(getattr(obj, k)) in (int, float))
+
+
+_ADVISOR_DEFAULTS = AdvisorOptions()
+ADVISOR_KEYS = _numeric_fields(_ADVISOR_DEFAULTS) + tuple(f"fit.{k}" for k in _numeric_fields(_ADVISOR_DEFAULTS.fit))
+
+
+def advisor_options(items: Sequence[str], flag: str = "--advisor") -> "AdvisorOptions":
+    """KEY=VALUE items (keys: ADVISOR_KEYS) as AdvisorOptions, checked as the C++ checks them; a bad item
+    is a ValueError starting with ``flag``, naming the key."""
+    options = AdvisorOptions()
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in ADVISOR_KEYS:
+            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE with KEY one of {', '.join(ADVISOR_KEYS)}")
+        target, name = (options.fit, key[4:]) if key.startswith("fit.") else (options, key)
+        kind = type(getattr(target, name))
+        try:
+            setattr(target, name, kind(value))
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{flag} {key}: {value!r} is not {'an integer' if kind is int else 'a number'}") from None
+    ok, why = options.is_valid()
+    if not ok:
+        raise ValueError(f"{flag} {why.removeprefix('advisor options: ')}")
+    return options
+
+
 def _as_model(model: Union[str, "Model"]) -> "Model":
     return model_from_string(model) if isinstance(model, str) else model
 
@@ -81,6 +112,7 @@ def fit(
 
 
 __all__ = [
+    "ADVISOR_KEYS",
     "AdvisorCurves",
     "AdvisorOptions",
     "FitOptions",
@@ -99,6 +131,7 @@ __all__ = [
     "Selection",
     "SizeEstimate",
     "ThroughputCurve",
+    "advisor_options",
     "fit",
     "measured_rescale_costs",
     "model_from_string",

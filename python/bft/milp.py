@@ -21,7 +21,6 @@ Invalid input raises ``ValueError`` naming the variable or constraint; an unknow
 
 from __future__ import annotations
 
-import math
 from typing import Iterable, List, Union
 
 from ._core import milp as _m
@@ -30,6 +29,7 @@ INF = _m.INF
 # milp's defaults in C++ (milp::kDefaultBackend, SolveOptions::relative_gap): solve()'s.
 DEFAULT_BACKEND = _m.DEFAULT_BACKEND
 DEFAULT_RELATIVE_GAP = _m.DEFAULT_RELATIVE_GAP
+_SOLVE_DEFAULTS = _m.SolveOptions()  # solve()'s other defaults: a default-constructed SolveOptions'
 VarType = _m.VarType
 Sense = _m.Sense
 Termination = _m.Termination
@@ -56,11 +56,11 @@ def available_backends() -> List[str]:
 def solve(
     model: Model,
     backend: str = DEFAULT_BACKEND,
-    time_limit_s: float = math.inf,
+    time_limit_s: float = _SOLVE_DEFAULTS.time_limit_s,
     relative_gap: float = DEFAULT_RELATIVE_GAP,
-    presolve: bool = True,
-    verbose: bool = False,
-    isolate: bool = False,
+    presolve: bool = _SOLVE_DEFAULTS.presolve,
+    verbose: bool = _SOLVE_DEFAULTS.verbose,
+    isolate: bool = _SOLVE_DEFAULTS.isolate,
 ) -> Result:
     """Solves a snapshot of ``model`` with the named backend (the GIL is released while it runs).
 

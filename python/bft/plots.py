@@ -9,6 +9,17 @@ from typing import Sequence, Union
 import numpy as np
 
 PathLike = Union[str, os.PathLike]
+# What a command line says when a plot is asked for without matplotlib (an optional dependency).
+MATPLOTLIB_MISSING = "matplotlib, which is not installed: pip install matplotlib (or 'libbft[plot]')"
+
+
+def have_matplotlib() -> bool:
+    """Whether the plots can be drawn: a command line checks before its work, not after."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _pyplot():

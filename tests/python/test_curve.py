@@ -259,3 +259,25 @@ def test_curves_have_sparse_breakpoints_for_any_pool_size():
     assert len(both.throughput.nodes) < 40 and {1, 3, 8, 16, 4734} <= set(both.throughput.nodes)
     np.testing.assert_array_equal(both.throughput.values, adv.throughput_estimate("job", 4734).values)
     np.testing.assert_array_equal(both.objective.values, adv.objective_curve("job", 4734).values)
+
+
+def test_advisor_options_from_key_value_items_set_the_advisor_and_its_fit():
+    options = curve.advisor_options(["warmup_s=30", "fit.extrapolation_limit=2", "fit.extrapolation_discount=0.5"])
+    assert (options.warmup_s, options.fit.extrapolation_limit, options.fit.extrapolation_discount) == (30, 2, 0.5)
+    default = curve.AdvisorOptions()
+    assert curve.advisor_options([]).exploration_bonus == default.exploration_bonus
+    assert "warmup_s" in curve.ADVISOR_KEYS and "fit.extrapolation_limit" in curve.ADVISOR_KEYS
+
+
+@pytest.mark.parametrize("items, message", [
+    (["warmup"], "--advisor 'warmup': expected KEY=VALUE with KEY one of "),
+    (["no_such_key=1"], "--advisor 'no_such_key=1': expected KEY=VALUE"),
+    (["exploration_bonus=x"], "--advisor exploration_bonus: 'x' is not a number"),
+    (["fit.extrapolation_limit=0.5"], "--advisor fit options: extrapolation_limit 0.5 must be finite and >= 1"),
+])
+def test_a_bad_advisor_item_is_a_value_error_naming_the_flag_and_key(items, message):
+    with pytest.raises(ValueError) as e:
+        curve.advisor_options(items)
+    assert str(e.value).startswith(message)
+    with pytest.raises(ValueError, match="^--candidate "):
+        curve.advisor_options(items, flag="--candidate")

@@ -457,3 +457,40 @@ def test_a_reference_window_the_trace_cannot_start_is_refused_before_any_replay_
     assert "policy" not in captured.out  # not one replay ran
     lines = "".join(f"{t},n,{'idle' if t % 2 else 'busy'}\n" for t in range(1, 1002))
     assert sim.reference_start_s(sim.parse_trace("time,node,state\n" + lines)) == sim.REFERENCE_START_EVENT
+
+
+# The names bft.sim offered as one module (sim.py) before it became a package of one module per concept,
+# and write_outputs (the files of `bft replay --out`, moved there from the command line).
+NAMES_OF_THE_SINGLE_MODULE = {
+    "ACCOUNTINGS", "CONFIGURATION_MODES", "CURVE_MODES", "CurveMode", "DEFAULT_ACCOUNTING", "DEFAULT_CONFIGURATIONS",
+    "DEFAULT_CURVES", "DEFAULT_MAX_JOBS", "DEFAULT_MILP_TIME_LIMIT_S", "DEFAULT_POLICY", "DEFAULT_TFWD_S",
+    "DIAGNOSTIC_CURVE_MODES", "IdleLifetimePredictor", "ImportedTrace", "JobSpec", "MAX_MACHINE_NODES", "NodeState",
+    "POLICIES", "REFERENCE_START_EVENT", "ReplayResult", "STEP_COLUMNS", "Trace", "TraceStats", "comparison_table",
+    "configuration_fields", "expand_hostlist", "expand_hostlists", "format_summary", "format_trace_stats",
+    "generate_synthetic", "import_sacct", "import_swf", "job_fields", "machine_nodes_spec", "model_from_name",
+    "parse_jobs", "parse_sacct_time", "parse_trace", "read_jobs", "read_sacct_jobs", "read_trace",
+    "reference_start_s", "replay", "replay_label", "select_nodes", "trace_stats", "write_jobs", "write_trace",
+    "write_outputs",
+}
+
+
+def test_the_sim_package_offers_exactly_the_names_of_the_single_module_it_replaced():
+    import types
+
+    offered = {name for name, value in vars(sim).items()
+               if not name.startswith("_") and not isinstance(value, types.ModuleType)}
+    assert offered == NAMES_OF_THE_SINGLE_MODULE
+    assert set(sim.__all__) == NAMES_OF_THE_SINGLE_MODULE
+    assert callable(sim.replay) and callable(sim.read_trace)  # functions, not the submodules of the same concept
+
+
+def test_write_outputs_writes_each_replays_files_named_by_its_label_and_the_comparison(tmp_path):
+    trace, jobs = sim.parse_trace(TINY_TRACE), sim.parse_jobs(json.dumps(JOB))
+    results = [sim.replay(trace, jobs, "exact", end_s=300),
+               sim.replay(trace, jobs, "exact", end_s=300, configurations="full")]
+    written = sim.write_outputs(results, tmp_path, plots=False)
+    assert written == ["steps-exact.csv", "summary-exact.json", "jobs-exact.csv", "steps-exact_full.csv",
+                       "summary-exact_full.json", "jobs-exact_full.csv", "comparison.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)
+    assert json.loads((tmp_path / "summary-exact_full.json").read_text())["configurations"] == "full"
+    assert (tmp_path / "comparison.txt").read_text() == sim.comparison_table(results) + "\n"

@@ -11,11 +11,13 @@ import time
 from typing import Optional
 
 from .protocol import (
+    DEFAULT_REPORT_INTERVAL_S,
     ENV_GENERATION,
     ENV_JOB_ID,
     ENV_JOB_SECRET,
     ENV_REPORT_ADDR,
     ENV_REPORT_INTERVAL_S,
+    MIN_REPORT_INTERVAL_S,
     Report,
     encode,
     parse_address,
@@ -64,7 +66,8 @@ class Reporter:
             self._round = int(env.get("TORCHELASTIC_RESTART_COUNT", "0"))
             self._rank = int(env.get("RANK", "0"))
             self._world = max(1, int(env.get("WORLD_SIZE", "1")))
-            self._interval_s = max(0.05, float(env.get(ENV_REPORT_INTERVAL_S, "0.5")))
+            self._interval_s = max(MIN_REPORT_INTERVAL_S,
+                                   float(env.get(ENV_REPORT_INTERVAL_S, DEFAULT_REPORT_INTERVAL_S)))
             family = socket.AF_INET6 if ":" in self._addr[0] else socket.AF_INET
             self._sock = socket.socket(family, socket.SOCK_DGRAM)
             # Connected: bound to the address that reaches the manager, not a wildcard, and it takes

@@ -25,6 +25,7 @@ from .protocol import (
     ENV_GRACE_S,
     ENV_JOB_ID,
     ENV_TARGET_SAMPLES,
+    FULL_CONFIGURATION,
 )
 
 # The exit status of a worker that stopped because its job is being resized. Non-zero on purpose:
@@ -83,7 +84,7 @@ def configuration() -> str:
     names given to ``bft submit --configuration`` (structured partial backpropagation: the script
     sets up bft.train.spb accordingly, docs/spb.md). "full" outside the manager. A change of
     configuration restarts the job from its checkpoint, so it is fixed for a process's lifetime."""
-    return os.environ.get(ENV_CONFIGURATION) or "full"
+    return os.environ.get(ENV_CONFIGURATION) or FULL_CONFIGURATION
 
 
 def report(samples: float, *, all_ranks: bool = False) -> None:
