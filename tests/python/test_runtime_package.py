@@ -60,6 +60,16 @@ def test_a_stable_name_is_a_thin_re_export_of_its_home(old, home):
     assert body == [], f"bft.runtime.{old} defines code of its own; it should only re-export {home}"
 
 
+@pytest.mark.parametrize("name", ["agent", "keeper"])
+def test_the_agent_and_keeper_command_lines_run_without_their_environment_say_one_line_and_exit_2(name):
+    """The stable command lines reach their home's main, which answers a wrong start in one line."""
+    out = subprocess.run([sys.executable, "-m", f"bft.runtime.{name}", "--no-such-flag"],
+                         env={k: v for k, v in python_env().items() if not k.startswith("BFT_")},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "bft" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_every_public_name_resolves_and_importing_the_package_imports_no_manager_module():
     for name in bft.runtime.__all__:
         assert getattr(bft.runtime, name) is not None

@@ -78,6 +78,10 @@ def _through_gateway(argv: List[str], job: str, secret: bytes) -> Tuple[List[str
 
 
 def main(argv: List[str]) -> int:
+    if not os.environ.get(protocol.ENV_JOB_ID):
+        print(f"bft.runtime.agent: {protocol.ENV_JOB_ID} is not set: the agent is started by bft manager, "
+              "with its job's environment", file=sys.stderr, flush=True)
+        return 2
     had_level = "LOGLEVEL" in os.environ
     os.environ.setdefault("LOGLEVEL", "ERROR")  # loggers created while torchrun is imported
     from torch.distributed.elastic.multiprocessing.api import SignalException

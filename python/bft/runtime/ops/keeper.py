@@ -200,7 +200,14 @@ class Keeper:
 
 
 def main(argv: list) -> int:
-    state_dir, bind, store_port, report_port = Path(argv[0]), argv[1], int(argv[2]), int(argv[3])
+    try:
+        state_dir, bind, store_port, report_port = Path(argv[0]), argv[1], int(argv[2]), int(argv[3])
+        if len(argv) != 4:
+            raise ValueError
+    except (IndexError, ValueError):
+        print("bft keeper: usage: python -m bft.runtime.keeper STATE_DIR BIND STORE_PORT REPORT_PORT "
+              "(started by bft manager)", file=sys.stderr, flush=True)
+        return 2
     try:
         keeper = Keeper(state_dir, bind=bind, store_port=store_port, report_port=report_port)
     except (OSError, OverflowError) as e:
