@@ -72,6 +72,8 @@ def test_a_stopped_worker_is_found_hung_by_its_heartbeats_killed_and_dropped(har
     assert hung["node"] == "n1" and hung["bound_s"] < 60, hung
     _survivor_trained_on(harness, survivor)
     assert harness.events("worker_lost", job="el")[0]["exit_code"] == -signal.SIGKILL
+    shrink = harness.events("resize_gap", job="el")[0]  # the survivor's last step at 2 nodes to its first at 1
+    print("bound_s", hung["bound_s"], "without training", round(shrink["gap_s"], 2), "s")
     harness.stop(proc)
     assert harness.leftovers() == []
 

@@ -414,12 +414,11 @@ class JobLifecycle:
         if beats is None:
             self.heartbeats.forget(run.id)
             return
-        for node in self.heartbeats.hung(run.id, beats, now):
+        for node, bound_s in self.heartbeats.hung(run.id, beats, now).items():
             if run.machine.hung(node):
-                self.store.log_event("worker_hung", job=run.id, node=node,
-                                     bound_s=round(self.heartbeats.bound_s(run.id), 2))
+                self.store.log_event("worker_hung", job=run.id, node=node, bound_s=round(bound_s, 2))
                 self.files.log_line(run.id, f"=== the worker on {node} is hung (no heartbeat or no progress for "
-                                            f"{self.heartbeats.bound_s(run.id):.1f} s): killed ===")
+                                            f"{bound_s:.1f} s): killed ===")
                 self.rest(node, now)
 
     def rest(self, node: str, now: float) -> None:
