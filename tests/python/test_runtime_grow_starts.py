@@ -10,6 +10,7 @@ import time
 import pytest
 
 from bft import alloc
+from bft.jobs import FULL_CONFIGURATION
 from bft.runtime.decide.curvebook import INPLACE, INPLACE_SCALE_UP_S, RELAUNCH, CurveBook
 from bft.runtime.decide.decider import Decider
 from bft.runtime.decide.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
@@ -61,7 +62,7 @@ def test_a_grow_that_needs_more_than_the_free_warm_nodes_is_charged_a_cold_start
     costs = book.cost_status(run)
     assert costs["charged"] == INPLACE and costs["grow_start"] == start
     assert costs["cold_extra_s"] == pytest.approx(extra)
-    assert book.seen_by_allocator(run, "full")["grow_start"] == start  # the allocate event's
+    assert book.seen_by_allocator(run, FULL_CONFIGURATION)["grow_start"] == start  # the allocate event's
     assert costs["cold_start"] == {"extra_s": COLD_EXTRA_S, "measured": False, "grows": {WARM: 0, COLD: 0}}
     # A decision without a say on the free nodes (the curve check) keeps what the last one charged.
     assert book.allocation_job(run, 6, 6).scale_up_s == pytest.approx(job.scale_up_s)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .._atomic import write_atomically
+from ..jobs import FULL_CONFIGURATION
 from . import _reporter
 from .protocol import (
     DEFAULT_GRACE_S,
@@ -83,7 +84,7 @@ def configuration() -> str:
     names given to ``bft submit --configuration`` (structured partial backpropagation: the script
     sets up bft.train.spb accordingly, docs/spb.md). "full" outside the manager. A change of
     configuration restarts the job from its checkpoint, so it is fixed for a process's lifetime."""
-    return os.environ.get(ENV_CONFIGURATION) or "full"
+    return os.environ.get(ENV_CONFIGURATION) or FULL_CONFIGURATION
 
 
 def report(samples: float, *, all_ranks: bool = False) -> None:

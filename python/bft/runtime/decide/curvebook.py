@@ -29,6 +29,7 @@ import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from ... import Error, alloc, curve
+from ...jobs import FULL_CONFIGURATION
 from ..jobs.resize.methods import METHODS, ResizeMethod
 from ..jobs.runs import JobRun
 from ..statedb.store import StateStore
@@ -86,7 +87,7 @@ class CurveBook:
         """The advisor's name for a job in a configuration (default: the one it runs in): each
         configuration's curve is learned apart (job names cannot hold '/')."""
         configuration = run.running if configuration is None else configuration
-        return run.id if configuration == "full" else f"{run.id}/{configuration}"
+        return run.id if configuration == FULL_CONFIGURATION else f"{run.id}/{configuration}"
 
     def _profile(self, key: str) -> Optional[Any]:
         return self.advisor.profile(key) if self.advisor.has_job(key) else None
@@ -163,7 +164,7 @@ class CurveBook:
 
     def forget(self, run: JobRun) -> None:
         """Drops every curve of a job that has ended."""
-        for configuration in ["full"] + [c["name"] for c in run.row.configurations]:
+        for configuration in [FULL_CONFIGURATION] + [c["name"] for c in run.row.configurations]:
             self.advisor.forget(self.key(run, configuration))
         self.state_bytes.pop(run.id, None)
         self.grows.forget(run.id)
@@ -202,7 +203,7 @@ class CurveBook:
 
     # -- what the allocator sees ------------------------------------------------------------------
 
-    def curve_source(self, run: JobRun, configuration: str = "full") -> str:
+    def curve_source(self, run: JobRun, configuration: str = FULL_CONFIGURATION) -> str:
         """Which curve the allocator sees for a job in a configuration: "silent" (no reports: a nominal
         curve at the lowest weight), "fitted" (the advisor fitted a model to its reports), "measured"
         (the advisor's per-size measurements and the prior between them), and otherwise for full
@@ -213,11 +214,11 @@ class CurveBook:
         profile = self._profile(self.key(run, configuration))
         if profile is not None and profile.fit.ok:
             return "fitted"
-        if configuration == "full" and run.row.curve:
+        if configuration == FULL_CONFIGURATION and run.row.curve:
             return "user"
         if profile is not None and profile.sizes:
             return "measured"
-        return "prior" if configuration == "full" else "guess"
+        return "prior" if configuration == FULL_CONFIGURATION else "guess"
 
     def seen_by_allocator(self, run: JobRun, configuration: str) -> Dict[str, Any]:
         """What the ``allocate`` event records of how the allocator saw the job: its curve's source, that of
@@ -387,4 +388,4 @@ def configuration_index(run: JobRun, name: str) -> int:
 
 def configuration_name(run: JobRun, index: int) -> str:
     """The inverse of configuration_index."""
-    return run.row.configurations[index - 1]["name"] if index else "full"
+    return run.row.configurations[index - 1]["name"] if index else FULL_CONFIGURATION

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from ...jobs import FULL_CONFIGURATION
 from .schema import StateError, check_database, check_header, create_database
 
 
@@ -50,9 +51,9 @@ class JobRow:
     started_s: Optional[float] = None
     finished_s: Optional[float] = None
     # Other ways to run the job ({"name", "efficiency", "speedup"} each; jobspec.check_configurations)
-    # and the one it runs in now ("full": full backpropagation).
+    # and the one it runs in now (FULL_CONFIGURATION: full backpropagation).
     configurations: List[Dict[str, Any]] = field(default_factory=list)
-    configuration: str = "full"
+    configuration: str = FULL_CONFIGURATION
     # How it changes size (relaunch, membership, inplace): fixed at submit; '' in a job stored by a
     # manager that had one method for all: the manager's.
     resize: str = ""
@@ -180,7 +181,7 @@ class StateStore:
     # -- progress -------------------------------------------------------------------------------
 
     def add_progress(self, job: str, *, generation: int, time_s: float, nodes: int, samples: float,
-                     advisor_samples: float, configuration: str = "full",
+                     advisor_samples: float, configuration: str = FULL_CONFIGURATION,
                      configuration_samples: Optional[float] = None, method: str = "relaunch") -> None:
         """From time_s on the job runs on `nodes` in `configuration`: its own count (`samples`), the
         monotone count the manager keeps of it (`advisor_samples`), the samples processed in that
