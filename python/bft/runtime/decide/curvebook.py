@@ -32,6 +32,7 @@ from ... import Error, alloc, curve
 from ...jobs import FULL_CONFIGURATION
 from ..jobs.resize.methods import METHODS, ResizeMethod
 from ..jobs.runs import JobRun
+from ..options import DEFAULTS
 from ..statedb.store import StateStore
 from .growstarts import COLD, WARM, FreeNodes, GrowStarts
 
@@ -41,13 +42,7 @@ SILENT_WEIGHT = 1e-6  # its weight: below every job that reports
 # every worker: the advisor counts it as a relaunch).
 RELAUNCH, INPLACE = ResizeMethod.RELAUNCH.value, ResizeMethod.INPLACE.value
 RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (RELAUNCH, INPLACE)}
-# The in-place costs charged until measured (--inplace-scale-up-s/-down-s), from what was measured on
-# CPU/gloo (bench/README.md, issue 22 item 6): a grow as the advisor measures it, 2.46 s and 2.92 s in
-# two runs (more than its ~0.5 s gap: the job trains at the old size's rate while the newcomer starts);
-# a shrink as its gap (medians 0.50 s and 0.65 s), not as free as the advisor measures it (~0 s).
-INPLACE_SCALE_UP_S = 2.5
-INPLACE_SCALE_DOWN_S = 0.5
-# Seconds per byte of state a resize adds to those defaults, measured with bench/runtime_bench.py
+# Seconds per byte of state a resize adds to ManagerOptions' cost defaults, measured with bench/runtime_bench.py
 # statesize at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
 # in-place grow's transfer to a newcomer (bft.train.elastic.broadcast_state), 2.17 s; a relaunch's
 # checkpoint write and read, 3.62 s + 1.21 s.
@@ -57,8 +52,8 @@ RELAUNCH_S_PER_BYTE = 4.8e-9
 
 class CurveBook:
     def __init__(self, store: StateStore, *, warmup_s: float, scale_up_s: float, scale_down_s: float,
-                 inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S,
-                 objective: str = "throughput"):
+                 inplace_scale_up_s: float = DEFAULTS.inplace_scale_up_s,
+                 inplace_scale_down_s: float = DEFAULTS.inplace_scale_down_s, objective: str = DEFAULTS.objective):
         """The costs of a relaunch (scale_*_s) and of an in-place rescale (inplace_scale_*_s) charged
         until the advisor has measured the job's own. `objective` ("throughput" or "speedup",
         curve.Objective): what the allocator maximises for every job, as the replay learns it: a speedup

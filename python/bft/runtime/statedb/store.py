@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from ...jobs import FULL_CONFIGURATION
+from ..options import DEFAULTS
 from .schema import StateError, check_database, check_header, create_database
 
 
@@ -44,7 +45,7 @@ class JobRow:
     state: str
     reason: str = ""
     retries: int = 0
-    max_retries: int = 2
+    max_retries: int = DEFAULTS.max_retries  # the manager's --max-retries
     generation: int = 0
     samples: float = 0.0
     submitted_s: float = field(default_factory=time.time)
