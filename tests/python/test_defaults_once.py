@@ -9,6 +9,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import re
 from pathlib import Path
 from typing import Iterator, List, Set, Tuple
 
@@ -21,6 +22,7 @@ from bft.runtime import cli_options
 from bft.runtime.options import DEFAULTS, ManagerOptions
 
 PACKAGE = Path(bft.__file__).parent
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _docstrings(tree: ast.AST) -> Set[int]:
@@ -190,3 +192,49 @@ def test_the_runtime_states_no_allocator_default_of_its_own():
                                                    and keyword.value.value == alloc.DEFAULT_SOLVER):
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {keyword.arg}=")
     assert not found, found
+
+
+# -- the docs ----------------------------------------------------------------------------------------
+
+# Where the docs say an option's default: "`bft manager --grace`, default 20 s", "`--max-retries`
+# (default 2", "`--report-timeout` seconds (default 60", "`--resize`, whose default, `auto`"; a pair
+# "`--scale-up-s/--scale-down-s` (5 s)" or "(2.5 s and 0.5 s"; a table row "| `--slurm-pending` | 2 |".
+DOC_DEFAULT = re.compile(r"`(?:bft \w+ )?(--[a-z0-9-]+)(?: [^`]*)?`"  # the option, maybe with its command
+                         r"[^`(|\n]{0,12}?\(?default,?\s+`?([0-9][0-9.]*|[a-z_]+)\b")
+DOC_PAIR = re.compile(r"`(--[a-z0-9-]+)/(--[a-z0-9-]+)` \(([0-9.]+) s(?: and ([0-9.]+) s)?")
+DOC_ROW = re.compile(r"^\| `(--[a-z0-9-]+)` \| `?([0-9][0-9.]*|/[^ `|]*)`?[ |(:]", re.M)
+
+
+def doc_defaults(text: str) -> List[Tuple[str, str]]:
+    """(option, the default the text gives it) of every place the text states one."""
+    prose = " ".join(text.split("\n"))  # a sentence may break between the option and its default
+    found = [m.groups() for m in DOC_DEFAULT.finditer(prose)] + [m.groups() for m in DOC_ROW.finditer(text)]
+    for first, second, value, other in (m.groups() for m in DOC_PAIR.finditer(prose)):
+        found += [(first, value), (second, other or value)]
+    return found
+
+
+def test_the_docs_state_each_runtime_options_default_as_the_option_has_it():
+    """docs/runtime.md and docs/slurm.md restate defaults for the reader (the grace time, --max-jobs,
+    the rescale costs, the Slurm source's table): each must be the value the option really has."""
+    parsers = _command_parsers()
+    # bft manager's where both commands have the option (--resize, --procs-per-node: a job's own
+    # defaults to the manager's).
+    actions = {option: action for name in ("submit", "manager") for action in parsers[name]._actions
+               for option in action.option_strings}
+    stated = [(doc, option, value) for doc in ("runtime.md", "slurm.md")
+              for option, value in doc_defaults((DOCS / doc).read_text())]
+    assert len(stated) >= 15, f"the docs' defaults were not found (the patterns are broken): {stated}"
+    wrong = [(doc, option, value, _shown(actions[option].default)) for doc, option, value in stated
+             if option not in actions or _shown(actions[option].default) != value]
+    assert not wrong, f"(page, option, the page's default, the option's): {wrong}"
+
+
+def test_the_docs_check_reads_each_way_a_default_is_written():
+    text = ("`bft manager --grace`, default 20 s; `--max-retries` (default\n2, per job); `--resize`, whose "
+            "default, `auto`, ...\n`--scale-up-s/--scale-down-s` (5 s) and `--inplace-scale-up-s/--x` (2.5 s and "
+            "0.5 s)\n| `--slurm-pending` | 2 | pilots |\n| `--slurm-partition` | the default partition |\n")
+    assert sorted(doc_defaults(text)) == sorted([("--grace", "20"), ("--max-retries", "2"), ("--resize", "auto"),
+                                                 ("--scale-up-s", "5"), ("--scale-down-s", "5"),
+                                                 ("--inplace-scale-up-s", "2.5"), ("--x", "0.5"),
+                                                 ("--slurm-pending", "2")])
