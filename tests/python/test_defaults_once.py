@@ -20,6 +20,7 @@ import bft._core as core
 from bft import alloc, jobs, milp, sim
 from bft.runtime import cli_options
 from bft.runtime.options import DEFAULTS, ManagerOptions
+from bft.runtime.statedb.jobspec import DEFAULT_SPEEDUP
 
 PACKAGE = Path(bft.__file__).parent
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -228,6 +229,9 @@ def test_the_docs_state_each_runtime_options_default_as_the_option_has_it():
     wrong = [(doc, option, value, _shown(actions[option].default)) for doc, option, value in stated
              if option not in actions or _shown(actions[option].default) != value]
     assert not wrong, f"(page, option, the page's default, the option's): {wrong}"
+    # A configuration's speedup when --configuration NAME:EFFICIENCY gives none (bft.runtime.statedb.jobspec).
+    speedups = re.findall(r"SPEEDUP \(default ([0-9.]+)\)", " ".join((DOCS / "runtime.md").read_text().split()))
+    assert speedups and set(speedups) == {_shown(DEFAULT_SPEEDUP)}, speedups
 
 
 def test_the_docs_check_reads_each_way_a_default_is_written():

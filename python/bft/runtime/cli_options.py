@@ -15,6 +15,7 @@ from .jobs.launcher import default_python
 from .jobs.resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
 from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions, resolve_procs_per_node
 from .sources.base import source_class, source_names
+from .statedb.jobspec import DEFAULT_SPEEDUP
 from .trust.files import read_owned_file
 
 CONFIG_MAX_BYTES = 1 << 20  # a configuration file is a few lines
@@ -125,8 +126,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--configuration", action="append", default=[], metavar="NAME:EFFICIENCY[:SPEEDUP]",
                    help="another way the script can run (structured partial backpropagation, docs/spb.md), "
                    "repeatable: the script reads NAME from bft.train.configuration(); EFFICIENCY (0..1] is what a "
-                   "sample processed in it is worth against full backpropagation; SPEEDUP (default 1) its samples/s "
-                   "over full backpropagation's, assumed until measured")
+                   "sample processed in it is worth against full backpropagation; SPEEDUP "
+                   f"(default {DEFAULT_SPEEDUP:g}) its samples/s over full backpropagation's, assumed until measured")
     p.add_argument("--retries", type=int, help="retries if the job fails (default: the manager's --max-retries)")
     p.add_argument("--resize", metavar="METHOD",
                    help=f"how this job changes size: {', '.join(RESIZE_CHOICES)} (default: the manager's "
