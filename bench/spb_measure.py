@@ -48,6 +48,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
+from bft.jobs import FULL_CONFIGURATION
 from bft.train.spb import PartialBackprop, balanced_batches
 
 # The model and data of the runtime example, so that what is measured here is what it runs.
@@ -62,7 +63,7 @@ SCALE_UP_S, SCALE_DOWN_S = 12.6, 9.3
 
 
 def config_name(depth: int) -> str:
-    return "full" if depth == STAGES else f"spb-d{depth}"
+    return FULL_CONFIGURATION if depth == STAGES else f"spb-d{depth}"
 
 
 def config_depths(depth: int, world: int) -> list:

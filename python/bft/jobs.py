@@ -27,6 +27,10 @@ MAX_SAMPLES_PER_S = _jobs.MAX_SAMPLES_PER_S
 # of its configurations, (name, required): bft::jobs::JobFields() and ConfigurationFields().
 job_fields = _jobs.job_fields
 configuration_fields = _jobs.configuration_fields
+# The name of a job's configuration 0, full backpropagation: the job's own curves, which a declared
+# configuration (structured partial backpropagation, docs/spb.md) may not be named. The manager runs a
+# job in it until the allocator chooses another, and tells its processes so (BFT_CONFIGURATION).
+FULL_CONFIGURATION = "full"
 
 PathLike = Union[str, os.PathLike]
 
@@ -53,5 +57,5 @@ def write_jobs(jobs: Sequence[JobSpec], path: PathLike) -> None:
     _jobs.write_jobs(list(jobs), os.fspath(path))
 
 
-__all__ = ["JobSpec", "Configuration", "MAX_SAMPLES_PER_S", "job_fields", "configuration_fields", "from_dict",
-           "read_jobs", "parse_jobs", "write_jobs"]
+__all__ = ["JobSpec", "Configuration", "FULL_CONFIGURATION", "MAX_SAMPLES_PER_S", "job_fields",
+           "configuration_fields", "from_dict", "read_jobs", "parse_jobs", "write_jobs"]

@@ -10,12 +10,14 @@ import time
 import pytest
 
 from bft import alloc
-from bft.runtime.decide.curvebook import INPLACE, INPLACE_SCALE_UP_S, RELAUNCH, CurveBook
+from bft.jobs import FULL_CONFIGURATION
+from bft.runtime.decide.curvebook import INPLACE, RELAUNCH, CurveBook
 from bft.runtime.decide.decider import Decider
 from bft.runtime.decide.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
 from bft.runtime.decide.intake import resize_begins
 from bft.runtime.jobs.runs import Agent
 from bft.runtime.ops.status import unused_nodes
+from bft.runtime.options import DEFAULTS
 from bft.runtime.statedb.store import StateStore
 from runtime_util import make_run, reporting_job
 
@@ -57,11 +59,11 @@ def test_a_grow_that_needs_more_than_the_free_warm_nodes_is_charged_a_cold_start
     run = running_in_place(store, ["n0"], max_nodes=4)  # grows by 3 at most
     job = book.allocation_job(run, 6, 6, free=FreeNodes(count=free, warm=warm))
     extra = COLD_EXTRA_S if start == COLD else 0.0  # the default: nothing measured yet
-    assert job.scale_up_s == pytest.approx(INPLACE_SCALE_UP_S + extra)
+    assert job.scale_up_s == pytest.approx(DEFAULTS.inplace_scale_up_s + extra)
     costs = book.cost_status(run)
     assert costs["charged"] == INPLACE and costs["grow_start"] == start
     assert costs["cold_extra_s"] == pytest.approx(extra)
-    assert book.seen_by_allocator(run, "full")["grow_start"] == start  # the allocate event's
+    assert book.seen_by_allocator(run, FULL_CONFIGURATION)["grow_start"] == start  # the allocate event's
     assert costs["cold_start"] == {"extra_s": COLD_EXTRA_S, "measured": False, "grows": {WARM: 0, COLD: 0}}
     # A decision without a say on the free nodes (the curve check) keeps what the last one charged.
     assert book.allocation_job(run, 6, 6).scale_up_s == pytest.approx(job.scale_up_s)

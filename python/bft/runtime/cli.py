@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .._bounded import tail_lines
+from ..jobs import FULL_CONFIGURATION
 from .cli_options import UsageError, configuration_arg, default_state_dir, located, manager_options
 from .ops import control
 from .ops.keeper import KeeperError
@@ -271,7 +272,7 @@ def format_status(status: Dict[str, Any]) -> str:
         row = (j["id"], state, nodes, procs, f"{j['min_nodes']}..{j['max_nodes']}", j.get("resize") or "-",
                _si(j["samples"]), _si(j["work"]),
                _si(j.get("rate")) if "rate" in j else "-", _duration(j.get("eta_s")), str(j["retries"]))
-        rows.append(row + ((j.get("configuration", "full"),) if configurations else ()))
+        rows.append(row + ((j.get("configuration", FULL_CONFIGURATION),) if configurations else ()))
     widths = [max(len(r[k]) for r in rows) for k in range(len(header))]
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

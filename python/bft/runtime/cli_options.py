@@ -15,6 +15,7 @@ from .jobs.launcher import default_python
 from .jobs.resize import AUTO, RESIZE_CHOICES, RESIZE_METHODS
 from .options import DEFAULTS, METRICS_ADDRESS, METRICS_INTERVAL_S, ManagerOptions, resolve_procs_per_node
 from .sources.base import source_class, source_names
+from .statedb.jobspec import DEFAULT_SPEEDUP
 from .trust.files import read_owned_file
 
 CONFIG_MAX_BYTES = 1 << 20  # a configuration file is a few lines
@@ -41,18 +42,18 @@ def add_parsers(sub) -> None:
                        description="Adopt idle nodes from a node source and run elastic PyTorch jobs on them, "
                        "growing and shrinking them as the allocator decides (docs/runtime.md).")
     p.add_argument("action", nargs="?", choices=("run", "stop"), default="run",
-                   help="run (default) or stop the manager of --state-dir")
+                   help="run or stop the manager of --state-dir (default %(default)s)")
     _state_dir_arg(p)
-    p.add_argument("--source", default="local", help=f"node source: {', '.join(source_names())} (default local)")
+    p.add_argument("--source", default="local", help=f"node source: {', '.join(source_names())} (default %(default)s)")
     p.add_argument("--policy", default=DEFAULTS.policy,
-                   help=f"allocation policy: {', '.join(alloc.SOLVERS)} (default {DEFAULTS.policy})")
+                   help=f"allocation policy: {', '.join(alloc.SOLVERS)} (default %(default)s)")
     p.add_argument("--resize", default=DEFAULTS.resize,
                    help=f"how a job changes size unless it asks (bft submit --resize): {', '.join(RESIZE_METHODS)}, "
-                   f"or {AUTO} (default): inplace for a script that uses bft.train.ElasticState, relaunch for "
-                   "others (docs/runtime.md)")
+                   f"or {AUTO}: inplace for a script that uses bft.train.ElasticState, relaunch for others "
+                   "(default %(default)s; docs/runtime.md)")
     p.add_argument("--inplace-timeout", type=float, default=DEFAULTS.inplace_timeout_s, metavar="S",
                    help="--resize inplace: seconds a resize may take before the job is relaunched "
-                   f"(default {DEFAULTS.inplace_timeout_s:g})")
+                   "(default %(default)g)")
     p.add_argument("--standby", action=argparse.BooleanOptionalAction, default=DEFAULTS.standby,
                    help="a warm standby process (torch imported) on every idle node, so a job resized in place "
                    "starts at once there (default: on unless --resize relaunch or membership)")
@@ -60,50 +61,50 @@ def add_parsers(sub) -> None:
                    help="processes a job runs on each node, one per device (LOCAL_RANK), unless it asks for fewer "
                    "(bft submit --procs-per-node); auto: this host's accelerators, from CUDA_VISIBLE_DEVICES, "
                    "Slurm's GPUs (SLURM_GPUS_ON_NODE, SLURM_STEP_GPUS, SLURM_JOB_GPUS) or torch.cuda.device_count(), "
-                   f"else 1 (default {DEFAULTS.procs_per_node}; docs/runtime.md)")
+                   "else 1 (default %(default)s; docs/runtime.md)")
     p.add_argument("--objective", choices=curve.OBJECTIVES, default=DEFAULTS.objective,
                    help="what the allocator maximises for each job: throughput (samples/s) or speedup (over the "
-                   f"job's own one-node rate, learned like its curve; docs/curve.md) (default {DEFAULTS.objective})")
+                   "job's own one-node rate, learned like its curve; docs/curve.md) (default %(default)s)")
     p.add_argument("--tfwd", type=float, default=DEFAULTS.tfwd_s,
-                   help=f"allocator's forward-looking time in seconds (default {DEFAULTS.tfwd_s:g})")
+                   help="allocator's forward-looking time in seconds (default %(default)g)")
     p.add_argument("--max-jobs", type=int, default=DEFAULTS.max_jobs,
-                   help=f"most jobs admitted at once, FCFS (default {DEFAULTS.max_jobs})")
+                   help="most jobs admitted at once, FCFS (default %(default)s)")
     p.add_argument("--grace", type=float, default=DEFAULTS.grace_s,
                    help="seconds a job has to checkpoint after SIGTERM before it is killed "
-                   f"(default {DEFAULTS.grace_s:g})")
+                   "(default %(default)g)")
     p.add_argument("--max-retries", type=int, default=DEFAULTS.max_retries,
-                   help=f"retries of a failing job (default {DEFAULTS.max_retries})")
+                   help="retries of a failing job (default %(default)s)")
     p.add_argument("--report-timeout", type=float, default=DEFAULTS.report_timeout_s,
                    help="seconds a running job may go without a progress report before it is flagged and gets "
-                        f"the lowest priority (default {DEFAULTS.report_timeout_s:g})")
+                        "the lowest priority (default %(default)g)")
     p.add_argument("--scale-up-s", type=float, default=DEFAULTS.scale_up_s,
-                   help=f"grow cost assumed until measured (default {DEFAULTS.scale_up_s:g})")
+                   help="grow cost assumed until measured (default %(default)g)")
     p.add_argument("--scale-down-s", type=float, default=DEFAULTS.scale_down_s,
-                   help=f"shrink cost assumed until measured (default {DEFAULTS.scale_down_s:g})")
+                   help="shrink cost assumed until measured (default %(default)g)")
     p.add_argument("--inplace-scale-up-s", type=float, default=DEFAULTS.inplace_scale_up_s,
-                   help=f"in-place grow cost assumed until measured (default {DEFAULTS.inplace_scale_up_s:g})")
+                   help="in-place grow cost assumed until measured (default %(default)g)")
     p.add_argument("--inplace-scale-down-s", type=float, default=DEFAULTS.inplace_scale_down_s,
-                   help=f"in-place shrink cost assumed until measured (default {DEFAULTS.inplace_scale_down_s:g})")
+                   help="in-place shrink cost assumed until measured (default %(default)g)")
     p.add_argument("--bind", default=DEFAULTS.bind_address,
                    help="address the rendezvous store and the report socket listen on (default: the address the "
                         "source's nodes reach the manager at; 127.0.0.1 for the local source)")
     p.add_argument("--store-port", type=int, default=DEFAULTS.store_port,
-                   help="rendezvous store port (default: any free)")
+                   help="rendezvous store port (default %(default)s: any free one)")
     p.add_argument("--report-port", type=int, default=DEFAULTS.report_port,
-                   help="progress report UDP port (default: any free)")
+                   help="progress report UDP port (default %(default)s: any free one)")
     p.add_argument("--metrics-textfile", type=Path, metavar="FILE",
                    help="write Prometheus metrics to FILE (ending .prom) for node_exporter's textfile collector, "
                    "replaced atomically every --metrics-interval (docs/runtime.md, \"Metrics\")")
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics over HTTP on PORT of --metrics-address (0: a free port)")
     p.add_argument("--metrics-address", default=METRICS_ADDRESS, metavar="ADDR",
-                   help=f"the one address --metrics-port listens on, never a wildcard (default {METRICS_ADDRESS}; "
+                   help="the one address --metrics-port listens on, never a wildcard (default %(default)s; "
                    "give the --bind address for a Prometheus on another host)")
     p.add_argument("--metrics-job-names", action="store_true",
                    help="label the jobs' series with their names; without it a job is a keyed hash of its name, "
                    "so whoever reads the metrics learns no job's name (docs/security.md, \"Metrics\")")
     p.add_argument("--metrics-interval", type=float, default=METRICS_INTERVAL_S, metavar="S",
-                   help=f"seconds between two snapshots of the metrics (default {METRICS_INTERVAL_S:g})")
+                   help="seconds between two snapshots of the metrics (default %(default)g)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="a TOML file of these options: keys are the long option names without '--' "
                    "(max-jobs = 4, standby = false); options given on the command line override it")
@@ -115,8 +116,9 @@ def add_parsers(sub) -> None:
                        "MIN..MAX nodes. Arguments after -- go to the script.")
     p.add_argument("script", type=Path, help="the training script (it imports bft.train)")
     p.add_argument("script_args", nargs="*", metavar="-- ARGS", help="arguments for the script, after --")
-    p.add_argument("--min", type=int, default=1, dest="min_nodes", help="fewest nodes the job runs on (default 1)")
-    p.add_argument("--max", type=int, default=8, dest="max_nodes", help="most nodes (default 8)")
+    p.add_argument("--min", type=int, default=1, dest="min_nodes",
+                   help="fewest nodes the job runs on (default %(default)s)")
+    p.add_argument("--max", type=int, default=8, dest="max_nodes", help="most nodes (default %(default)s)")
     p.add_argument("--name", help="job name (default: the script's name and a number)")
     p.add_argument("--samples", type=float, help="the job's work in samples (BFT_TARGET_SAMPLES; shows an ETA)")
     p.add_argument("--curve", type=Path,
@@ -124,8 +126,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--configuration", action="append", default=[], metavar="NAME:EFFICIENCY[:SPEEDUP]",
                    help="another way the script can run (structured partial backpropagation, docs/spb.md), "
                    "repeatable: the script reads NAME from bft.train.configuration(); EFFICIENCY (0..1] is what a "
-                   "sample processed in it is worth against full backpropagation; SPEEDUP (default 1) its samples/s "
-                   "over full backpropagation's, assumed until measured")
+                   "sample processed in it is worth against full backpropagation; SPEEDUP "
+                   f"(default {DEFAULT_SPEEDUP:g}) its samples/s over full backpropagation's, assumed until measured")
     p.add_argument("--retries", type=int, help="retries if the job fails (default: the manager's --max-retries)")
     p.add_argument("--resize", metavar="METHOD",
                    help=f"how this job changes size: {', '.join(RESIZE_CHOICES)} (default: the manager's "
@@ -133,7 +135,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--procs-per-node", type=int, metavar="N",
                    help="processes on each of the job's nodes (default: the manager's --procs-per-node, which is "
                    "also the most it accepts)")
-    p.add_argument("--python", default=default_python(), help="Python interpreter for the job (default: this one)")
+    p.add_argument("--python", default=default_python(),
+                   help="Python interpreter for the job (default: this one, %(default)s)")
     _state_dir_arg(p)
 
     p = sub.add_parser("status", help="jobs, nodes, rates and progress of the manager")
@@ -151,7 +154,8 @@ def add_parsers(sub) -> None:
                    help="start of the period: YYYY-MM-DD[ HH:MM[:SS]] (local time) or seconds since the epoch "
                    "(default: the first record)")
     p.add_argument("--until", metavar="TIME", help="end of the period (default: now)")
-    p.add_argument("--by", choices=("job", "user"), default="job", help="one row per job (default) or per user")
+    p.add_argument("--by", choices=("job", "user"), default="job",
+                   help="one row per job or per user (default %(default)s)")
     p.add_argument("--csv", type=Path, metavar="FILE", help="write the rows as CSV to FILE ('-': standard output, "
                    "instead of the table)")
     p.add_argument("--png", type=Path, metavar="FILE", help="plot idle nodes in the pool and nodes used over time")
@@ -165,7 +169,7 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("logs", help="print a job's output")
     p.add_argument("job")
-    p.add_argument("-n", "--lines", type=int, default=50, help="last N lines (default 50; 0: all)")
+    p.add_argument("-n", "--lines", type=int, default=50, help="last N lines (0: all; default %(default)s)")
     _state_dir_arg(p)
 
 

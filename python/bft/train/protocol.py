@@ -40,10 +40,7 @@ ENV_GRACE_S = "BFT_GRACE_S"  # seconds between SIGTERM and SIGKILL
 DEFAULT_GRACE_S = 20.0
 DEFAULT_INPLACE_TIMEOUT_S = 30.0
 ENV_TARGET_SAMPLES = "BFT_TARGET_SAMPLES"  # the job's work, if the user gave one
-ENV_CONFIGURATION = "BFT_CONFIGURATION"  # the configuration to run in (FULL_CONFIGURATION or a declared name)
-# Full backpropagation: the configuration a job runs in unless told another (a job's own curves; the
-# job format refuses it as the name of a declared configuration).
-FULL_CONFIGURATION = "full"
+ENV_CONFIGURATION = "BFT_CONFIGURATION"  # the configuration to run in (bft.jobs.FULL_CONFIGURATION or a declared name)
 ENV_REPORT_INTERVAL_S = "BFT_REPORT_INTERVAL_S"  # optional: seconds between a worker's progress reports
 # Without BFT_REPORT_INTERVAL_S, a worker reports every DEFAULT_REPORT_INTERVAL_S; a shorter value
 # than MIN_REPORT_INTERVAL_S is taken as that (the manager reads the first to know how often to expect one).

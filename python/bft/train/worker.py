@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .._atomic import write_atomically
+from ..jobs import FULL_CONFIGURATION
 from . import _reporter
 from .protocol import (
     DEFAULT_GRACE_S,
@@ -25,7 +26,6 @@ from .protocol import (
     ENV_GRACE_S,
     ENV_JOB_ID,
     ENV_TARGET_SAMPLES,
-    FULL_CONFIGURATION,
 )
 
 # The exit status of a worker that stopped because its job is being resized. Non-zero on purpose:

@@ -29,8 +29,10 @@ import time
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from ... import Error, alloc, curve
+from ...jobs import FULL_CONFIGURATION
 from ..jobs.resize.methods import METHODS, ResizeMethod
 from ..jobs.runs import JobRun
+from ..options import DEFAULTS
 from ..statedb.store import StateStore
 from .growstarts import COLD, WARM, FreeNodes, GrowStarts
 
@@ -40,13 +42,7 @@ SILENT_WEIGHT = 1e-6  # its weight: below every job that reports
 # every worker: the advisor counts it as a relaunch).
 RELAUNCH, INPLACE = ResizeMethod.RELAUNCH.value, ResizeMethod.INPLACE.value
 RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (RELAUNCH, INPLACE)}
-# The in-place costs charged until measured (--inplace-scale-up-s/-down-s), from what was measured on
-# CPU/gloo (bench/README.md, issue 22 item 6): a grow as the advisor measures it, 2.46 s and 2.92 s in
-# two runs (more than its ~0.5 s gap: the job trains at the old size's rate while the newcomer starts);
-# a shrink as its gap (medians 0.50 s and 0.65 s), not as free as the advisor measures it (~0 s).
-INPLACE_SCALE_UP_S = 2.5
-INPLACE_SCALE_DOWN_S = 0.5
-# Seconds per byte of state a resize adds to those defaults, measured with bench/runtime_bench.py
+# Seconds per byte of state a resize adds to ManagerOptions' cost defaults, measured with bench/runtime_bench.py
 # statesize at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
 # in-place grow's transfer to a newcomer (bft.train.elastic.broadcast_state), 2.17 s; a relaunch's
 # checkpoint write and read, 3.62 s + 1.21 s.
@@ -56,8 +52,8 @@ RELAUNCH_S_PER_BYTE = 4.8e-9
 
 class CurveBook:
     def __init__(self, store: StateStore, *, warmup_s: float, scale_up_s: float, scale_down_s: float,
-                 inplace_scale_up_s: float = INPLACE_SCALE_UP_S, inplace_scale_down_s: float = INPLACE_SCALE_DOWN_S,
-                 objective: str = "throughput"):
+                 inplace_scale_up_s: float = DEFAULTS.inplace_scale_up_s,
+                 inplace_scale_down_s: float = DEFAULTS.inplace_scale_down_s, objective: str = DEFAULTS.objective):
         """The costs of a relaunch (scale_*_s) and of an in-place rescale (inplace_scale_*_s) charged
         until the advisor has measured the job's own. `objective` ("throughput" or "speedup",
         curve.Objective): what the allocator maximises for every job, as the replay learns it: a speedup
@@ -86,7 +82,7 @@ class CurveBook:
         """The advisor's name for a job in a configuration (default: the one it runs in): each
         configuration's curve is learned apart (job names cannot hold '/')."""
         configuration = run.running if configuration is None else configuration
-        return run.id if configuration == "full" else f"{run.id}/{configuration}"
+        return run.id if configuration == FULL_CONFIGURATION else f"{run.id}/{configuration}"
 
     def _profile(self, key: str) -> Optional[Any]:
         return self.advisor.profile(key) if self.advisor.has_job(key) else None
@@ -163,7 +159,7 @@ class CurveBook:
 
     def forget(self, run: JobRun) -> None:
         """Drops every curve of a job that has ended."""
-        for configuration in ["full"] + [c["name"] for c in run.row.configurations]:
+        for configuration in [FULL_CONFIGURATION] + [c["name"] for c in run.row.configurations]:
             self.advisor.forget(self.key(run, configuration))
         self.state_bytes.pop(run.id, None)
         self.grows.forget(run.id)
@@ -202,7 +198,7 @@ class CurveBook:
 
     # -- what the allocator sees ------------------------------------------------------------------
 
-    def curve_source(self, run: JobRun, configuration: str = "full") -> str:
+    def curve_source(self, run: JobRun, configuration: str = FULL_CONFIGURATION) -> str:
         """Which curve the allocator sees for a job in a configuration: "silent" (no reports: a nominal
         curve at the lowest weight), "fitted" (the advisor fitted a model to its reports), "measured"
         (the advisor's per-size measurements and the prior between them), and otherwise for full
@@ -213,11 +209,11 @@ class CurveBook:
         profile = self._profile(self.key(run, configuration))
         if profile is not None and profile.fit.ok:
             return "fitted"
-        if configuration == "full" and run.row.curve:
+        if configuration == FULL_CONFIGURATION and run.row.curve:
             return "user"
         if profile is not None and profile.sizes:
             return "measured"
-        return "prior" if configuration == "full" else "guess"
+        return "prior" if configuration == FULL_CONFIGURATION else "guess"
 
     def seen_by_allocator(self, run: JobRun, configuration: str) -> Dict[str, Any]:
         """What the ``allocate`` event records of how the allocator saw the job: its curve's source, that of
@@ -387,4 +383,4 @@ def configuration_index(run: JobRun, name: str) -> int:
 
 def configuration_name(run: JobRun, index: int) -> str:
     """The inverse of configuration_index."""
-    return run.row.configurations[index - 1]["name"] if index else "full"
+    return run.row.configurations[index - 1]["name"] if index else FULL_CONFIGURATION

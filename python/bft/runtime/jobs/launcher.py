@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from ...jobs import FULL_CONFIGURATION
 from ...train import protocol
 
 AGENTS_DIR = "agents"  # in a job's directory: the agents' exit files
@@ -95,8 +96,9 @@ def local_rank_environment(local_rank: int, procs_per_node: int) -> Dict[str, st
 
 
 def job_environment(*, job: str, generation: int, node: str, identity: str, report_address: str, secret_file: Path,
-                    checkpoint_dir: Path, work: Optional[float], grace_s: float, configuration: str = "full",
-                    exit_file: Optional[Path] = None, procs_per_node: int = 1) -> Dict[str, str]:
+                    checkpoint_dir: Path, work: Optional[float], grace_s: float,
+                    configuration: str = FULL_CONFIGURATION, exit_file: Optional[Path] = None,
+                    procs_per_node: int = 1) -> Dict[str, str]:
     env = {
         **node_environment(identity, node),
         protocol.ENV_PROCS_PER_NODE: str(procs_per_node),

@@ -9,6 +9,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
+from ...jobs import FULL_CONFIGURATION
 from ...train import EXIT_INPLACE_FAILED, EXIT_RESIZE, protocol
 from ..statedb.store import JobRow
 from .processes import signal_processes
@@ -80,7 +81,7 @@ class JobRun:
     advisor_offset: float = 0.0
     # The configuration of the generation that runs (or ran last): its reports are progress in it. The
     # decided one (row.configuration) takes over when the next generation starts.
-    running: str = "full"
+    running: str = FULL_CONFIGURATION
     # The samples processed in each configuration (what that configuration's advisor key sees), and
     # the count of advisor_samples up to which they have been credited.
     configuration_samples: Dict[str, float] = field(default_factory=dict)

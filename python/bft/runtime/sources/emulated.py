@@ -33,7 +33,7 @@ LAUNCHED_ENV = "BFT_EMULATED_LAUNCH_S"  # wall time the source started this proc
 def parse(argv):
     p = argparse.ArgumentParser(prog="bft.runtime.sources.emulated", description=__doc__.splitlines()[0])
     p.add_argument("--curve", required=True, help='true curve: {"nodes": [...], "throughput": [...]} (samples/s)')
-    p.add_argument("--time-scale", type=float, default=1.0, help="trace seconds per wall second (default 1)")
+    p.add_argument("--time-scale", type=float, default=1.0, help="trace seconds per wall second (default %(default)g)")
     p.add_argument("--scale-up-s", type=float, default=0.0, help="trace seconds stalled when the job grows")
     p.add_argument("--scale-down-s", type=float, default=0.0, help="trace seconds stalled when it shrinks")
     args = p.parse_args(argv)

@@ -114,8 +114,8 @@ class LocalNodeSource(NodeSource):
         g.add_argument("--local-gpus", type=int, default=d["gpus"], metavar="N",
                        help="give virtual node k only GPU k mod N (CUDA_VISIBLE_DEVICES; with P processes per node, "
                             "GPUs kP..kP+P-1 mod N); with more processes than GPUs "
-                            "the workers use gloo on the GPU, as NCCL needs a device per rank (default 0: the "
-                            "processes see what this host's environment says)")
+                            "the workers use gloo on the GPU, as NCCL needs a device per rank (default %(default)s: "
+                            "the processes see what this host's environment says)")
         g.add_argument("--local-emulate", action="store_true",
                        help="load testing only: one process per job generation, no torchrun (docs/runtime.md)")
 

@@ -139,14 +139,14 @@ class SlurmNodeSource(NodeSource):
             help="minimum time limit (sbatch --time-min), for backfill-only pilots")
         arg("--slurm-pending", type=int, default=d["pending"], help="pilots kept pending; default %(default)s")
         arg("--slurm-max-nodes", type=int, default=d["max_nodes"],
-            help="most nodes held or pending at once (0: no cap)")
+            help="most nodes held or pending at once (0: no cap); default %(default)s")
         arg("--slurm-manager-address", default=d["manager_address"],
             help="address the nodes reach the manager at (default: --bind if given, else this host's name)")
         arg("--slurm-port", type=int, default=d["port"],
-            help="TCP port of the pilots' reports (0: any, kept across restarts)")
+            help="TCP port of the pilots' reports (0: any, kept across restarts); default %(default)s")
         arg("--slurm-poll-s", type=float, default=d["poll_s"], help="seconds between squeue polls; default %(default)s")
         arg("--slurm-pilot-output", default=d["pilot_output"],
-            help="pilots' output file (sbatch --output; %%j = job id)")
+            help="pilots' output file (sbatch --output; %%j = job id); default %(default)s")
         arg("--slurm-gpus-per-node", default=d["gpus_per_node"], metavar="[TYPE:]N",
             help="GPUs each pilot asks for (sbatch --gres=gpu:[TYPE:]N), so that training on its node sees them "
                  "where the partition constrains devices (docs/slurm.md); default none")

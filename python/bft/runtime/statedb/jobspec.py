@@ -13,10 +13,14 @@ from typing import Any, Dict, List, Optional
 
 from ... import jobs
 from ..._bounded import read_json
+from ...jobs import FULL_CONFIGURATION
 
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CONFIGURATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 MAX_CONFIGURATIONS = 16
+# A configuration's samples/s over full backpropagation's, assumed until measured, when its --configuration
+# gives none (NAME:EFFICIENCY).
+DEFAULT_SPEEDUP = 1.0
 MAX_NODES = 1_000_000
 
 
@@ -27,7 +31,7 @@ def check_configurations(configurations: Any) -> List[Dict[str, Any]]:
     samples/s over full backpropagation's, the allocator's guess until the configuration is measured."""
     if not isinstance(configurations, list) or len(configurations) > MAX_CONFIGURATIONS:
         raise ValueError(f"--configuration: expected at most {MAX_CONFIGURATIONS} configurations")
-    out, names = [], {"full"}
+    out, names = [], {FULL_CONFIGURATION}
     for c in configurations:
         if not isinstance(c, dict) or set(c) - {"name", "efficiency", "speedup"} or "name" not in c:
             raise ValueError("--configuration: expected NAME:EFFICIENCY[:SPEEDUP]")
@@ -37,9 +41,9 @@ def check_configurations(configurations: Any) -> List[Dict[str, Any]]:
                              "'-'; at most 32; starting with a letter or digit)")
         if name in names:
             raise ValueError(f"--configuration {name}: the name is taken" + (" (full backpropagation)"
-                                                                             if name == "full" else ""))
+                                                                             if name == FULL_CONFIGURATION else ""))
         names.add(name)
-        efficiency, speedup = c.get("efficiency"), c.get("speedup", 1.0)
+        efficiency, speedup = c.get("efficiency"), c.get("speedup", DEFAULT_SPEEDUP)
         if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) or not 0 < efficiency <= 1:
             raise ValueError(f"--configuration {name}: efficiency {efficiency!r} must be a number in (0, 1]")
         if (isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup)

@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Dict, List
 
+from ...jobs import FULL_CONFIGURATION
 from .jobspec import check_configurations, check_curve
 
 APPLICATION_ID = 0x42465452  # "BFTR"
@@ -35,7 +36,7 @@ class JobState(str, enum.Enum):
 JOB_STATES = tuple(state.value for state in JobState)
 ACTIVE_STATES = (JobState.QUEUED.value, JobState.RUNNING.value)
 
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE jobs (
   id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, script TEXT NOT NULL, args TEXT NOT NULL,
@@ -43,11 +44,11 @@ CREATE TABLE jobs (
   work REAL, curve TEXT, secret TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
   retries INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
   samples REAL NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, started_s REAL, finished_s REAL,
-  configurations TEXT, configuration TEXT NOT NULL DEFAULT 'full', resize TEXT NOT NULL DEFAULT '',
+  configurations TEXT, configuration TEXT NOT NULL DEFAULT '{FULL_CONFIGURATION}', resize TEXT NOT NULL DEFAULT '',
   procs_per_node INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE progress (
   job TEXT NOT NULL, generation INTEGER NOT NULL, time_s REAL NOT NULL, nodes INTEGER NOT NULL,
-  samples REAL NOT NULL, advisor_samples REAL NOT NULL, configuration TEXT NOT NULL DEFAULT 'full',
+  samples REAL NOT NULL, advisor_samples REAL NOT NULL, configuration TEXT NOT NULL DEFAULT '{FULL_CONFIGURATION}',
   configuration_samples REAL, method TEXT NOT NULL DEFAULT 'relaunch');
 CREATE INDEX progress_job ON progress (job, time_s);
 CREATE TABLE procs (
@@ -55,7 +56,7 @@ CREATE TABLE procs (
   pid INTEGER, started_s REAL NOT NULL, ended_s REAL, exit_code INTEGER, local_rank INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE events (
   id INTEGER PRIMARY KEY, time_s REAL NOT NULL, kind TEXT NOT NULL, job TEXT, node TEXT,
-  detail TEXT NOT NULL DEFAULT '{}');
+  detail TEXT NOT NULL DEFAULT '{{}}');
 CREATE TABLE report_seqs (
   job TEXT NOT NULL, rank INTEGER NOT NULL, generation INTEGER NOT NULL, round INTEGER NOT NULL,
   seq INTEGER NOT NULL, PRIMARY KEY (job, rank));
@@ -67,10 +68,10 @@ CREATE TABLE report_seqs (
 # row's local rank (every job ran one process per node): their files are upgraded in place, in one
 # transaction.
 MIGRATIONS = {
-    1: """
+    1: f"""
 ALTER TABLE jobs ADD COLUMN configurations TEXT;
-ALTER TABLE jobs ADD COLUMN configuration TEXT NOT NULL DEFAULT 'full';
-ALTER TABLE progress ADD COLUMN configuration TEXT NOT NULL DEFAULT 'full';
+ALTER TABLE jobs ADD COLUMN configuration TEXT NOT NULL DEFAULT '{FULL_CONFIGURATION}';
+ALTER TABLE progress ADD COLUMN configuration TEXT NOT NULL DEFAULT '{FULL_CONFIGURATION}';
 ALTER TABLE progress ADD COLUMN configuration_samples REAL;
 """,
     2: """

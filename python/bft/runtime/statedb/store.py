@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from ...jobs import FULL_CONFIGURATION
+from ..options import DEFAULTS
 from .schema import StateError, check_database, check_header, create_database
 
 
@@ -43,16 +45,16 @@ class JobRow:
     state: str
     reason: str = ""
     retries: int = 0
-    max_retries: int = 2
+    max_retries: int = DEFAULTS.max_retries  # the manager's --max-retries
     generation: int = 0
     samples: float = 0.0
     submitted_s: float = field(default_factory=time.time)
     started_s: Optional[float] = None
     finished_s: Optional[float] = None
     # Other ways to run the job ({"name", "efficiency", "speedup"} each; jobspec.check_configurations)
-    # and the one it runs in now ("full": full backpropagation).
+    # and the one it runs in now (FULL_CONFIGURATION: full backpropagation).
     configurations: List[Dict[str, Any]] = field(default_factory=list)
-    configuration: str = "full"
+    configuration: str = FULL_CONFIGURATION
     # How it changes size (relaunch, membership, inplace): fixed at submit; '' in a job stored by a
     # manager that had one method for all: the manager's.
     resize: str = ""
@@ -180,7 +182,7 @@ class StateStore:
     # -- progress -------------------------------------------------------------------------------
 
     def add_progress(self, job: str, *, generation: int, time_s: float, nodes: int, samples: float,
-                     advisor_samples: float, configuration: str = "full",
+                     advisor_samples: float, configuration: str = FULL_CONFIGURATION,
                      configuration_samples: Optional[float] = None, method: str = "relaunch") -> None:
         """From time_s on the job runs on `nodes` in `configuration`: its own count (`samples`), the
         monotone count the manager keeps of it (`advisor_samples`), the samples processed in that
