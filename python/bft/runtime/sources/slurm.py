@@ -32,8 +32,6 @@ from .slurm_commands import JOB_VAR, NODE_VAR, PILOT_PREFIX, Queued, SlurmComman
 
 log = logging.getLogger(__name__)
 
-_IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
-_GPUS_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?[1-9][0-9]{0,3}$")  # --slurm-gpus-per-node: [TYPE:]N
 # squeue states in which a pilot is waiting for a node (it counts as pending).
 _WAITING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
 # Slurm keeps for a preempting main job none of the nodes that free up meanwhile, and preempts again
@@ -76,11 +74,9 @@ class SlurmNodeSource(NodeSource):
         pilot_output: str = "/dev/null",
         gpus_per_node: str = "",
     ):
-        if not _IDENTITY_RE.match(identity):
-            raise SourceError(
-                f"slurm: manager identity {identity!r} is not usable in a Slurm job name "
-                "(letters, digits and . _ @ : + - only, at most 101 characters)"
-            )
+        self._slurm = SlurmCommands(identity=identity, job_name=f"{PILOT_PREFIX}{identity}", user=getpass.getuser(),
+                                    partition=partition, qos=qos, account=account, time_limit=time_limit,
+                                    time_min=time_min, pilot_output=pilot_output, gpus_per_node=gpus_per_node)
         if pending < 0:
             raise SourceError(f"slurm: --slurm-pending must be >= 0, got {pending}")
         if max_nodes < 0:
@@ -89,9 +85,6 @@ class SlurmNodeSource(NodeSource):
             raise SourceError(f"slurm: --slurm-poll-s must be > 0, got {poll_s}")
         if not 0 <= port <= 65535:
             raise SourceError(f"slurm: --slurm-port must be in 0..65535, got {port}")
-        if gpus_per_node and not _GPUS_RE.match(gpus_per_node):
-            raise SourceError(f"slurm: --slurm-gpus-per-node takes N or TYPE:N (N from 1 to 9999), "
-                              f"got {gpus_per_node!r}")
         self.identity = identity
         self.state_dir = Path(state_dir)
         self.partition, self.qos, self.account = partition, qos, account
@@ -101,12 +94,8 @@ class SlurmNodeSource(NodeSource):
         self._bind_address = bind
         self.port, self.poll_s, self.pilot_output = port, poll_s, pilot_output
         self.gpus_per_node = gpus_per_node
-        self.job_name = f"{PILOT_PREFIX}{identity}"
-        self.user = getpass.getuser()
+        self.job_name, self.user = self._slurm.job_name, self._slurm.user
         self.grace_s = 0.0
-        self._slurm = SlurmCommands(identity=identity, job_name=self.job_name, user=self.user, partition=partition,
-                                    qos=qos, account=account, time_limit=time_limit, time_min=time_min,
-                                    pilot_output=pilot_output, gpus_per_node=gpus_per_node)
         self._reports = PilotReports(scheduler=self.name, identity=identity, on_report=self._on_pilot_report)
         self._emit: Optional[Emit] = None
         self._lock = threading.RLock()

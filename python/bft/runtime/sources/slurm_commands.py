@@ -45,9 +45,20 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+_IDENTITY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,100}$")
+_GPUS_RE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?[1-9][0-9]{0,3}$")  # --slurm-gpus-per-node: [TYPE:]N
+
+
 class SlurmCommands:
     def __init__(self, *, identity: str, job_name: str, user: str, partition: str, qos: str, account: str,
                  time_limit: str, time_min: str, pilot_output: str, gpus_per_node: str = ""):
+        """Refuses what cannot go into a pilot's sbatch line (its job name, its --gres)."""
+        if not _IDENTITY_RE.match(identity):
+            raise SourceError(f"slurm: manager identity {identity!r} is not usable in a Slurm job name "
+                              "(letters, digits and . _ @ : + - only, at most 101 characters)")
+        if gpus_per_node and not _GPUS_RE.match(gpus_per_node):
+            raise SourceError(f"slurm: --slurm-gpus-per-node takes N or TYPE:N (N from 1 to 9999), "
+                              f"got {gpus_per_node!r}")
         self.identity, self.job_name, self.user = identity, job_name, user
         self.partition, self.qos, self.account = partition, qos, account
         self.time_limit, self.time_min, self.pilot_output = time_limit, time_min, pilot_output
