@@ -123,6 +123,25 @@ class CurveBook:
                                 samples=run.row.samples, advisor_samples=run.advisor_samples,
                                 configuration=run.running, configuration_samples=count, method=method)
 
+    def counted(self, run: JobRun, samples: float, time_s: float) -> float:
+        """A believed report says the job has processed `samples` (its own count, which a restart from
+        a checkpoint may lower) at `time_s`: the advisor's count of it, kept monotone, and its recent
+        rate. Returns the time the advisor records it at (never before its last record)."""
+        now = max(time_s, run.advisor_time)
+        if samples + run.advisor_offset < run.advisor_samples:
+            # Resumed from a checkpoint older than the last report: the advisor's count stays monotone.
+            run.advisor_offset = run.advisor_samples - samples
+        run.advisor_samples = samples + run.advisor_offset
+        run.recent.append((now, samples))
+        return now
+
+    def configuration_starts(self, run: JobRun, configuration: str) -> None:
+        """A generation of the job starts in `configuration`: if the last one ran in another, the advisor
+        hears that one stopped, and the reports from now on are progress in this one."""
+        if run.running != configuration:
+            self.record(run, 0)
+            run.running = configuration
+
     def rescale_begins(self, run: JobRun, nodes: int, *, method: str) -> None:
         """A rescale of the job to `nodes` nodes by `method` (RESCALE_METHODS) is decided and under way:
         the advisor measures what it costs, and the newcomers it started (the machine's, not yet

@@ -1,7 +1,8 @@
 """A job's resize, owned in one place: the state machine (:mod:`.machine`: the answer to every
 event, how failures are counted; its phases, stop reasons and verdicts in :mod:`.states`) and the
 resize methods behind one interface (:mod:`.methods`: relaunch, inplace, membership), with the
-in-place configurations in the keeper's store (:mod:`.configurations`). The lifecycle drives them
+in-place configurations in the keeper's store (:mod:`.configurations`), and the gap meter (:mod:`.gaps`:
+what each resize costs in training time, measured from the job's reports). The lifecycle drives them
 and carries out what they answer."""
 
 from .configurations import Configurations
