@@ -46,8 +46,8 @@ RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (REL
 # a shrink as its gap (medians 0.50 s and 0.65 s), not as free as the advisor measures it (~0 s).
 INPLACE_SCALE_UP_S = 2.5
 INPLACE_SCALE_DOWN_S = 0.5
-# Seconds per byte of state a resize adds to those defaults, measured with bench/runtime_bench.py
-# statesize at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
+# Seconds per byte of state a resize adds to those defaults, measured with bench/runtime_statesize.py
+# at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
 # in-place grow's transfer to a newcomer (bft.train.elastic.broadcast_state), 2.17 s; a relaunch's
 # checkpoint write and read, 3.62 s + 1.21 s.
 INPLACE_S_PER_BYTE = 2.2e-9
@@ -275,8 +275,8 @@ class CurveBook:
     def next_method(self, run: JobRun) -> str:
         """How the job's next rescale will be done: in place if its method is inplace (its processes
         stay), else a relaunch (a stopped job starts anew)."""
-        in_place = run.method in METHODS and METHODS[run.method].in_place  # ('' in a row not yet recovered)
-        return INPLACE if in_place and run.machine.running and not run.stop_reason else RELAUNCH
+        kind = METHODS[run.method].advisor_kind if run.method in METHODS else RELAUNCH  # ('': not yet recovered)
+        return kind if run.machine.running and not run.stop_reason else RELAUNCH
 
     def state_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
         """(scale_up_s, scale_down_s) of a rescale by `method` before the advisor has measured the job's

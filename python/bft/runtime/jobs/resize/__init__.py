@@ -16,10 +16,11 @@ from .methods import (
     ResizeMethod,
     check_resize_choice,
     job_resize_method,
+    may_run_in_place,
     method,
 )
 from .states import Exit, Outcome, Phase, Plan, Stop
 
 __all__ = ["AUTO", "Configurations", "Exit", "METHODS", "Machine", "Method", "Outcome", "Phase", "Plan",
            "RESIZE_CHOICES", "RESIZE_METHODS", "ResizeMethod", "Stop", "check_resize_choice", "job_resize_method",
-           "method"]
+           "may_run_in_place", "method"]
