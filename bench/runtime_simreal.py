@@ -27,7 +27,7 @@ def bench_simreal(method: str) -> None:
     time. Then ``bft replay`` replays the same trace and job with the curve the advisor measured in
     that run and the rescale gaps the manager measured. Samples done by the trace's end are compared."""
     from bft import curve, sim
-    from bft.runtime import ManagerOptions, StateStore
+    from bft.runtime import Manager, ManagerOptions, StateStore, source_class
 
     tmp = Path(tempfile.mkdtemp())
     end_s = max(t for t, _, _ in SIMREAL_TRACE)
@@ -41,17 +41,19 @@ def bench_simreal(method: str) -> None:
     rows = [p for p in store.progress() if p["time_s"] <= t0 + end_s]
     real = max((p["samples"] for p in rows), default=0.0)
     submit = store.job("job").submitted_s - t0
-    # The curve the manager's advisor learned, rebuilt from the stored records as a restarted manager would.
+    # The curve the manager's advisor learned, rebuilt from the stored records as a restarted manager
+    # rebuilds it: a Manager on the run's state (never started: nothing runs) replays them into its curve book.
     defaults = ManagerOptions()
-    options = curve.AdvisorOptions()
-    options.warmup_s = defaults.advisor_warmup_s
-    advisor = curve.ProfilingAdvisor(options)
+    manager = Manager(state_dir=state, source=source_class("local")("simreal", state, nodes=4), store=store,
+                      identity="simreal", options=defaults)
+    run = manager.lifecycle.new_run(store.job("job"))
     for p in rows:
-        method = curve.rescale_method_from_string(p["method"])
-        advisor.report("job", p["time_s"], p["nodes"], p["advisor_samples"], method)
-    learned = advisor.throughput_estimate("job", 4)
+        manager.book.replay_record(run, p)
+    advisor, options = manager.book.advisor, manager.book.advisor.options
+    learned = advisor.throughput_estimate(manager.book.key(run), 4)
     # The rescale costs the manager fed its allocator: measured means, else its defaults.
-    up, down = curve.measured_rescale_costs(advisor.profile("job"), defaults.scale_up_s, defaults.scale_down_s)
+    up, down = curve.measured_rescale_costs(advisor.profile(manager.book.key(run)), defaults.scale_up_s,
+                                            defaults.scale_down_s)
     store.close()
     nodes = list(range(0, 5))
     rates = [float(learned.evaluate(n)) for n in nodes]
