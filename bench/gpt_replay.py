@@ -2,7 +2,7 @@
 
 Adds --gpt-jobs jobs of examples/runtime/gpt_synthetic.py to a workload (the shared ImageNet one): their
 curve is a file in bft submit --curve's format ({"nodes": [...], "throughput": [...]}, as
-`runtime_bench.py gpt --curve-out` writes it), their rescale costs the gaps measured under the manager,
+`runtime_gpt.py --curve-out` writes it), their rescale costs the gaps measured under the manager,
 their submits spread evenly over the workload's submit window, at most as many nodes as the curve
 measured. Writes the mixed workload in the job format (docs/formats.md) to OUT/jobs-mixed.jsonl, replays
 the workload alone and the mixed one, and prints per workload (base: the --jobs file's; GPT: the added
@@ -10,7 +10,7 @@ jobs) the jobs finished, samples done, node-hours, mean turnaround and admission
 share of the admitted time without progress. The mixed
 replay is also `bft replay --trace TRACE --jobs OUT/jobs-mixed.jsonl` (the command is printed).
 
-    PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_bench.py gpt --curve-out /tmp/gpt
+    PYTHONPATH=build/dev/python .venv/bin/python bench/runtime_gpt.py --curve-out /tmp/gpt
     PYTHONPATH=build/dev/python .venv/bin/python bench/gpt_replay.py \\
         --trace ../shared/data/summit-idle-nodes-2021-02.csv.gz \\
         --jobs ../shared/data/jobs-imagenet-throughput-1001.jsonl --gpt-curve /tmp/gpt-global.json \\

@@ -92,7 +92,7 @@ def bench_transfer(mb: float, procs: list, repeats: int) -> None:
 
 def bench_resize(mb: float, cycles: int, period_s: float, per_node: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
-    from runtime_bench import run_resize_cycles
+    from runtime_resize import run_resize_cycles
 
     script = ("examples/runtime/hsdp_synthetic.py", "--hidden", str(_hidden_for(mb, 2)), "--layers", "2",
               "--global-batch", "8", "--micro-batch", "2", "--step-s", "0.05")

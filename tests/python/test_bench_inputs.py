@@ -123,12 +123,12 @@ def test_chaos_bench_arguments_are_checked_before_anything_runs(args, needle):
 
 @pytest.mark.slow
 @pytest.mark.runtime
-def test_runtime_bench_resize_as_documented_prints_each_methods_costs():
-    """bench/README.md's `runtime_bench.py resize --cycles 3`, on the smallest case (one cycle of 2 nodes,
+def test_runtime_resize_bench_as_documented_prints_each_methods_costs():
+    """bench/README.md's `runtime_resize.py --cycles 3`, on the smallest case (one cycle of 2 nodes,
     one method): it ended in KeyError 'scale_up_s' after its first method's cycles (the cost status's
     cold_start entry has no such key)."""
     pytest.importorskip("torch", reason="the resize bench runs a real manager (torch==2.13.0)")
-    r = run_bench_script("runtime_bench.py", "resize", "--cycles", "1", "--nodes", "2", "--method", "relaunch",
+    r = run_bench_script("runtime_resize.py", "--cycles", "1", "--nodes", "2", "--method", "relaunch",
                          "--period", "10", "--launches", "0")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "advisor's measured costs, relaunch" in r.stdout and "inplace up" in r.stdout, r.stdout

@@ -14,7 +14,7 @@ from bft.jobs import FULL_CONFIGURATION
 from bft.runtime.decide.curvebook import INPLACE, RELAUNCH, CurveBook
 from bft.runtime.decide.decider import Decider
 from bft.runtime.decide.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
-from bft.runtime.decide.intake import resize_begins
+from bft.runtime.jobs.resize.gaps import resize_begins
 from bft.runtime.jobs.runs import Agent
 from bft.runtime.ops.status import unused_nodes
 from bft.runtime.options import DEFAULTS

@@ -11,7 +11,8 @@ import pytest
 from bft import alloc, curve
 from bft.runtime.decide.curvebook import CurveBook
 from bft.runtime.decide.decider import Decider, fair_share
-from bft.runtime.decide.intake import ReportIntake, resize_begins, restore_gap_start
+from bft.runtime.decide.intake import ReportIntake
+from bft.runtime.jobs.resize.gaps import resize_begins, restore_gap_start
 from bft.runtime.jobs.runs import JobRun
 from bft.runtime.options import ManagerOptions
 from bft.runtime.statedb.store import StateStore

@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .decide.curvebook import CurveBook
 from .decide.decider import Decider
-from .decide.intake import ReportIntake, restore_gap_start
+from .decide.intake import ReportIntake
 from .jobs.files import JobFiles
 from .jobs.lifecycle import JobLifecycle
 from .jobs.processes import terminate_tagged
 from .jobs.resize import Stop, job_resize_method
+from .jobs.resize.gaps import restore_gap_start
 from .jobs.runs import JobRun
 from .ops import control
 from .ops.keeper import KeeperError, KeeperLink

@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Optional, Tuple
 
 from .. import alloc, curve, sim
 from ..train.protocol import DEFAULT_GRACE_S, DEFAULT_INPLACE_TIMEOUT_S
-from .jobs.resize import AUTO, ResizeMethod, check_resize_choice
+from .jobs.resize import AUTO, check_resize_choice, may_run_in_place
 from .trust.addresses import check_listen_address
 
 
@@ -57,7 +57,7 @@ class ManagerOptions:
 
     @property
     def standbys(self) -> bool:
-        return self.standby if self.standby is not None else self.resize in (AUTO, ResizeMethod.INPLACE)
+        return self.standby if self.standby is not None else may_run_in_place(self.resize)
 
     def check(self) -> None:
         if self.policy not in alloc.SOLVERS:

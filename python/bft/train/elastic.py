@@ -172,7 +172,7 @@ class ElasticState:
         self._next_poll = 0.0
         self._partial_stop_since: Optional[float] = None  # since when some ranks, not all, ask to stop
         self._size_reported = False  # the state's size goes to the manager after the first step
-        self._inplace = os.environ.get(p.ENV_RESIZE) == "inplace" and p.ENV_STORE_ADDR in os.environ
+        self._inplace = os.environ.get(p.ENV_RESIZE) == p.RESIZE_INPLACE and p.ENV_STORE_ADDR in os.environ
         self._timeout_s = _inplace_timeout_s()
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
         self._store = None

@@ -52,6 +52,9 @@ ENV_PROCS_PER_NODE = "BFT_PROCS_PER_NODE"
 ENV_EXIT_FILE = "BFT_AGENT_EXIT_FILE"  # where a process the manager started leaves its exit status
 # In-place resizes (--resize inplace): the workers' rendezvous store, and how long a resize may take.
 ENV_RESIZE = "BFT_RESIZE"  # the manager's resize method
+# ENV_RESIZE's value for a worker resized in place (the runtime's ResizeMethod.INPLACE): it keeps its
+# process across generations and joins each configuration in the keeper's store.
+RESIZE_INPLACE = "inplace"
 ENV_STORE_ADDR = "BFT_STORE_ADDR"  # host:port of the job's rendezvous store (the keeper's)
 ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize
 ENV_DIST_BACKEND = "BFT_DIST_BACKEND"  # "gloo" or "nccl": the workers' backend, if not the device's default

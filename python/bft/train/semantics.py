@@ -152,7 +152,7 @@ class _Semantics(abc.ABC):
             if bucket:
                 _all_reduce_sum(bucket)
         except Exception:
-            if os.environ.get(protocol.ENV_RESIZE) != "inplace":
+            if os.environ.get(protocol.ENV_RESIZE) != protocol.RESIZE_INPLACE:
                 raise
             for p in params:
                 p.grad.zero_()

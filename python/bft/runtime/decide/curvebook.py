@@ -42,8 +42,8 @@ SILENT_WEIGHT = 1e-6  # its weight: below every job that reports
 # every worker: the advisor counts it as a relaunch).
 RELAUNCH, INPLACE = ResizeMethod.RELAUNCH.value, ResizeMethod.INPLACE.value
 RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (RELAUNCH, INPLACE)}
-# Seconds per byte of state a resize adds to ManagerOptions' cost defaults, measured with bench/runtime_bench.py
-# statesize at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
+# Seconds per byte of state a resize adds to ManagerOptions' cost defaults, measured with bench/runtime_statesize.py
+# at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
 # in-place grow's transfer to a newcomer (bft.train.elastic.broadcast_state), 2.17 s; a relaunch's
 # checkpoint write and read, 3.62 s + 1.21 s.
 INPLACE_S_PER_BYTE = 2.2e-9
@@ -118,6 +118,25 @@ class CurveBook:
         self.store.add_progress(run.id, generation=run.row.generation, time_s=now, nodes=nodes,
                                 samples=run.row.samples, advisor_samples=run.advisor_samples,
                                 configuration=run.running, configuration_samples=count, method=method)
+
+    def counted(self, run: JobRun, samples: float, time_s: float) -> float:
+        """A believed report says the job has processed `samples` (its own count, which a restart from
+        a checkpoint may lower) at `time_s`: the advisor's count of it, kept monotone, and its recent
+        rate. Returns the time the advisor records it at (never before its last record)."""
+        now = max(time_s, run.advisor_time)
+        if samples + run.advisor_offset < run.advisor_samples:
+            # Resumed from a checkpoint older than the last report: the advisor's count stays monotone.
+            run.advisor_offset = run.advisor_samples - samples
+        run.advisor_samples = samples + run.advisor_offset
+        run.recent.append((now, samples))
+        return now
+
+    def configuration_starts(self, run: JobRun, configuration: str) -> None:
+        """A generation of the job starts in `configuration`: if the last one ran in another, the advisor
+        hears that one stopped, and the reports from now on are progress in this one."""
+        if run.running != configuration:
+            self.record(run, 0)
+            run.running = configuration
 
     def rescale_begins(self, run: JobRun, nodes: int, *, method: str) -> None:
         """A rescale of the job to `nodes` nodes by `method` (RESCALE_METHODS) is decided and under way:
@@ -252,8 +271,8 @@ class CurveBook:
     def next_method(self, run: JobRun) -> str:
         """How the job's next rescale will be done: in place if its method is inplace (its processes
         stay), else a relaunch (a stopped job starts anew)."""
-        in_place = run.method in METHODS and METHODS[run.method].in_place  # ('' in a row not yet recovered)
-        return INPLACE if in_place and run.machine.running and not run.stop_reason else RELAUNCH
+        kind = METHODS[run.method].advisor_kind if run.method in METHODS else RELAUNCH  # ('': not yet recovered)
+        return kind if run.machine.running and not run.stop_reason else RELAUNCH
 
     def state_costs(self, run: JobRun, method: str) -> Tuple[float, float]:
         """(scale_up_s, scale_down_s) of a rescale by `method` before the advisor has measured the job's

@@ -16,15 +16,15 @@ import contextlib
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from ..decide import intake
 from ..decide.curvebook import INPLACE, RELAUNCH, CurveBook
-from ..decide.intake import resize_begins
 from ..sources.base import NodeSource
 from ..statedb.schema import JobState
 from ..statedb.store import JobRow, StateStore
 from .files import JobFiles
 from .heartbeats import Heartbeats
 from .launcher import worker_exit_code
-from .resize import Machine, Outcome, Phase, Plan, Stop, method
+from .resize import Machine, Outcome, Phase, Plan, Stop, gaps, method
 from .resize.machine import FAILURE_SETTLE_S
 from .runs import JobRun
 from .workers import Workers
@@ -89,7 +89,7 @@ class JobLifecycle:
         if m.phase not in (Phase.STEADY, Phase.RESIZING):
             m.target = list(target)  # started there once its nodes are clear (launch_ready)
             return
-        resize_begins(run, self.store, in_place=method(run.method).in_place and not switch)
+        gaps.resize_begins(run, self.store, in_place=method(run.method).in_place and not switch)
         kind = self._resize(run, switch)
         if not switch:  # the rescale starts now: the book measures what it costs, per method
             self.book.rescale_begins(run, len(target), method=kind)
@@ -202,7 +202,7 @@ class JobLifecycle:
             self.heartbeats.forget(run.id)  # written into the new store once each worker has reconnected
             plan = run.machine.reform(now) if method(run.method).in_place else None
             if plan is not None:
-                resize_begins(run, self.store, in_place=True)
+                gaps.resize_begins(run, self.store, in_place=True)
                 self._carry_out(run, plan)
 
     def stop_run(self, run: JobRun, reason: Stop) -> None:
@@ -247,19 +247,13 @@ class JobLifecycle:
         row.state = JobState.RUNNING
         self.store.update_job(row.id, generation=row.generation, state=JobState.RUNNING, started_s=row.started_s)
         run.launched_at = time.monotonic()
-        if run.nodeless_since is not None:
-            run.nodeless_s += time.time() - run.nodeless_since
-            run.nodeless_since = None
-        run.round = 0
-        run.last_seq.clear()
-        run.rank_samples.clear()
+        gaps.generation_starts(run)
+        intake.generation_starts(run)
         self.files.log_line(row.id, f"=== generation {row.generation}: {len(run.target)} nodes "
                                     f"({', '.join(run.target)}), resize method {run.method} ===")
         self.store.log_event("launch", job=row.id, generation=row.generation, nodes=list(run.target),
                              configuration=row.configuration)
-        if run.running != row.configuration:  # the last generation ran in another configuration
-            self.book.record(run, 0)
-            run.running = row.configuration
+        self.book.configuration_starts(run, row.configuration)
         self.book.launched(run, len(run.target))  # a start, or a relaunch (a failed in-place resize's too)
         run.machine.start(run.target, row.generation)
         if method(run.method).in_place:
@@ -296,7 +290,8 @@ class JobLifecycle:
                 return False
             if set(members) != set(agents):  # a newcomer of the generation never started: relaunch
                 return False
-        run.agents, run.target = agents, list(members)
+        self.workers.adopted(run, agents)
+        run.target = list(members)
         run.machine.adopt(members, row.generation)
         run.launched_at = time.monotonic()
         self.files.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on "
@@ -349,7 +344,7 @@ class JobLifecycle:
                 if node in kill:
                     self.workers.kill(agent)
                 continue
-            del run.agents[node]
+            self.workers.exited(run, node)
             for row_id in agent.rows:
                 self.store.end_proc(row_id, code)
             was_leaving, judged = m.blocked(node), how.judge(code)
@@ -381,7 +376,7 @@ class JobLifecycle:
         if plan is None:
             return
         run.target = list(run.machine.target)
-        resize_begins(run, self.store, in_place=True)
+        gaps.resize_begins(run, self.store, in_place=True)
         self._carry_out(run, plan)
         self.book.rescale_begins(run, len(run.target), method=INPLACE)
         self.mark_dirty(time.monotonic())
@@ -446,7 +441,7 @@ class JobLifecycle:
         since = max(run.launched_at, run.reported_at or 0.0)
         if now - since < self.report_timeout_s:
             return
-        run.silent = True
+        intake.judged_silent(run)
         self.store.log_event("no_reports", job=run.id, seconds=round(now - since, 1))
         self.files.log_line(run.id, f"=== no progress report for {now - since:.0f} s: the job now gets only nodes "
                                     "no other job can use (does the script call bft.train.report()?) ===")
@@ -470,7 +465,7 @@ class JobLifecycle:
                              reason=m.last_reason, retries=m.retries)
         self.book.record(run, 0)
         if not run.target:
-            run.nodeless_since = time.time()
+            gaps.nodeless(run)
         if outcome is Outcome.FINISHED and completed and short:
             self.end_job(run, JobState.INCOMPLETE, f"the script exited at {row.samples:.0f} of {row.work:.0f} samples "
                                             "(it reported no more)")

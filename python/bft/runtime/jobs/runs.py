@@ -61,7 +61,8 @@ _ORDERLY = (0, EXIT_RESIZE, EXIT_INPLACE_FAILED)
 
 @dataclass
 class JobRun:
-    """An active job: its row, the nodes the allocator gave it, its live agents and its progress."""
+    """An active job: its row, the nodes the allocator gave it, its live agents and its progress. Each
+    field is written by one module, its owner (OWNERS, below); the others read it or ask the owner."""
 
     row: JobRow
     target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
@@ -123,6 +124,11 @@ class JobRun:
         m = self.machine
         return m.reason if m.phase is Phase.STOPPING else None
 
+    def nodes_spanned(self, world: int) -> int:
+        """The nodes a report's world size spans: a node runs the job's processes per node (the
+        allocator, the advisor and the gap events count nodes)."""
+        return world // max(1, self.row.procs_per_node)
+
     def recent_rate(self, window_s: float = 10.0) -> float:
         """Samples per second over the last `window_s` of reports (0 with fewer than two)."""
         if len(self.recent) < 2:
@@ -132,3 +138,23 @@ class JobRun:
             if t1 - t0 <= window_s and t1 > t0:
                 return max(0.0, (s1 - s0) / (t1 - t0))
         return 0.0
+
+
+# The one module (under bft/runtime) that writes each JobRun field; every other module reads it or
+# calls its owner (tests/python/test_runtime_owners.py checks the runtime and the benches). The row
+# and the machine are set when the run is made (JobLifecycle.new_run); the row's columns mirror what
+# a committed transition changed.
+OWNERS = {
+    "row": "jobs/lifecycle.py", "machine": "jobs/lifecycle.py", "target": "jobs/lifecycle.py",
+    "last_report_due": "jobs/lifecycle.py", "launched_at": "jobs/lifecycle.py",
+    # Started and found again there; the lifecycle tells it of exits and adoptions.
+    "agents": "jobs/workers.py",
+    "round": "decide/intake.py", "last_seq": "decide/intake.py", "rank_samples": "decide/intake.py",
+    "reported_at": "decide/intake.py", "silent": "decide/intake.py",
+    "last_report": "jobs/resize/gaps.py", "gap_start": "jobs/resize/gaps.py", "resize_pending": "jobs/resize/gaps.py",
+    "nodeless_since": "jobs/resize/gaps.py", "nodeless_s": "jobs/resize/gaps.py",
+    "advisor_samples": "decide/curvebook.py", "advisor_offset": "decide/curvebook.py", "running": "decide/curvebook.py",
+    "configuration_samples": "decide/curvebook.py", "credited": "decide/curvebook.py",
+    "advisor_time": "decide/curvebook.py", "recent": "decide/curvebook.py",
+    "decided_curve": "decide/decider.py", "last_curve_check_s": "decide/decider.py",
+}

@@ -181,6 +181,14 @@ class Workers:
                                  rows=[ranks[k]["id"] for k in range(count)], standby=adopted[0].standby)
         return agents
 
+    def adopted(self, run: JobRun, agents: Dict[str, Agent]) -> None:
+        """The job's workers are `agents` (those find_again found, all alive): a restarted manager's."""
+        run.agents = agents
+
+    def exited(self, run: JobRun, node: str) -> None:
+        """The job's workers on `node` have exited (reaped)."""
+        del run.agents[node]
+
     def terminate(self, run: JobRun, nodes: Iterable[str]) -> None:
         """SIGTERM, once, to the job's workers on `nodes` (they checkpoint and exit)."""
         for node in nodes:

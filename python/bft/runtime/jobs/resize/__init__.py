@@ -1,7 +1,8 @@
 """A job's resize, owned in one place: the state machine (:mod:`.machine`: the answer to every
 event, how failures are counted; its phases, stop reasons and verdicts in :mod:`.states`) and the
 resize methods behind one interface (:mod:`.methods`: relaunch, inplace, membership), with the
-in-place configurations in the keeper's store (:mod:`.configurations`). The lifecycle drives them
+in-place configurations in the keeper's store (:mod:`.configurations`), and the gap meter (:mod:`.gaps`:
+what each resize costs in training time, measured from the job's reports). The lifecycle drives them
 and carries out what they answer."""
 
 from .configurations import Configurations
@@ -15,10 +16,11 @@ from .methods import (
     ResizeMethod,
     check_resize_choice,
     job_resize_method,
+    may_run_in_place,
     method,
 )
 from .states import Exit, Outcome, Phase, Plan, Stop
 
 __all__ = ["AUTO", "Configurations", "Exit", "METHODS", "Machine", "Method", "Outcome", "Phase", "Plan",
            "RESIZE_CHOICES", "RESIZE_METHODS", "ResizeMethod", "Stop", "check_resize_choice", "job_resize_method",
-           "method"]
+           "may_run_in_place", "method"]

@@ -28,7 +28,7 @@ class ResizeMethod(str, enum.Enum):
 
     RELAUNCH = "relaunch"
     MEMBERSHIP = "membership"
-    INPLACE = "inplace"
+    INPLACE = protocol.RESIZE_INPLACE  # what an in-place worker reads (bft.train.elastic)
 
     def __str__(self) -> str:  # its value in messages and f-strings, as the bare string was
         return self.value
@@ -39,6 +39,9 @@ class Method:
     in_place = False  # a resize keeps the survivors' processes
     regroups = False  # a resize stops leavers and starts newcomers in the same generation (torchrun's range)
     runs_script = False  # the worker is the script itself: a warm standby can become it
+    # How the advisor counts its rescales (the curve book's rescale kinds): every one but in place
+    # restarts the workers, and is counted as a relaunch.
+    advisor_kind = ResizeMethod.RELAUNCH.value
 
     def node_range(self, min_nodes: int, max_nodes: int, nodes: int) -> Tuple[int, int, int]:
         """torchrun's --nnodes range and --max-restarts for a generation on `nodes` nodes."""
@@ -85,6 +88,7 @@ class Membership(Method):
 class InPlace(Method):
     name = ResizeMethod.INPLACE
     in_place = True
+    advisor_kind = ResizeMethod.INPLACE.value
     runs_script = True
 
     def argv(self, spec: LaunchSpec) -> List[str]:
@@ -126,6 +130,12 @@ RESIZE_METHODS = tuple(METHODS)
 # only scripts an in-place worker can run), relaunch for the others.
 AUTO = "auto"
 RESIZE_CHOICES = (AUTO, *RESIZE_METHODS)  # what --resize accepts (bft manager, bft submit)
+
+
+def may_run_in_place(choice: str) -> bool:
+    """Whether a manager's --resize `choice` may give a job a method that resizes in place (auto does, for
+    a script that can: job_resize_method)."""
+    return choice == AUTO or (choice in METHODS and METHODS[choice].in_place)
 
 
 def check_resize_choice(value: str) -> None:
