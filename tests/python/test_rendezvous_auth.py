@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -191,3 +192,44 @@ def test_the_relay_answers_any_job_name_alike_until_the_proof(hosted):
         assert _closed(s)
         s.close()
     assert replies[0] == replies[1] and re.fullmatch(rb"x{32} x{64}\n", replies[0]), replies
+
+
+# -- reaching a relay that answers late, or never -----------------------------------------------------
+
+def test_a_client_reaches_a_relay_that_serves_its_bound_port_late():
+    """A keeper binds its store port first and serves it seconds later (a loaded host): the client's
+    tries meanwhile get no answer, and the first after the relay serves gets through."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    late = []
+    timer = threading.Timer(2.0, lambda: late.append(rendezvous.HostedStore(
+        listener, lambda job: SECRET if job == JOB else None, wait_for_workers=False)))
+    timer.start()
+    try:
+        client, gateway = rendezvous.store_client(listener.getsockname()[:2], JOB, SECRET, timeout_s=30)
+        try:
+            client.set("k", "late")
+            assert late and late[0].store.get("k") == b"late"
+        finally:
+            gateway.close()
+    finally:
+        timer.join()
+        for hosted in late:
+            hosted.close()
+
+
+def test_a_relay_that_never_answers_is_unreachable_after_the_time_given():
+    listener = socket.create_server(("127.0.0.1", 0))  # bound, never served: connections wait unanswered
+    try:
+        with pytest.raises(rendezvous.RelayUnreachable, match=r"127\.0\.0\.1:\d+ did not answer within 1 s"):
+            rendezvous.store_client(listener.getsockname()[:2], JOB, SECRET, timeout_s=30, reach_within_s=1)
+    finally:
+        listener.close()
+
+
+def test_a_client_stops_waiting_for_a_relay_that_is_gone():
+    """The manager's loop waits on its store clients: a dead keeper is given up at once, not after the
+    timeout (its successor, which only the manager starts, would wait behind it)."""
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]  # nothing listens there any more: connections are refused
+    with pytest.raises(rendezvous.RelayUnreachable, match="is gone"):
+        rendezvous.store_client(("127.0.0.1", port), JOB, SECRET, timeout_s=600, gone=lambda: True)

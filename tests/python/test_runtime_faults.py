@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 import pytest
 
-from runtime_util import REPO, write_trace
+from runtime_util import REPO, listening_sockets, write_trace
 
 pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
 
@@ -101,5 +103,68 @@ def test_the_keepers_loss_before_the_first_report_costs_no_retry_and_no_relaunch
     assert len(harness.events("launch", job="el")) == 1  # never relaunched
     assert not harness.events("job_failed", "inplace_failed", "generation_ended", "worker_lost", job="el")
     assert harness.job("el")["retries"] == 0
+    harness.stop(proc)
+    assert harness.leftovers() == []
+
+
+
+def _started_keeper(manager_pid: int, old: int, timeout_s: float) -> int:
+    """The pid of the keeper the manager started after `old` died, once it listens on its store port (it
+    has bound it and not yet served it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            try:
+                pid = int(entry.name)
+                cmdline = (entry / "cmdline").read_bytes()
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (ValueError, OSError, IndexError):
+                continue
+            if pid != old and ppid == manager_pid and b"bft.runtime.keeper" in cmdline and \
+                    any(proto == "tcp" for proto, _, _ in listening_sockets([pid])):
+                return pid
+        time.sleep(0.005)
+    pytest.fail(f"no new keeper listened within {timeout_s} s")
+
+
+def test_a_keeper_that_answers_late_and_dies_during_the_launch_costs_no_retry(harness):
+    """A loaded host's keeper answers late: here it is held (SIGSTOP) while the manager launches an
+    in-place job and writes its first generation, then killed (kill -9), and its replacement is held
+    too for 10 s once it has bound its store port (a loaded host took 10-17 s to start one). The
+    manager gives up on the dead store at once instead of blocking its loop in TCPStore's connect
+    retries for 36 s (which made the launch fail: no worker started, retry 1 counted, a cold relaunch;
+    over 100 s without training at load 12-15); the workers start, reach the new keeper within a probe
+    interval of its answer and train in its store within 10 s: no retry, no relaunch."""
+    trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle")])
+    proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--grace", "5",
+                         "--no-standby")
+    first = harness.keeper_pid()
+    os.kill(first, signal.SIGSTOP)
+    try:
+        harness.submit("el", "--min", "1", "--max", "2", "--samples", "10000000", "--", "--step-s", "0.3",
+                       script=ELASTIC)
+        deadline = time.monotonic() + 60  # (read from state.db: the manager's loop is writing to the held store)
+        while not harness.events("launch", job="el") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.kill(first, signal.SIGKILL)
+    late = _started_keeper(proc.pid, first, 60)
+    os.kill(late, signal.SIGSTOP)
+    try:
+        time.sleep(10)  # the fault's length (under --inplace-timeout, 30 s): nothing to wait for
+    finally:
+        os.kill(late, signal.SIGCONT)
+    answered = time.monotonic()
+    harness.wait(lambda s: s["jobs"][0]["samples"] > 0, 60, "training in the late keeper's store")
+    trained_after_s = time.monotonic() - answered
+    print(f"first report {trained_after_s:.1f} s after the late keeper was continued")
+    assert not harness.events("launch_failed", "job_failed", "inplace_failed", "generation_ended", "worker_lost",
+                              job="el")
+    assert len(harness.events("launch", job="el")) == 1  # never relaunched
+    assert harness.job("el")["retries"] == 0
+    assert trained_after_s < 10, trained_after_s
+    assert harness.keeper_pid() == late
+    lost = harness.events("keeper_lost")[0]["id"]
+    assert [e["nodes"] for e in harness.events("resize_inplace", job="el") if e["id"] > lost] == [["n0", "n1"]]
     harness.stop(proc)
     assert harness.leftovers() == []

@@ -170,3 +170,23 @@ def test_the_state_broadcast_to_a_newcomer_equals_the_senders_in_structure_dtype
                 proc.wait()
     assert [proc.returncode for proc in procs] == [0, 0], outs
     assert "same 1" in outs[1], outs
+
+
+def test_an_in_place_worker_that_reaches_no_keeper_exits_76_naming_the_relay(tmp_path):
+    """No keeper answers at BFT_STORE_ADDR (its port refuses): the worker ends with EXIT_INPLACE_FAILED
+    once --inplace-timeout has passed, saying which relay did not answer (it used to wait a second
+    timeout in _rejoin and then blame "'NoneType' object has no attribute 'get'")."""
+    import socket
+
+    from runtime_util import REPO
+
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    env = {**python_env(), "BFT_RESIZE": "inplace", "BFT_STORE_ADDR": f"127.0.0.1:{port}", "BFT_JOB_ID": "j",
+           "BFT_JOB_SECRET": "00" * 32, "BFT_NODE": "n0", "BFT_INPLACE_TIMEOUT_S": "2", "BFT_GENERATION": "1",
+           "BFT_CHECKPOINT_DIR": str(tmp_path)}
+    script = REPO / "examples" / "runtime" / "elastic_synthetic.py"
+    r = subprocess.run([sys.executable, "-m", "bft.train.run", str(script)], env=env, capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert r.returncode == bt.worker.EXIT_INPLACE_FAILED, r.stderr[-2000:]
+    assert f"relay 127.0.0.1:{port} did not answer within 2 s" in r.stderr, r.stderr[-2000:]

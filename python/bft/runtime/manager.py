@@ -98,7 +98,8 @@ class Manager:
                                  report_port=self.options.report_port if report_port is None else report_port)
         host = self.source.manager_address()
         info = self.keeper.info
-        self.lifecycle.workers.keeper_started(f"{host}:{info['store_port']}", f"{host}:{info['report_port']}")
+        self.lifecycle.workers.keeper_started(f"{host}:{info['store_port']}", f"{host}:{info['report_port']}",
+                                              alive=self.keeper.alive)
 
     def _recover(self) -> None:
         """Reconciles with what a previous manager left. If its keeper still runs, the jobs that were

@@ -93,13 +93,14 @@ class _Heartbeat:
 _gateway = None  # this process's gateway to the keeper's relay, open while the process lives
 
 
-def open_store(timeout_s: float):
+def open_store(timeout_s: float, reach_within_s: Optional[float] = None):
     """The worker's connection to its job's rendezvous store: through a gateway on this node that
-    proves the job's secret to the keeper's relay (bft.train.rendezvous)."""
+    proves the job's secret to the keeper's relay (bft.train.rendezvous), which must answer within
+    `reach_within_s` (default `timeout_s`; else rendezvous.RelayUnreachable)."""
     global _gateway
     p.resolve_job_secret()
     store, gateway = rendezvous.store_client(p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
-                                             bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), timeout_s)
+                                             bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), timeout_s, reach_within_s)
     if _gateway is not None:
         _gateway.close()  # a store of an earlier connection: its connections stay up
     _gateway = gateway
@@ -184,7 +185,10 @@ class ElasticState:
             self._arm()
             os.environ.setdefault("LOCAL_RANK", "0")
             try:
-                self._store = open_store(self._timeout_s)
+                try:
+                    self._store = open_store(self._timeout_s)
+                except rendezvous.RelayUnreachable as e:  # no keeper answered for the whole timeout
+                    self._fail(e)
                 self._join(int(self._store.get(p.generation_key(self._job)).decode()))
                 self._sync(has_state=False)
             except Exception as e:  # noqa: BLE001 - a peer or the store was lost while the group formed
@@ -479,7 +483,8 @@ class ElasticState:
                     self._fail(e, save=has_state)
                 failed = max(failed, self.generation)  # one that broke while forming is not retried
                 try:
-                    self._store = open_store(self._timeout_s)  # it may be the store that was lost
+                    # It may be the store that was lost; a keeper that answers no sooner is none.
+                    self._store = open_store(self._timeout_s, max(deadline - time.monotonic(), 0.01))
                 except Exception:  # noqa: BLE001 - not back yet: tried again
                     time.sleep(0.2)
 

@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional, Tuple
 from ._loopback import PrivateLoopback
 
 HANDSHAKE_TIMEOUT_S = 5.0
+PROBE_S = 0.25  # between two tries to reach a relay that does not answer (yet)
 MAX_PENDING = 256  # unfinished handshakes at once on one relay or gateway; beyond, the oldest is dropped
 _HELLO = b"BFTRDZV1"
 _NONCE = 16
@@ -70,9 +71,9 @@ def _read_line(conn: socket.socket, deadline: float) -> bytes:
     return line[:-1]
 
 
-def client_handshake(conn: socket.socket, job: str, secret: bytes) -> None:
+def client_handshake(conn: socket.socket, job: str, secret: bytes, timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
     """Proves `secret` for `job` on a fresh connection to a relay, and checks the relay's proof."""
-    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     cnonce = secrets.token_bytes(_NONCE)
     conn.sendall(b"%s %s %s\n" % (_HELLO, job.encode(), cnonce.hex().encode()))
     try:
@@ -218,17 +219,52 @@ def open_gateway(relay: Address, job: str, secret: bytes) -> _Server:
     return _Server(socket.create_server(("127.0.0.1", 0), backlog=512), serve, "bft-rdzv-gateway")
 
 
-def store_client(relay: Address, job: str, secret: bytes, timeout_s: float) -> Tuple[Any, _Server]:
+class RelayUnreachable(TimeoutError):
+    """No relay answered the job's handshake at an address within the time given."""
+
+
+def await_relay(relay: Address, job: str, secret: bytes, within_s: float,
+                gone: Optional[Callable[[], bool]] = None) -> None:
+    """Returns once the relay at `relay` answers `job`'s handshake, tried every PROBE_S; RelayUnreachable
+    after `within_s`, or as soon as `gone()` says no relay will come back. A keeper that starts late
+    answers late: TCPStore's own connect retries back off exponentially (gaps of up to 8 s here, and
+    36 s spent for a timeout of 30), so a client would find a keeper seconds after it came back."""
+    deadline = time.monotonic() + within_s
+    while True:
+        bound = max(min(HANDSHAKE_TIMEOUT_S, deadline - time.monotonic()), 0.01)
+        try:
+            with socket.create_connection(relay, timeout=bound) as conn:
+                client_handshake(conn, job, secret, bound)
+            return
+        except (OSError, HandshakeError) as e:
+            error = e
+        if gone is not None and gone():
+            raise RelayUnreachable(f"the rendezvous store's relay {relay[0]}:{relay[1]} is gone ({error})")
+        if time.monotonic() + PROBE_S > deadline:
+            raise RelayUnreachable(f"the rendezvous store's relay {relay[0]}:{relay[1]} did not answer within "
+                                   f"{within_s:g} s ({error})")
+        time.sleep(PROBE_S)
+
+
+def store_client(relay: Address, job: str, secret: bytes, timeout_s: float, reach_within_s: Optional[float] = None,
+                 gone: Optional[Callable[[], bool]] = None) -> Tuple[Any, _Server]:
     """A TCPStore client of `job`'s store behind `relay`, through a gateway of this process: (client,
-    gateway). Keep the gateway as long as the client is used; close it after."""
+    gateway). Keep the gateway as long as the client is used; close it after. `timeout_s` is the
+    client's operations'; the relay must answer within `reach_within_s` (default `timeout_s`; see
+    await_relay for `gone`), else RelayUnreachable."""
     import datetime
 
     import torch.distributed as dist
 
+    await_relay(relay, job, secret, timeout_s if reach_within_s is None else reach_within_s, gone)
     gateway = open_gateway(relay, job, secret)
     host, port = gateway.address
     try:
-        return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout_s)), gateway
+        # The relay just answered: a connection that fails now is a keeper lost meanwhile, not one to
+        # retry for the whole timeout (the manager's loop waits on it).
+        store = dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=HANDSHAKE_TIMEOUT_S))
+        store.set_timeout(datetime.timedelta(seconds=timeout_s))
+        return store, gateway
     except BaseException:
         gateway.close()
         raise

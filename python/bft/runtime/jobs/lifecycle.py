@@ -260,10 +260,13 @@ class JobLifecycle:
             try:
                 self.workers.configurations.publish(row.id, row.generation, run.target, row.procs_per_node)
             except Exception as e:  # noqa: BLE001 - its workers could not start: a launch failure
-                self.store.log_event("launch_failed", job=row.id, error=f"rendezvous store: {e}")
-                for node in list(run.target):
-                    run.machine.launch_failed(node, time.monotonic(), f"rendezvous store: {e}")
-                return
+                if self.workers.keeper_alive():
+                    self.store.log_event("launch_failed", job=row.id, error=f"rendezvous store: {e}")
+                    for node in list(run.target):
+                        run.machine.launch_failed(node, time.monotonic(), f"rendezvous store: {e}")
+                    return
+                # Unless the keeper died meanwhile: its successor gets the generation (keeper_restarted
+                # re-forms it), and the workers start and wait for it there.
         self.launch_agents(run, run.target)
 
     def launch_agents(self, run: JobRun, nodes: List[str]) -> None:

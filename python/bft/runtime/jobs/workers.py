@@ -37,6 +37,7 @@ class Workers:
         self.store_address = ""  # set once the keeper's endpoints are known (keeper_started)
         self.report_address = ""
         self.secret_of = secret_of
+        self.keeper_alive: Callable[[], bool] = lambda: True  # the keeper's (keeper_started)
         self._configurations: Optional[Configurations] = None
         # Warm standbys on the pool's nodes that run nothing of a job (for methods whose workers run the
         # script itself, as a standby does).
@@ -44,10 +45,12 @@ class Workers:
                                   state_dir=files.state_dir, log_event=store.log_event,
                                   procs_per_node=procs_per_node) if standby else None)
 
-    def keeper_started(self, store_address: str, report_address: str) -> None:
+    def keeper_started(self, store_address: str, report_address: str,
+                       alive: Callable[[], bool] = lambda: True) -> None:
         """A keeper (a first one, or the replacement of one that died) serves the jobs' stores and
-        reports: connections to the old one's store are dropped, so the next use reaches the new one."""
-        self.store_address, self.report_address = store_address, report_address
+        reports: connections to the old one's store are dropped, so the next use reaches the new one.
+        `alive()`: whether it still runs."""
+        self.store_address, self.report_address, self.keeper_alive = store_address, report_address, alive
         if self._configurations is not None:
             self._configurations.close()
             self._configurations = None
@@ -56,7 +59,8 @@ class Workers:
     def configurations(self) -> Configurations:
         """In-place jobs' configurations in the keeper's store (connected on first use)."""
         if self._configurations is None:
-            self._configurations = Configurations(self.store_address, self.inplace_timeout_s, self.secret_of)
+            self._configurations = Configurations(self.store_address, self.inplace_timeout_s, self.secret_of,
+                                                  keeper_gone=lambda: not self.keeper_alive())
         return self._configurations
 
     def read_arrivals(self, run: JobRun) -> None:

@@ -290,6 +290,11 @@ class KeeperLink:
                 return
             self._buffer += chunk
 
+    def alive(self) -> bool:
+        """Whether this keeper still runs (False at once once it died: a store that does not answer
+        then will not answer again; the manager starts a new keeper on hearing keeper_lost)."""
+        return keeper_alive(int(self.info["pid"]), self.state_dir)
+
     def stop_keeper(self) -> None:
         """Ends the keeper (bft manager stop): the jobs are stopped, nothing needs the store any more."""
         pid = self.info.get("pid")

@@ -19,15 +19,21 @@ class Configurations:
     """The generations' configurations in the rendezvous store, written through one authenticated
     connection per job (the keeper's relay admits a connection only with the job's secret)."""
 
-    def __init__(self, store_address: str, timeout_s: float, secret_of: Callable[[str], bytes]):
+    def __init__(self, store_address: str, timeout_s: float, secret_of: Callable[[str], bytes],
+                 keeper_gone: Callable[[], bool] = lambda: False):
+        """`keeper_gone()`: the keeper died. The manager's loop waits on these connections: one to a
+        dead keeper gives up at once (its successor, which only the manager starts, gets the
+        generations), not after `timeout_s`."""
         self.relay = protocol.parse_address(store_address)
         self.timeout_s = timeout_s
         self.secret_of = secret_of
+        self.keeper_gone = keeper_gone
         self._clients: Dict[str, Tuple[Any, Any]] = {}  # job -> (store client, its gateway)
 
     def _client(self, job: str):
         if job not in self._clients:
-            self._clients[job] = rendezvous.store_client(self.relay, job, self.secret_of(job), self.timeout_s)
+            self._clients[job] = rendezvous.store_client(self.relay, job, self.secret_of(job), self.timeout_s,
+                                                         gone=self.keeper_gone)
         return self._clients[job][0]
 
     def forget(self, job: str) -> None:
