@@ -160,7 +160,7 @@ class Machine:
         start). `in_place`: the method resizes in place and the configuration is unchanged.
 
         In place, newcomers are started, not published: the members train on until every newcomer
-        has arrived (``arrived`` then publishes the switch). Members that leave are dropped from a
+        has arrived (then ``switch`` publishes them). Members that leave are dropped from a
         generation published at once (a shrink waits for nothing), with the newcomers that have
         arrived; a newcomer no longer wanted is dismissed, killed at once: it holds nothing and no
         published generation has it, so the members never see it go."""
@@ -215,15 +215,15 @@ class Machine:
         """The keeper was lost and a new one took its place: the store that held the generation's
         configuration and its group's rendezvous is gone. The same members are published as a new
         generation in the new store, where they re-form their group (those that hold the state keep
-        it); a newcomer still on its way gets the new generation's deadline."""
+        it); every newcomer is on its way again, with a new deadline: it announces itself anew."""
         if self.phase not in (Phase.STEADY, Phase.RESIZING):
             return None
         self.generation += 1
         self.members = [n for n in self.members if n in self.live]
-        for w in self.workers.values():
+        for n, w in self.workers.items():
             if not w.leaving:
                 w.generation = self.generation
-            if w.joins_by is not None and not w.leaving:  # it announces itself again, in the new store
+            if n not in self.members and not w.leaving:  # a newcomer announces itself again, in the new store
                 w.joins_by = now + self.join_timeout_s
         self.phase, self.resized_at = Phase.RESIZING, now
         self._settle()
