@@ -404,7 +404,9 @@ class JobLifecycle:
                             ("too few left for --min: relaunched ===" if relaunch
                              else "dropped, the others train on ==="))
         self.rest(node, time.monotonic())
-        self.mark_dirty(time.monotonic())
+        if not relaunch:
+            run.target = list(run.machine.target)
+            self.mark_dirty(time.monotonic())
 
     def _follow(self, run: JobRun, plan: Plan) -> None:
         """Carries out a plan the machine made on its own (a lost worker dropped, a newcomer gone, the
