@@ -38,6 +38,8 @@ STEP_S = 0.05
 FLAPS = [0.1 * (k + 1) for k in range(10)]
 FLAP_START_S, FLAP_EVERY_S = 15.0, 8.0
 GROWS, GROW_START_S, GROW_EVERY_S, GROW_HELD_S = 4, 15.0, 20.0, 12.0
+# A trace's times are whole seconds: it is written in tenths and played 10 times faster.
+TIME_SCALE = 10
 
 # The job: one small model trained in place, each step paced to STEP_S and its wall time logged.
 SCRIPT = """
@@ -52,9 +54,12 @@ state = bt.ElasticState(model=model, optimizer=optimizer, samples=0)
 log = open(os.path.join(out, f"{os.getpid()}.txt"), "a", buffering=1)
 while True:
     t = time.monotonic()
-    loss = state.ddp_model(torch.randn(32, 64)).pow(2).mean()
+    loss = model(torch.randn(32, 64)).pow(2).mean()
     optimizer.zero_grad()
     loss.backward()
+    if bt.world_size() > 1:  # (not state.ddp_model: its comm hook is refused by torch 2.13, see bench/README.md)
+        for p in model.parameters():
+            torch.distributed.all_reduce(p.grad)
     optimizer.step()
     state.samples += 32 * bt.world_size()
     bt.report(state.samples)
@@ -80,23 +85,28 @@ def run_scenario(pythonpath: Path, rows, options, seconds: float) -> dict:
     state, steps = tmp / "state", tmp / "steps"
     steps.mkdir()
     trace = tmp / "trace.csv"
-    trace.write_text("time,node,state\n" + "".join(f"{t:g},{n},{s}\n" for t, n, s in rows))
+    trace.write_text("time,node,state\n" + "".join(f"{round(t * TIME_SCALE)},{n},{s}\n" for t, n, s in rows))
     script = tmp / "steps_job.py"
     script.write_text(SCRIPT)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(pythonpath))
+    manager_log = open(tmp / "manager.log", "w")
     manager = subprocess.Popen([sys.executable, "-m", "bft", "manager", "--state-dir", str(state),
                                 "--resize", "inplace", "--policy", "equal_share", "--local-trace", str(trace),
-                                "--local-nodes", "2", "--local-grace-s", "5", "--grace", "5",
-                                "--inplace-timeout", "30", *options],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                "--local-time-scale", str(TIME_SCALE), "--local-nodes", "2", "--local-grace-s", "5",
+                                "--grace", "5", "--inplace-timeout", "30", *options],
+                               env=env, stdout=manager_log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        for _ in range(300):
-            if (state / "local-source.json").exists():
+        for _ in range(300):  # until the manager answers on its control socket
+            submit = subprocess.run([sys.executable, "-m", "bft", "submit", str(script), "--state-dir", str(state),
+                                     "--name", "job", "--min", "1", "--max", "2", "--", str(steps), str(STEP_S)],
+                                    env=env, capture_output=True, text=True)
+            if submit.returncode == 0:
                 break
-            time.sleep(0.1)
-        subprocess.run([sys.executable, "-m", "bft", "submit", str(script), "--state-dir", str(state), "--name", "job",
-                        "--min", "1", "--max", "2", "--", str(steps), str(STEP_S)], env=env, check=True,
-                       capture_output=True)
+            if manager.poll() is not None:
+                raise RuntimeError(f"bft manager exited: {(tmp / 'manager.log').read_text().strip()}")
+            time.sleep(0.2)
+        else:
+            raise RuntimeError(f"bft submit: {submit.stderr.strip()}")
         time.sleep(seconds)
     finally:
         manager.send_signal(signal.SIGTERM)
@@ -104,6 +114,7 @@ def run_scenario(pythonpath: Path, rows, options, seconds: float) -> dict:
             manager.wait(90)
         except subprocess.TimeoutExpired:
             os.killpg(manager.pid, signal.SIGKILL)
+        manager_log.close()
     t0 = json.loads((state / "local-source.json").read_text())["t0"]
     logs = [[float(line.split()[0]) for line in f.read_text().splitlines() if line.strip()]
             for f in steps.glob("*.txt")]
@@ -122,7 +133,7 @@ def excess_s(steps, median: float, start: float, end: float) -> float:
 
 
 def flap(pythonpath: Path) -> dict:
-    rows = [(0, "n0", "idle"), (0, "n1", "busy")]
+    rows = [(0, "n0", "idle")]  # (every node is busy before its first line)
     for k, held in enumerate(FLAPS):
         t = FLAP_START_S + k * FLAP_EVERY_S
         rows += [(t, "n1", "idle"), (t + held, "n1", "busy")]
@@ -141,7 +152,7 @@ def flap(pythonpath: Path) -> dict:
 
 
 def cold_grow(pythonpath: Path) -> dict:
-    rows = [(0, "n0", "idle"), (0, "n1", "busy")]
+    rows = [(0, "n0", "idle")]  # (every node is busy before its first line)
     for k in range(GROWS):
         t = GROW_START_S + k * GROW_EVERY_S
         rows += [(t, "n1", "idle"), (t + GROW_HELD_S, "n1", "busy")]
