@@ -87,6 +87,26 @@ def test_the_jobs_gateway_reads_and_writes_its_store(store):
         gateway.close()
 
 
+def test_a_newcomer_counts_as_announced_only_with_the_tickets_it_was_started_with(hosted):
+    """The manager's reading of an in-place newcomer's announcement through the job's relay: every
+    process of the node, each with its own ticket; an earlier process's key on the node is not it."""
+    from bft.runtime.jobs.resize import Configurations
+    from bft.train import protocol
+
+    host, port = hosted.relay.address
+    configurations = Configurations(f"{host}:{port}", 5.0, lambda job: SECRET)
+    try:
+        assert not configurations.announced(JOB, "n1", ["7", "8"])
+        hosted.store.set(protocol.newcomer_key(JOB, "n1", 0), "7")
+        assert not configurations.announced(JOB, "n1", ["7", "8"])  # local rank 1 is still on its way
+        hosted.store.set(protocol.newcomer_key(JOB, "n1", 1), "5")  # an earlier process of the node
+        assert not configurations.announced(JOB, "n1", ["7", "8"])
+        hosted.store.set(protocol.newcomer_key(JOB, "n1", 1), "8")
+        assert configurations.announced(JOB, "n1", ["7", "8"])
+    finally:
+        configurations.close()
+
+
 def test_without_the_secret_nobody_reads_writes_or_lists_keys(store):
     master, relay = store
     keys = master.num_keys()

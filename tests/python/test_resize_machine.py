@@ -62,14 +62,19 @@ class ResizeWorld(RuleBasedStateMachine):
     def decide(self, nodes, switch):
         """A decision; one in four switches the configuration (a restart whatever the method)."""
         target = sorted(n for n in nodes if n in self.pool)
+        generation = self.m.generation
         plan = self.m.resize(target, self.now, in_place=switch != 0)
         if plan is not None:
             self.generation = plan.generation
             assert plan.members[0] not in plan.start, "rank 0 of an in-place generation holds the state"
+            assert plan.publish or self.m.generation == generation, "a generation published without a switch"
             for n in plan.start:
                 assert n not in self.procs, f"a second worker started on {n}"
                 self.procs[n] = plan.generation
             self.crash_counts = False
+        if switch and self.m.phase in (Phase.STEADY, Phase.RESIZING):
+            # A shrink waits for nothing: the published generation is within the target at once.
+            assert set(self.m.members) <= set(target), (self.m.members, target)
         self.start()
 
     # Decisions come as often as every other event put together (three rules of the same body).
@@ -106,10 +111,21 @@ class ResizeWorld(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def newcomer_arrives(self, data):
+        """A newcomer announces itself; the lifecycle then asks for the switch (on every pass)."""
         pending = self.m.pending
         if pending:
             node = data.draw(st.sampled_from(pending))
-            self.m.arrived(node, self.m.workers[node].generation)
+            members = list(self.m.members)
+            self.m.arrived(node)
+            plan = self.m.switch(self.now)
+            if plan is not None:  # the last one on its way arrived: one switch with every arrived newcomer
+                assert plan.publish and not plan.start and not self.m.pending
+                assert plan.members[:len([n for n in members if n in plan.members])] == \
+                    [n for n in members if n in plan.members], "the members keep their ranks, first"
+                assert node in plan.members
+                self.apply(plan)
+            else:
+                assert self.m.members == members, "a switch published while a newcomer is on its way"
 
     @rule(data=st.data(), code=st.sampled_from(CODES))
     def worker_exits(self, data, code):
@@ -123,10 +139,16 @@ class ResizeWorld(RuleBasedStateMachine):
                                                       or self.now - self.m.resized_at >= RESIZE_BLAST_S):
             self.crash_counts = True
         del self.procs[node]
+        newcomer = node not in self.m.members
+        generation = self.m.generation
         plan = self.m.exited(node, judged, code=code, now=self.now, in_place=True)
-        if plan is not None:  # a lost worker: dropped in place, the survivors train on
-            assert judged is Exit.CRASHED and node not in plan.members and plan.members[0] not in plan.start
+        if plan is not None:  # a lost worker or a newcomer gone before the switch: the survivors train on
+            assert judged is Exit.CRASHED or newcomer
+            assert node not in plan.members and plan.members[0] not in plan.start
             assert self.m.phase in (Phase.RESIZING, Phase.STEADY) and self.m.failure is None
+            if newcomer:  # no published generation held it: it costs the members no generation
+                assert not plan.publish or not self.m.pending, plan
+                assert plan.publish or self.m.generation == generation
             self.crash_counts = False
             self.apply(plan)
 
@@ -191,8 +213,10 @@ class ResizeWorld(RuleBasedStateMachine):
             self.m.phase = Phase.ENDED
             return
         members = [n for n in old.members if n in self.procs]
-        if all_alive and old.phase is Phase.STEADY and members and set(members) == set(self.procs):
-            self.m.adopt(members, self.generation)
+        newcomers = sorted(n for n in self.procs if n not in old.members)  # on their way or arrived
+        if all_alive and old.phase in (Phase.STEADY, Phase.RESIZING) and members and members == old.members \
+                and not any(w.leaving for w in old.workers.values()):
+            self.m.adopt(members, self.generation, newcomers, self.now)
         else:
             self.procs.clear()  # terminate_tagged: stopped, relaunched by a decision
         self.crash_counts = False
@@ -221,10 +245,18 @@ class ResizeWorld(RuleBasedStateMachine):
                 self.crash_counts = False
                 self.apply(plan)
         for node in self.m.overdue(self.now):
+            ready, generation = self.m.ready, self.m.generation
             plan = self.m.not_joined(node, self.now)
             if plan is not None:  # dismissed: the survivors never waited for it
                 assert node not in plan.members and self.m.blocked(node) and node in self.m.to_kill(self.now)
+                # It costs the members nothing: a generation only when it was the last one on its way
+                # and others arrived (their switch).
+                assert plan.publish == (self.m.generation != generation)
+                assert not plan.publish or (ready and not self.m.pending)
                 self.apply(plan)
+        plan = self.m.switch(self.now)  # (the lifecycle's every pass; a dismissal may complete a switch)
+        if plan is not None:
+            self.apply(plan)
 
     @rule()
     def quiesce(self):
@@ -251,6 +283,15 @@ class ResizeWorld(RuleBasedStateMachine):
         live = {w.generation for w in self.m.workers.values() if not w.leaving}
         assert live <= {self.m.generation}, (live, self.m.generation)
         assert self.m.generation == self.generation or not self.m.workers
+
+    @invariant()
+    def a_published_generation_holds_no_newcomer_on_its_way_and_no_leaver(self):
+        """The members never wait for a newcomer that has not arrived, and never see a leaver go inside
+        a collective of a generation that still holds it: a leaver is out of the published generation
+        (unless the whole generation stops)."""
+        assert not set(self.m.members) & set(self.m.pending), (self.m.members, self.m.pending)
+        if self.m.phase in (Phase.STEADY, Phase.RESIZING):
+            assert not [n for n in self.m.members if n in self.m.workers and self.m.workers[n].leaving]
 
     @invariant()
     def no_worker_without_a_phase_that_runs(self):
@@ -298,22 +339,63 @@ def running(nodes, generation=1):
     return m
 
 
-def test_a_shrink_just_before_a_grows_deadline_restarts_the_newcomers_clock():
-    """Grow at t=20 (n2 joins by t=24), shrink at t=23.9: n2's deadline is the new generation's."""
+def test_a_shrink_during_a_grow_is_published_at_once_and_the_newcomer_switches_in_when_it_arrives():
+    """Grow at t=20 (n2 on its way until t=24), shrink at t=23.9 (n1 reclaimed): the shrink waits for
+    nothing (n1 is out of the published generation at once, so it leaves after the survivor switched);
+    n2 keeps its own deadline and switches in when it arrives."""
     m = running(["n0", "n1"])
     plan = m.resize(["n0", "n1", "n2"], 20.0, in_place=True)
-    assert plan.start == ["n2"]
+    assert plan.start == ["n2"] and not plan.publish and m.generation == 1
     plan = m.resize(["n0", "n2"], 23.9, in_place=True)
-    assert plan.members == ["n0", "n2"] and plan.leave == ["n1"] and plan.start == []
-    assert m.overdue(24.1) == []  # the old deadline (t=24) does not fire
-    assert m.overdue(23.9 + JOIN_S) == ["n2"]
+    assert plan.publish and plan.members == ["n0"] and plan.leave == ["n1"] and plan.start == []
+    assert m.generation == 2 and m.pending == ["n2"]
+    assert m.overdue(23.95) == [] and m.overdue(24.0) == ["n2"]  # its deadline is its start's
+    m.arrived("n2")
+    plan = m.switch(23.95)
+    assert plan.publish and plan.members == ["n0", "n2"] and m.generation == 3
+
+
+def test_a_reclaim_and_a_grow_decided_together_are_one_switch_once_the_newcomer_has_arrived():
+    m = running(["n0", "n1"])
+    m.resize(["n0", "n1", "n2"], 0.0, in_place=True)
+    m.arrived("n2")  # read just before the next decision (the lifecycle reads arrivals first)
+    plan = m.resize(["n0", "n2"], 0.05, in_place=True)  # n1 reclaimed within the same step
+    assert plan.publish and plan.members == ["n0", "n2"] and plan.leave == ["n1"] and m.generation == 2
+    assert m.switch(0.06) is None  # nothing more to publish
+
+
+def test_a_grow_publishes_nothing_until_every_newcomer_has_arrived():
+    m = running(["n0"])
+    plan = m.resize(["n0", "n1", "n2"], 0.0, in_place=True)
+    assert plan.start == ["n1", "n2"] and not plan.publish and m.phase is Phase.RESIZING
+    m.arrived("n1")
+    assert m.switch(0.5) is None and m.generation == 1  # n2 is still on its way
+    m.arrived("n2")
+    plan = m.switch(1.0)
+    assert plan.members == ["n0", "n1", "n2"] and plan.carried == plan.members and m.generation == 2
+    assert m.phase is Phase.STEADY
+
+
+def test_a_newcomer_reclaimed_or_failed_before_it_arrived_costs_no_generation():
+    m = running(["n0"])
+    m.resize(["n0", "n1"], 0.0, in_place=True)
+    plan = m.resize(["n0"], 0.3, in_place=True)  # a flap: n1 idle for 0.3 s
+    assert not plan.publish and plan.leave == ["n1"] and m.to_kill(0.3) == ["n1"] and m.generation == 1
+    m.exited("n1", Exit.CRASHED, code=-9, now=0.35, in_place=True)
+    assert m.phase is Phase.STEADY and m.generation == 1 and m.failure is None
+    m.resize(["n0", "n2"], 1.0, in_place=True)
+    plan = m.exited("n2", Exit.CRASHED, code=1, now=2.0, in_place=True)  # crashed while starting
+    assert plan is None and m.generation == 1 and m.target == ["n0"] and m.phase is Phase.STEADY
+    m.resize(["n0", "n3"], 3.0, in_place=True)
+    plan = m.exited("n3", Exit.LEFT, code=EXIT_RESIZE, now=3.5, in_place=True)  # its node's SIGTERM came first
+    assert plan is None and m.generation == 1 and m.phase is Phase.STEADY and m.reason is None
 
 
 def test_a_newcomer_no_longer_wanted_is_dismissed_not_waited_for():
     m = running(["n0"])
     m.resize(["n0", "n1"], 0.0, in_place=True)
     plan = m.resize(["n0"], 0.1, in_place=True)  # given and taken back at once
-    assert plan.leave == ["n1"] and m.pending == []
+    assert plan.leave == ["n1"] and m.pending == [] and not plan.publish and m.generation == 1
     assert m.overdue(100.0) == []
     assert m.to_kill(0.1) == ["n1"]  # it holds nothing: stopped at once, not at the grace kill
     m.exited("n1", Exit.LEFT, code=EXIT_RESIZE, now=0.5)
@@ -369,8 +451,9 @@ def test_a_job_whose_work_is_done_finishes_however_its_workers_were_stopped():
 
 def test_a_crash_right_after_an_in_place_resize_is_the_resizes_failure():
     m = running(["n0", "n1"])
-    m.resize(["n0", "n1", "n2"], 10.0, in_place=True)
-    m.arrived("n2", m.generation)
+    m.resize(["n0", "n1", "n2"], 9.0, in_place=True)
+    m.arrived("n2")
+    assert m.switch(10.0).members == ["n0", "n1", "n2"]
     m.progress(m.generation, 0.0)
     m.exited("n1", Exit.CRASHED, code=1, now=11.0)  # a gloo error in backward: a peer changed mid-collective
     assert m.failure.kind is Exit.INPLACE_FAILED
@@ -385,7 +468,9 @@ def test_a_node_still_vacated_by_its_leaver_joins_once_it_is_free():
     assert m.resize(["n0", "n1"], 0.1, in_place=True) is None  # given back before its leaver is gone
     m.exited("n1", Exit.LEFT, code=EXIT_RESIZE, now=0.3)
     plan = m.resize(["n0", "n1"], 0.3, in_place=True)
-    assert plan.start == ["n1"] and plan.members == ["n0", "n1"]
+    assert plan.start == ["n1"] and not plan.publish
+    m.arrived("n1")
+    assert m.switch(0.5).members == ["n0", "n1"]
 
 
 # -- lost workers, hung workers, forgiven retries --------------------------------------------------

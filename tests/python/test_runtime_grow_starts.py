@@ -103,12 +103,13 @@ def test_a_grows_start_is_in_its_resize_gap_event_and_a_restarted_manager_reads_
     t0 = time.time()
     send(1, 1, 1, 100.0, t0 - 1.0)
     for generation, node, standby in [(2, "n1", False), (3, "n2", True)]:
-        resize_begins(run, store, in_place=True)
-        plan = run.machine.resize(sorted(run.agents) + [node], time.monotonic(), in_place=True)
-        run.row.generation = plan.generation
+        resize_begins(run, store, in_place=True)  # the decision (the lifecycle's apply)
+        run.machine.resize(sorted(run.agents) + [node], time.monotonic(), in_place=True)
         run.agents[node] = Agent(job="job", generation=generation, node=node, procs=[], rows=[], standby=standby)
-        book.rescale_begins(run, len(plan.members), method=INPLACE)
-        run.machine.arrived(node, plan.generation)
+        book.rescale_begins(run, len(run.machine.target), method=INPLACE)
+        run.machine.arrived(node)
+        plan = run.machine.switch(time.monotonic())  # published once the newcomer has announced itself
+        run.row.generation = plan.generation
         send(generation, generation, len(plan.members), 100.0 * generation, time.time() + 2.0)
     gaps = store.events(("resize_gap",))
     assert [g["start"] for g in gaps] == [COLD, WARM]

@@ -118,7 +118,7 @@ def _grow_to_a_newcomer(harness, grace_s: float, inplace_timeout_s: float):
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
                          "--grace", f"{grace_s:g}", "--inplace-timeout", f"{inplace_timeout_s:g}")
     _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
-    harness.wait(lambda s: harness.events("resize_inplace", job="el"), 120, "the grow in place")
+    harness.wait(lambda s: harness.events("newcomers_starting", job="el"), 120, "the grow in place")
     deadline = time.monotonic() + 30
     while not (pid := harness.open_pid("el", "n1")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -217,17 +217,17 @@ def test_a_newcomer_hung_mid_grow_is_dismissed_at_its_deadline_and_the_survivor_
 
 
 def test_reclaim_during_a_grow_frees_the_node_within_its_grace_and_the_survivor_goes_on(harness):
-    """The newcomer's node is reclaimed while the job grows onto it: the job shrinks back in place at
-    once (the survivor skips the superseded generation), the node is vacated within its grace time,
-    and the job is never relaunched."""
+    """The newcomer's node is reclaimed while the job grows onto it, 1 s after the grow (before the cold
+    newcomer has arrived): it is dismissed and killed at once, no generation is published (the survivor
+    never leaves its group), the node is vacated within its grace time, and the job is never relaunched."""
     grace = 4
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (12, "n1", "idle"), (13, "n1", "busy")])
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2",
                          "--local-grace-s", str(grace), "--grace", "10")
     _submit(harness, "el", 60_000, "--", "--step-s", "0.05")
     harness.wait(lambda s: s["jobs"][0]["state"] == "finished", 240, "the job to finish")
-    resizes = harness.events("resize_inplace", job="el")
-    assert [r["nodes"] for r in resizes] == [["n0", "n1"], ["n0"]], resizes
+    assert [e["nodes"] for e in harness.events("newcomers_starting", job="el")] == [["n1"]]
+    assert harness.events("resize_inplace", job="el") == []  # the survivor trained on in generation 1
     assert len(harness.events("launch", job="el")) == 1
     assert not harness.events("inplace_failed", "job_failed", job="el")
     assert len(set(_pids_by_node(harness, "el")["n0"])) == 1

@@ -20,8 +20,10 @@ Under ``bft manager --resize inplace`` the manager starts the script directly (n
 writes each generation's configuration (its member nodes, in rank order) into the rendezvous store.
 At a step boundary after a new configuration appears, the workers that stay leave their process
 group and join the new generation's (a fresh store prefix), keeping their process, model and
-optimizer; the workers that leave exit with :data:`EXIT_RESIZE`; newcomers receive the state by
-broadcast from the lowest rank that holds it (rank 0, a survivor). If a peer vanishes or the new
+optimizer; the workers that leave exit with :data:`EXIT_RESIZE`. A grow's newcomers first start
+and announce themselves while the members train on; the manager publishes the generation that holds
+them (the switch) only once all have, and they receive the state by broadcast from the lowest rank
+that holds it (rank 0, a survivor). If a peer vanishes or the new
 group does not form within ``BFT_INPLACE_TIMEOUT_S`` (default 30 s), every worker exits with
 :data:`EXIT_INPLACE_FAILED` and the manager relaunches the job from its last checkpoint.
 Under plain ``python`` or ``torchrun`` the same object resumes from and writes checkpoints.
@@ -189,7 +191,10 @@ class ElasticState:
                     self._store = open_store(self._timeout_s)
                 except rendezvous.RelayUnreachable as e:  # no keeper answered for the whole timeout
                     self._fail(e)
-                self._join(int(self._store.get(p.generation_key(self._job)).decode()))
+                ticket = os.environ.get(p.ENV_JOIN_TICKET)  # a newcomer of a grow: it waits for the switch
+                generation = self._announce(ticket) if ticket else self._latest_generation()
+                self._arm()
+                self._join(generation)
                 self._sync(has_state=False)
             except Exception as e:  # noqa: BLE001 - a peer or the store was lost while the group formed
                 self._rejoin(e, has_state=False)
@@ -274,8 +279,6 @@ class ElasticState:
                 dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
                 *stops, seen, due = agreed.tolist()
                 stop = self._stop_agreed(sum(stops), world, now)
-            if seen > self.generation and not stop and self._same_group(seen):
-                self._keep_group(seen)
         except Exception as e:  # noqa: BLE001 - a peer vanished
             if self._inplace:
                 self._rejoin(e, has_state=True)
@@ -374,31 +377,41 @@ class ElasticState:
         config = json.loads(self._store.get(p.config_key(self._job, generation)).decode())
         return config["nodes"], int(config.get("procs_per_node", 1))
 
-    def _ready_generation(self) -> int:
-        """The newest published generation if all its newcomers have arrived, else the current one:
-        the survivors train on while newcomers start (Python, torch, the model: seconds)."""
-        store, job = self._store, self._job
-        latest = int(store.get(p.generation_key(job)).decode())
-        if latest <= self.generation:
-            return self.generation
-        nodes, per_node = self._configuration(latest)
-        newcomers = [p.arrived_key(job, latest, n, k) for n in nodes if n not in self._nodes for k in range(per_node)]
-        return latest if not newcomers or store.check(newcomers) else self.generation
+    def _latest_generation(self) -> int:
+        """The newest published generation. The manager publishes a grow's switch only once every
+        newcomer has announced itself, so the members never wait for one that is still starting
+        (Python, torch, the model: seconds): they train on meanwhile."""
+        return int(self._store.get(p.generation_key(self._job)).decode())
 
-    def _same_group(self, generation: int) -> bool:
-        """Whether `generation` has this group's members in the same order, and the manager did not ask
-        them to re-form (a new keeper's store): a newcomer dismissed before it arrived. Every member of
-        this group just took part in the step boundary, so each is the same process still."""
-        config = json.loads(self._store.get(p.config_key(self._job, generation)).decode())
-        return config["nodes"] == self._nodes and not config.get("regroup", False)
-
-    def _keep_group(self, generation: int) -> None:
-        """Moves to `generation` in the same process group: no teardown, no state to send."""
-        self.generation = generation
-        self._store.set(p.arrived_key(self._job, generation, os.environ.get(p.ENV_NODE, ""), _local_rank()), "1")
-        dist = self._dist
-        _reporter.REPORTER.reconfigure(generation, dist.get_rank() if dist.is_initialized() else 0,
-                                       dist.get_world_size() if dist.is_initialized() else 1)
+    def _announce(self, ticket: str) -> int:
+        """A newcomer of an in-place grow: announces itself with its ticket, then waits, outside any
+        group, for the manager's switch (the first generation that holds this node); the members train
+        on meanwhile. A store that stops answering (the keeper lost) is reconnected to and announced in
+        again. Raises TimeoutError after BFT_INPLACE_TIMEOUT_S (the manager dismisses it before)."""
+        job, node = self._job, os.environ.get(p.ENV_NODE, "")
+        deadline = time.monotonic() + self._timeout_s
+        announced = False
+        if self._beat is not None:
+            self._beat.waiting = True
+        while True:
+            try:
+                if not announced:
+                    self._store.set(p.newcomer_key(job, node, _local_rank()), ticket)
+                    announced = True
+                latest = self._latest_generation()
+                if node in self._configuration(latest)[0]:
+                    return latest
+            except Exception:  # noqa: BLE001 - the store is gone: a new keeper's, announced in again
+                announced = False
+                try:
+                    self._store = open_store(self._timeout_s)
+                except Exception:  # noqa: BLE001 - not back yet
+                    time.sleep(0.2)
+            if stop_requested.is_set():  # its node taken back before it joined: nothing to save
+                exit_for_resize()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no generation with {node} within {self._timeout_s:g} s of its announcement")
+            time.sleep(0.01)
 
     def _await_members(self, generation: int) -> Tuple[int, List[str], int]:
         """Waits until every process of every member of the generation has arrived, so that the process
@@ -490,20 +503,13 @@ class ElasticState:
 
     def _next_generation(self, after: int, deadline: float) -> int:
         """The generation to re-form in after generation `after` failed: the newest one published since
-        whose members are the first one's (the survivors the manager kept) or have arrived at it, so
-        that a grow decided with the shrink (a newcomer still starting) does not hold the survivors
-        up; they switch to it once its newcomers arrive, as for any grow. TimeoutError after the
-        deadline; a stop asked meanwhile (SIGTERM) saves the state and exits."""
-        store, job = self._store, self._job
+        (the one that drops the lost peer, or a newer one: every newcomer of a published generation has
+        announced itself, so none holds the survivors up). TimeoutError after the deadline; a stop
+        asked meanwhile (SIGTERM) saves the state and exits."""
         while True:
-            latest = int(store.get(p.generation_key(job)).decode())
+            latest = self._latest_generation()
             if latest > after:
-                kept, _ = self._configuration(after + 1)
-                for generation in range(latest, after, -1):
-                    nodes, per_node = self._configuration(generation)
-                    if all(n in kept or store.check([p.arrived_key(job, generation, n, k) for k in range(per_node)])
-                           for n in nodes):
-                        return generation
+                return latest
             if stop_requested.is_set():
                 if self._nodes:
                     self.save()
@@ -513,7 +519,7 @@ class ElasticState:
             time.sleep(0.02)
 
     def _poll_generation(self) -> int:
-        """_ready_generation, except that a store that stopped answering (the keeper died) is not this
+        """_latest_generation, except that a store that stopped answering (the keeper died) is not this
         worker's failure: its group, formed, needs no store. It trains on and reconnects in the
         background; the manager re-forms the job in the new keeper's store."""
         if self._reconnecting is not None:
@@ -521,7 +527,7 @@ class ElasticState:
                 return self.generation
             self._reconnecting = None
         try:
-            return self._ready_generation()
+            return self._latest_generation()
         except Exception:  # noqa: BLE001 - the store is gone
             self._reconnecting = threading.Thread(target=self._reconnect, name="bft-reconnect", daemon=True)
             self._reconnecting.start()

@@ -59,6 +59,9 @@ ENV_STORE_ADDR = "BFT_STORE_ADDR"  # host:port of the job's rendezvous store (th
 ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fails the resize
 ENV_DIST_BACKEND = "BFT_DIST_BACKEND"  # "gloo" or "nccl": the workers' backend, if not the device's default
 ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gloo binds its interface)
+# An in-place newcomer's ticket (its process row): it announces itself with it, and joins a generation
+# only once the manager has published one that holds its node (bft.train.elastic).
+ENV_JOIN_TICKET = "BFT_JOIN_TICKET"
 # A warm standby (bft.train.standby) carries it from its start: a worker born of one has no job tag
 # (its environment in /proc is the standby's), so it is known by its pid and the manager and node tags.
 ENV_STANDBY = "BFT_STANDBY"
@@ -162,8 +165,8 @@ def decode(datagram: bytes, secret: bytes) -> Report:
 
 
 # The rendezvous store's keys of an in-place job: the current generation, each generation's
-# configuration (its member nodes in rank order), its members' arrivals, and its own prefix for its
-# process group.
+# configuration (its member nodes in rank order), its members' arrivals, its own prefix for its
+# process group, and the newcomers' announcements (before any generation holds them).
 def generation_key(job: str) -> str:
     return f"bft/{job}/generation"
 
@@ -175,6 +178,12 @@ def config_key(job: str, generation: int) -> str:
 def arrived_key(job: str, generation: int, node: str, local_rank: int = 0) -> str:
     """Set by local rank `local_rank` of `node` once it has come to the generation's rendezvous."""
     return f"bft/{job}/g{generation}/arrived/{node}/{local_rank}"
+
+
+def newcomer_key(job: str, node: str, local_rank: int = 0) -> str:
+    """Set by local rank `local_rank` of an in-place newcomer on `node` to its ticket (ENV_JOIN_TICKET)
+    once it has started and connected: the manager then publishes the switch."""
+    return f"bft/{job}/newcomer/{node}/{local_rank}"
 
 
 def beat_key(job: str, node: str, local_rank: int = 0) -> str:

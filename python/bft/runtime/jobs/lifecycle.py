@@ -105,16 +105,31 @@ class JobLifecycle:
             return RELAUNCH
         in_place = how.in_place and not switch
         if in_place:
-            self.workers.read_arrivals(run)  # a newcomer that arrived meanwhile is a survivor now
+            self._read_arrivals(run)  # a newcomer that arrived meanwhile switches in with this decision
         plan = m.resize(run.target, now, in_place=in_place)
         if plan is not None:
             self._carry_out(run, plan)
         self._terminate_stopping(run)
         return INPLACE if plan is not None else RELAUNCH
 
+    def _read_arrivals(self, run: JobRun) -> None:
+        """Tells the job's machine which of its newcomers have announced themselves in the store."""
+        for node in self.workers.read_arrivals(run):
+            run.machine.arrived(node)
+
     def _carry_out(self, run: JobRun, plan: Plan) -> None:
-        """An in-place resize: the configuration published, survivors' process rows carried over to
-        the new generation, newcomers started; the leavers exit at their next step boundary."""
+        """An in-place resize: newcomers started (they announce themselves; the members train on), and
+        if the plan publishes (a shrink, or the switch once every newcomer has arrived), the
+        configuration published and the members' process rows carried over to the new generation; the
+        leavers exit at their next step boundary (a newcomer dismissed is killed: ``_reap``)."""
+        if not plan.publish:
+            if plan.start:
+                self.files.log_line(run.id, f"=== starting {', '.join(plan.start)} in place: generation "
+                                            f"{run.row.generation} trains on until they have arrived ===")
+                self.store.log_event("newcomers_starting", job=run.id, generation=run.row.generation,
+                                     nodes=plan.start)
+            self.launch_agents(run, plan.start, joining=True)
+            return
         row = run.row
         row.generation = plan.generation
         self.store.update_job(row.id, generation=row.generation)
@@ -134,11 +149,13 @@ class JobLifecycle:
                     self.store.set_proc_pid(agent.rows[k], pid)
                 agent.generation = row.generation
         self.files.log_line(row.id, f"=== generation {row.generation} in place: {len(plan.members)} nodes "
-                                    f"({', '.join(plan.members)}); joining {', '.join(plan.start) or 'none'}, "
-                                    f"leaving {', '.join(plan.leave) or 'none'} ===")
+                                    f"({', '.join(plan.members)}); joining {', '.join(plan.joined) or 'none'}, "
+                                    f"leaving {', '.join(plan.left) or 'none'} ===")
         self.store.log_event("resize_inplace", job=row.id, generation=row.generation, nodes=plan.members,
-                             joined=plan.start, left=plan.leave)
-        self.launch_agents(run, plan.start)
+                             joined=plan.joined, left=plan.left)
+        if plan.start:
+            self.store.log_event("newcomers_starting", job=run.id, generation=row.generation, nodes=plan.start)
+        self.launch_agents(run, plan.start, joining=True)
 
     @contextlib.contextmanager
     def node_events(self) -> Iterator[None]:
@@ -269,10 +286,12 @@ class JobLifecycle:
                 # re-forms it), and the workers start and wait for it there.
         self.launch_agents(run, run.target)
 
-    def launch_agents(self, run: JobRun, nodes: List[str]) -> None:
+    def launch_agents(self, run: JobRun, nodes: List[str], joining: bool = False) -> None:
         """Starts the job's workers on `nodes` (the machine knows them already); a node where none could
-        start is a launch failure for the machine."""
-        for node, error in self.workers.start(run, nodes).items():
+        start is a launch failure for the machine. `joining`: newcomers of an in-place grow."""
+        if not nodes:
+            return
+        for node, error in self.workers.start(run, nodes, joining=joining).items():
             run.machine.launch_failed(node, time.monotonic(), error)
         self._terminate_stopping(run)
 
@@ -291,11 +310,13 @@ class JobLifecycle:
                 members = self.workers.configurations.members(row.id, row.generation) or members
             except Exception:  # noqa: BLE001 - the keeper lost its store: relaunch instead of adopting
                 return False
-            if set(members) != set(agents):  # a newcomer of the generation never started: relaunch
+            if not set(members) <= set(agents):  # a member's worker is gone: relaunch
                 return False
+        # In place, the others are a grow's newcomers on their way (their process rows are their tickets).
+        newcomers = sorted(n for n in agents if n not in members)
         self.workers.adopted(run, agents)
-        run.target = list(members)
-        run.machine.adopt(members, row.generation)
+        run.target = list(members) + newcomers
+        run.machine.adopt(members, row.generation, newcomers, time.monotonic())
         run.launched_at = time.monotonic()
         self.files.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on "
                                     f"{len(agents)} nodes: it trained on ===")
@@ -359,50 +380,66 @@ class JobLifecycle:
             lost = m.lost
             plan = m.exited(node, judged, code=code, now=now, in_place=how.in_place)
             if m.lost is not lost:
-                self._drop_lost(run, node, code, plan)
+                self._drop_lost(run, node, code)
+            if plan is not None:
+                self._follow(run, plan)
             vacated = vacated or (was_leaving and node in run.target)
         self._terminate_stopping(run)
         if vacated and m.phase in (Phase.STEADY, Phase.RESIZING) and how.in_place:
             # A node of its target was still being vacated by its own leaver: it joins now.
             self._resize(run, switch=False)
 
-    def _drop_lost(self, run: JobRun, node: str, code: int, plan: Optional[Plan]) -> None:
+    def _drop_lost(self, run: JobRun, node: str, code: int) -> None:
         """A worker lost while its job trains in place (dead, killed, or hung and killed): the machine
-        dropped it from the next generation (`plan`) and the survivors train on from their own state;
-        the allocator decides again (it may give the job a node back: a grow). Without a plan the
-        survivors were too few for the job's --min: the machine stops them for a relaunch."""
+        dropped it (a member: from a generation published at once; a newcomer: before it was ever
+        published) and the survivors train on from their own state; the allocator decides again (it
+        may give the job a node back: a grow). Survivors too few for the job's --min are stopped by
+        the machine for a relaunch."""
+        relaunch = run.machine.phase is Phase.STOPPING
         self.store.log_event("worker_lost", job=run.id, node=node, exit_code=code,
-                             generation=plan.generation if plan else None)
+                             generation=None if relaunch else run.machine.generation)
         self.files.log_line(run.id, f"=== the worker on {node} was lost (exit status {code}): " +
-                            ("dropped, the others train on ===" if plan else "too few left for --min: relaunched ==="))
+                            ("too few left for --min: relaunched ===" if relaunch
+                             else "dropped, the others train on ==="))
         self.rest(node, time.monotonic())
-        if plan is None:
-            return
+        if not relaunch:
+            run.target = list(run.machine.target)
+            self.mark_dirty(time.monotonic())
+
+    def _follow(self, run: JobRun, plan: Plan) -> None:
+        """Carries out a plan the machine made on its own (a lost worker dropped, a newcomer gone, the
+        switch once every newcomer has arrived). A published one ends a gap the intake measures (from
+        the members' last step before it); one that drops a member is a rescale nobody decided, which
+        the advisor hears of (a switch is the rescale its decision began)."""
         run.target = list(run.machine.target)
-        gaps.resize_begins(run, self.store, in_place=True)
+        if plan.publish:
+            gaps.resize_begins(run, self.store, in_place=True)
         self._carry_out(run, plan)
-        self.book.rescale_begins(run, len(run.target), method=INPLACE)
-        self.mark_dirty(time.monotonic())
+        if plan.publish and plan.left:
+            self.book.rescale_begins(run, len(run.target), method=INPLACE)
 
     def _check_newcomers(self, run: JobRun, now: float) -> None:
-        """A newcomer past its generation's deadline has arrived (read from the store) or fails the resize."""
+        """Newcomers that announced themselves (read from the store): once none is on its way, the
+        switch is published. One past its deadline that has not is dismissed (or fails the resize)."""
         m = run.machine
-        if not m.overdue(now):
-            return
-        self.workers.read_arrivals(run)
+        if m.pending:
+            self._read_arrivals(run)
         for node in m.overdue(now):
             generation = m.workers[node].generation
             plan = m.not_joined(node, now)
-            if plan is None:
+            if m.phase is Phase.STOPPING:
                 self.store.log_event("inplace_failed", job=run.id, node=node, generation=generation,
                                      error=f"not joined within {self.inplace_timeout_s:g} s")
                 continue
             self.store.log_event("newcomer_dismissed", job=run.id, node=node, generation=generation,
                                  error=f"not joined within {self.inplace_timeout_s:g} s")
             self.rest(node, now)
-            run.target = list(m.target)
-            self._carry_out(run, plan)
+            if plan is not None:
+                self._follow(run, plan)
             self.mark_dirty(now)
+        plan = m.switch(now)
+        if plan is not None:
+            self._follow(run, plan)
         self._terminate_stopping(run)
 
     def _check_heartbeats(self, run: JobRun, now: float) -> None:

@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from ...train import protocol
 from ..sources.base import NodeSource, SourceError
 from ..statedb.store import StateStore
 from .files import JobFiles
@@ -63,21 +64,24 @@ class Workers:
                                                   keeper_gone=lambda: not self.keeper_alive())
         return self._configurations
 
-    def read_arrivals(self, run: JobRun) -> None:
-        """Tells the job's machine which of its newcomers have come to their generation's rendezvous."""
-        m = run.machine
-        for node in m.pending:
+    def read_arrivals(self, run: JobRun) -> List[str]:
+        """The job's newcomers on their way that have announced themselves in the store, each of its
+        processes with the ticket it was started with (its process row: not an earlier process's)."""
+        arrived = []
+        for node in run.machine.pending:
+            agent = run.agents.get(node)
             try:
-                if self.configurations.arrived(run.id, m.workers[node].generation, node, run.row.procs_per_node):
-                    m.arrived(node, m.workers[node].generation)
+                if agent is not None and self.configurations.announced(run.id, node, [str(r) for r in agent.rows]):
+                    arrived.append(node)
             except Exception:  # noqa: BLE001 - the store is unreachable: the newcomer's deadline decides
-                return
+                break
+        return arrived
 
     def read_beats(self, run: JobRun) -> Optional[Dict[Tuple[str, int], str]]:
         """The heartbeats of the job's workers that run and have joined: (node, pid) -> value; None if
         the store is unreachable."""
         m = run.machine
-        processes = [(n, k) for n in m.live if n not in m.pending and n in run.agents
+        processes = [(n, k) for n in m.live if n in m.members and n in run.agents
                      for k in range(len(run.agents[n].procs))]
         try:
             values = self.configurations.beats(run.id, processes)
@@ -94,11 +98,12 @@ class Workers:
         if self._configurations is not None:
             self._configurations.forget(job)
 
-    def start(self, run: JobRun, nodes: List[str]) -> Dict[str, str]:
+    def start(self, run: JobRun, nodes: List[str], joining: bool = False) -> Dict[str, str]:
         """Starts the job's workers on `nodes` (its method's processes per node: one torchrun agent, or
         N in-place workers); the nodes where not all could start, with why (whatever started there is
         killed: a node is one member). Their process rows are recorded, in one commit, before any of
-        them exists; their pids, or their failures, in one more."""
+        them exists; their pids, or their failures, in one more. `joining`: newcomers of an in-place
+        grow, each given its process row as the ticket it announces itself with."""
         row = run.row
         how = method(run.method)
         job_dir = self.files.job_dir(row.id)
@@ -130,6 +135,8 @@ class Workers:
                 env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
                 if how.runs_script:
                     env.update(local_rank_environment(k, row.procs_per_node))
+                if joining and how.in_place:
+                    env[protocol.ENV_JOIN_TICKET] = str(rows[node][k])
                 envs.append(env)
             if how.runs_script and self.standbys is not None:
                 standbys = self.standbys.take(node, row.python, count)

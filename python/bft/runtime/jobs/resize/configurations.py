@@ -4,7 +4,8 @@ The manager writes every generation's configuration (its member nodes, in rank o
 processes each runs) and then the
 job's current generation (key layout: bft.train.protocol). The workers that stay notice a new
 generation at their next step boundary and re-form their process group on its prefix
-(bft.train.elastic); those that leave exit with EXIT_RESIZE; newcomers announce their arrival.
+(bft.train.elastic); those that leave exit with EXIT_RESIZE. Newcomers announce themselves before
+any generation holds them (``announced``): the manager publishes the switch once all have.
 """
 
 from __future__ import annotations
@@ -59,9 +60,12 @@ class Configurations:
         store.set(protocol.config_key(job, generation), json.dumps(config))
         store.set(protocol.generation_key(job), str(generation))
 
-    def arrived(self, job: str, generation: int, node: str, procs_per_node: int = 1) -> bool:
-        """True once every worker on `node` has come to generation `generation`'s rendezvous."""
-        return self._client(job).check([protocol.arrived_key(job, generation, node, k) for k in range(procs_per_node)])
+    def announced(self, job: str, node: str, tickets: List[str]) -> bool:
+        """True once every newcomer process on `node` (local rank k started with ticket `tickets[k]`) has
+        announced itself: started, connected and ready to join (bft.train.elastic)."""
+        store = self._client(job)
+        keys = [protocol.newcomer_key(job, node, k) for k in range(len(tickets))]
+        return store.check(keys) and [v.decode() for v in store.multi_get(keys)] == tickets
 
     def members(self, job: str, generation: int) -> Optional[List[str]]:
         """The nodes of a published generation in rank order, or None if it was never published."""

@@ -8,7 +8,7 @@ test_resize_machine.py), which checks its invariants after every step.
 
 Phases (``Phase``)::
 
-    IDLE ──start──▶ STEADY ──resize in place──▶ RESIZING ──newcomers arrived, leavers gone──▶ STEADY
+    IDLE ──start──▶ STEADY ──resize in place──▶ RESIZING ──switched, leavers gone──▶ STEADY
       ▲               │  ▲                         │
       │               │  └──── newest target wins ─┤ (a second resize while one is under way)
       │             stop (a relaunch, a failure, a reclaim of everything, cancel, shutdown, done)
@@ -19,9 +19,15 @@ Phases (``Phase``)::
       │               ├── a counted failure ──▶ BACKOFF ──deadline──▶ IDLE
       └───────────────┴── finished, failed, cancelled ──▶ ENDED
 
+In place, a grow first *starts* its newcomers and publishes nothing: the members train on in their
+generation while each newcomer starts, connects and announces itself (``arrived``); only once none
+is on its way does the machine publish the switch (``switch``: a generation with them). A shrink publishes at
+once, taking along the newcomers that have arrived; those still on its way join later. A newcomer
+dismissed or lost before the switch publishes nothing (the published generation never held it).
+
 Every phase but IDLE and ENDED has a deadline after which ``tick`` acts: a newcomer that has not
-arrived by its generation's deadline is dismissed (or, without survivors, fails the in-place
-resize); a worker asked to leave is killed at its kill time; a back-off ends. In place, a worker
+arrived by its deadline is dismissed (or, without survivors, fails the in-place resize); a worker
+asked to leave is killed at its kill time; a back-off ends. In place, a worker
 lost while its generation runs (crashed, killed, or found hung and killed) is dropped from a new
 generation, a shrink, not a failure (``exited``), unless another one fails the same way; a lost
 keeper's jobs re-form in the new store (``reform``); healthy training forgives counted failures.
@@ -93,8 +99,13 @@ class Machine:
 
     @property
     def pending(self) -> List[str]:
-        """Newcomers not yet arrived at their generation."""
+        """Newcomers on their way: started, not yet arrived."""
         return [n for n, w in self.workers.items() if w.joins_by is not None and not w.leaving]
+
+    @property
+    def ready(self) -> List[str]:
+        """Newcomers that have arrived and wait for the switch (not yet members of a published generation)."""
+        return [n for n, w in self.workers.items() if w.joins_by is None and not w.leaving and n not in self.members]
 
     @property
     def running(self) -> bool:
@@ -118,9 +129,15 @@ class Machine:
         self.completed = self.disturbed = self.reported = False
         self.resized_at = self.progress_at = None
 
-    def adopt(self, members: List[str], generation: int) -> None:
-        """A restarted manager took over a running generation (its workers trained on)."""
+    def adopt(self, members: List[str], generation: int, newcomers: List[str] = (), now: float = 0.0) -> None:
+        """A restarted manager took over a running generation (its workers trained on) and the newcomers
+        of a grow that were on their way (started, not yet published): they get a new deadline."""
         self.start(members, generation)
+        for n in newcomers:
+            self.workers[n] = Worker(n, generation, joins_by=now + self.join_timeout_s)
+            self.target.append(n)
+        if newcomers:
+            self.phase = Phase.RESIZING
 
     def launch_failed(self, node: str, at: float, detail: str) -> None:
         """The worker for `node` could not be started at all."""
@@ -140,7 +157,13 @@ class Machine:
         """The allocator moved the job to `target`; the newest target wins, whatever is under way.
         Returns the in-place plan to carry out, or None: nothing to do now, or the generation is
         being stopped for a relaunch (STOPPING) or was not running (the target is kept for the next
-        start). `in_place`: the method resizes in place and the configuration is unchanged."""
+        start). `in_place`: the method resizes in place and the configuration is unchanged.
+
+        In place, newcomers are started, not published: the members train on until every newcomer
+        has arrived (then ``switch`` publishes them). Members that leave are dropped from a
+        generation published at once (a shrink waits for nothing), with the newcomers that have
+        arrived; a newcomer no longer wanted is dismissed, killed at once: it holds nothing and no
+        published generation has it, so the members never see it go."""
         self.target = list(target)
         if self.phase not in (Phase.STEADY, Phase.RESIZING):
             return None
@@ -154,38 +177,53 @@ class Machine:
         if not holders:  # no survivor holds the state: a relaunch from the checkpoint
             self.stop(Stop.RESIZE, now)
             return None
-        waiting = [n for n in self.members if n in target and n in self.pending]
         new = sorted(n for n in target if n not in self.workers)  # (a node still being vacated waits)
         leave = [n for n in self.live if n not in target]  # leavers, and newcomers no longer wanted
-        members = holders + waiting + new
-        if members == self.members and not leave:
-            return None
-        self.generation += 1
-        self.members = members
-        for n in holders:
-            self.workers[n].generation = self.generation
-        for n in waiting + new:  # the deadline is the new generation's: it was set by this resize
+        for n in new:
             self.workers[n] = Worker(n, self.generation, joins_by=now + self.join_timeout_s)
-        for n in leave:  # a newcomer that has not arrived holds nothing: killed at once
-            self._let_go(n, now if self.workers[n].joins_by is not None else now + self.join_timeout_s + self.grace_s)
+        for n in leave:  # a newcomer (not a member) holds nothing: killed at once
+            self._let_go(n, now if n not in self.members else now + self.join_timeout_s + self.grace_s)
+        members = holders + [n for n in self.ready if n in target]
+        shrink = any(n not in holders for n in self.members)  # a member leaves, or is gone (lost)
+        if shrink or (members != self.members and not self.pending):
+            plan = self._publish(members, now)
+            plan.start, plan.leave = new, leave
+        elif new or leave:
+            self.phase = Phase.RESIZING
+            plan = Plan(self.generation, list(self.members), new, [], leave, publish=False)
+        else:
+            return None
+        self._settle()
+        return plan
+
+    def _publish(self, members: List[str], now: float) -> Plan:
+        """A new generation of `members` (the holders first, rank 0 among them, then arrived newcomers),
+        every one of them a worker that runs and holds the state or has arrived."""
+        joined = [n for n in members if n not in self.members]
+        left = [n for n in self.members if n not in members]
+        self.generation += 1
+        self.members = list(members)
+        for w in self.workers.values():
+            if not w.leaving:
+                w.generation = self.generation
         self.phase = Phase.RESIZING
         self.disturbed = False  # a reclaim that led here has been answered
         self.resized_at = now
-        return Plan(self.generation, members, new, holders + waiting, leave)
+        return Plan(self.generation, list(members), [], list(members), [], joined=joined, left=left)
 
     def reform(self, now: float) -> Optional[Plan]:
         """The keeper was lost and a new one took its place: the store that held the generation's
         configuration and its group's rendezvous is gone. The same members are published as a new
         generation in the new store, where they re-form their group (those that hold the state keep
-        it); a newcomer still on its way gets the new generation's deadline."""
+        it); every newcomer is on its way again, with a new deadline: it announces itself anew."""
         if self.phase not in (Phase.STEADY, Phase.RESIZING):
             return None
         self.generation += 1
         self.members = [n for n in self.members if n in self.live]
-        for n in self.members:
-            w = self.workers[n]
-            w.generation = self.generation
-            if w.joins_by is not None:
+        for n, w in self.workers.items():
+            if not w.leaving:
+                w.generation = self.generation
+            if n not in self.members and not w.leaving:  # a newcomer announces itself again, in the new store
                 w.joins_by = now + self.join_timeout_s
         self.phase, self.resized_at = Phase.RESIZING, now
         self._settle()
@@ -233,12 +271,24 @@ class Machine:
 
     # -- what the workers do ----------------------------------------------------------------------
 
-    def arrived(self, node: str, generation: int) -> None:
-        """The newcomer on `node` came to `generation`'s rendezvous (the lifecycle read it in the store)."""
+    def arrived(self, node: str) -> None:
+        """The newcomer on `node` has started and announced itself (the lifecycle read it in the store):
+        it waits for the switch (``switch``)."""
         w = self.workers.get(node)
-        if w is not None and w.generation == generation and not w.leaving:
+        if w is not None and w.joins_by is not None and not w.leaving:
             w.joins_by = None
+
+    def switch(self, now: float) -> Optional[Plan]:
+        """Once no newcomer is on its way, the plan that publishes a generation with every arrived one
+        (the members change group at their next step boundary); None before that, or with none."""
+        if self.phase is not Phase.RESIZING or self.pending or not self.ready:
+            return None
+        holders = self._holders(self.target)
+        if not holders:
+            return None
+        plan = self._publish(holders + [n for n in self.ready if n in self.target], now)
         self._settle()
+        return plan
 
     def progress(self, generation: int, now: float) -> None:
         """A progress report of `generation` at `now`: the job trains, so an in-place failure after it is
@@ -254,10 +304,6 @@ class Machine:
                 if self.retries > 0:
                     self.retries -= 1
                     self.forgiven += 1
-            for w in self.workers.values():  # reports come once the group has formed: all arrived
-                if w.generation == generation and not w.leaving:
-                    w.joins_by = None
-            self._settle()
 
     def exited(self, node: str, kind: Exit, *, code: Optional[int], now: float,
                in_place: bool = False) -> Optional[Plan]:
@@ -275,6 +321,10 @@ class Machine:
             if self.reason in (Stop.FAILED, Stop.INPLACE_FAILED) and _killed_by_others(kind, code, w, now):
                 # Its peers' failures (reaped first) were its death's consequence: the crash is the cause.
                 self._fail(Failure(Exit.CRASHED, node, now, code), now)
+        elif in_place and kind is not Exit.CRASHED and node not in self.members and self.phase is Phase.RESIZING:
+            # A newcomer gone before the switch (its node's SIGTERM came first, or it could not connect):
+            # no published generation held it, the members go on; a node given back starts a new one.
+            plan = self.resize([n for n in self.target if n != node], now, in_place=True)
         elif kind is Exit.LEFT:
             # Stopped by someone else's word before ours (the batch scheduler's SIGTERM on a reclaimed
             # node): a departure, not a failure; the others cannot go on without it.
@@ -328,10 +378,10 @@ class Machine:
         return [n for n, w in self.workers.items() if w.joins_by is not None and not w.leaving and now >= w.joins_by]
 
     def not_joined(self, node: str, now: float) -> Optional[Plan]:
-        """The newcomer on `node` did not arrive by its generation's deadline. With survivors that hold
-        the state it is dismissed (killed at once) and the generation goes on without it: they never
-        waited for it (they switch only once every newcomer has arrived), so it costs them nothing.
-        Without survivors the resize fails. Returns the plan that drops it, or None."""
+        """The newcomer on `node` did not arrive by its deadline. With survivors that hold the state it
+        is dismissed (killed at once) and the members go on without it: no published generation ever
+        held it, so it costs them nothing (the plan publishes nothing, unless the others on their way
+        have all arrived: their switch). Without survivors the resize fails. Returns the plan, or None."""
         w = self.workers.get(node)
         if w is None or w.joins_by is None or w.leaving:
             return None
@@ -419,7 +469,8 @@ class Machine:
         self.stop(Stop.FAILED if failure.kind is Exit.CRASHED else Stop.INPLACE_FAILED, now)
 
     def _settle(self) -> None:
-        if self.phase is Phase.RESIZING and not self.pending and all(not w.leaving for w in self.workers.values()):
+        if self.phase is Phase.RESIZING and not self.pending and not self.ready \
+                and all(not w.leaving for w in self.workers.values()):
             self.phase = Phase.STEADY
 
     def _outcome(self, outcome: Outcome, words: str) -> Outcome:

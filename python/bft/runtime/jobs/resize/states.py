@@ -5,14 +5,14 @@ failures (:mod:`.machine` is the machine itself)."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional
 
 
 class Phase(str, enum.Enum):
     IDLE = "idle"  # no worker runs: queued, or waiting for its nodes to be vacated
     STEADY = "steady"  # one generation runs on its members, nothing pending
-    RESIZING = "resizing"  # in place: a generation published, newcomers on their way or leavers leaving
+    RESIZING = "resizing"  # in place: newcomers on their way or waiting for the switch, or leavers leaving
     STOPPING = "stopping"  # every worker is being stopped; `reason` says why
     BACKOFF = "backoff"  # after a counted failure: no start before `deadline`
     ENDED = "ended"  # finished, failed or cancelled
@@ -60,7 +60,7 @@ class Worker:
 
     node: str
     generation: int  # the generation it serves
-    joins_by: Optional[float] = None  # a newcomer: arrives at `generation` by then, or the resize fails
+    joins_by: Optional[float] = None  # a newcomer on its way: announces itself by then, or is dismissed
     leaving: bool = False  # asked to go (a leaver, or any worker of a stopping generation)
     kill_at: Optional[float] = None  # killed if it still runs then (set once it is leaving)
     hung: bool = False  # made no progress for too long: killed at once, its exit a loss
@@ -68,8 +68,10 @@ class Worker:
 
 @dataclass
 class Plan:
-    """An in-place resize the lifecycle carries out: publish `members` as `generation`, carry the
-    process rows of `carried` over to it, start `start`, let `leave` go."""
+    """An in-place resize the lifecycle carries out: start the newcomers `start` (they announce
+    themselves and wait), let `leave` go, and if `publish`, publish `members` as `generation` (the
+    switch: the members change group at their next step boundary) with the process rows of `carried`
+    moved over to it."""
 
     generation: int
     members: List[str]
@@ -77,6 +79,9 @@ class Plan:
     carried: List[str]
     leave: List[str]
     regroup: bool = False  # the members re-form their group even if unchanged (the keeper's store is new)
+    publish: bool = True  # False: newcomers started or dismissed only; the published generation stays
+    joined: List[str] = field(default_factory=list)  # published: newcomers that switch in
+    left: List[str] = field(default_factory=list)  # published: members of the last generation not in this one
 
 
 @dataclass
