@@ -190,3 +190,32 @@ def test_an_in_place_worker_that_reaches_no_keeper_exits_76_naming_the_relay(tmp
                        timeout=120, cwd=tmp_path)
     assert r.returncode == bt.worker.EXIT_INPLACE_FAILED, r.stderr[-2000:]
     assert f"relay 127.0.0.1:{port} did not answer within 2 s" in r.stderr, r.stderr[-2000:]
+
+
+_DDP_HOOK_RANK = r"""
+import os, sys
+import torch, torch.distributed as dist
+from bft.train.elastic import _allreduce_or_zero
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1, bias=False)
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+ddp.register_comm_hook(dist.group.WORLD, _allreduce_or_zero)
+ddp(torch.full((1, 3), float(rank + 1))).sum().backward()  # rank r's gradient is r + 1 everywhere
+print(model.weight.grad.tolist())
+dist.destroy_process_group()
+"""
+
+
+def test_the_in_place_ddp_hook_is_accepted_by_ddp_and_averages_the_gradients(tmp_path):
+    """ElasticState.ddp_model registers _allreduce_or_zero on its DDP model when it runs in place: DDP
+    checks a hook's annotations (only dist.GradBucket), and the hook averages as DDP's own does."""
+    script = tmp_path / "rank.py"
+    script.write_text(_DDP_HOOK_RANK)
+    init = tmp_path / "init"
+    ranks = [subprocess.Popen([sys.executable, str(script), str(r), str(init)], env=python_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in ranks]
+    assert [p.returncode for p in ranks] == [0, 0], [err for _, err in outs]
+    assert [out.strip() for out, _ in outs] == ["[[1.5, 1.5, 1.5]]"] * 2

@@ -561,7 +561,7 @@ class ElasticState:
         exit_now(EXIT_INPLACE_FAILED)
 
 
-def _allreduce_or_zero(group: Any, bucket: Any) -> Any:
+def _allreduce_or_zero(group, bucket):  # no annotations: DDP refuses a hook annotated other than GradBucket
     """DDP's gradient all-reduce (average over the group, as its default hook), except that a failed
     one (a peer lost mid-backward) leaves zero gradients instead of raising in the script: the step
     is then a step on no data, the step boundary that follows fails too, and the survivors re-form
