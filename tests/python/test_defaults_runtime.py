@@ -110,7 +110,7 @@ def _has_a_value(action: argparse.Action) -> bool:
 @pytest.mark.parametrize("command", cli_options.COMMANDS)
 def test_every_runtime_option_with_a_default_says_it_through_argparse_not_in_its_own_words(command):
     """``bft manager``, ``bft submit``, ``bft report``, ... and every node source's options (part of
-    ``bft manager``): a help text that writes its default (``f"(default {DEFAULTS.grace_s:g})"``,
+    ``bft manager``): a help text that writes its default (``f"(default {DEFAULTS.checkpoint_grace_s:g})"``,
     ``"(default 8)"``) instead of ``%(default)s`` fails, so the help cannot disagree with the value."""
     parser = _command_parsers()[command]
     restated = [action.option_strings[0] if action.option_strings else action.dest for action in parser._actions
@@ -150,7 +150,7 @@ def test_bft_manager_help_shows_each_managers_options_default():
     # are explained in words (--standby, --bind).
     api_only = {"advisor_warmup_s", "curve_change", "min_decision_interval_s", "procs_per_node_found"}
     expected = {f.name for f in dataclasses.fields(ManagerOptions)} - api_only - {"standby", "bind_address"}
-    assert set(checked.values()) == expected and checked["--grace"] == "grace_s", checked
+    assert set(checked.values()) == expected and checked["--grace"] == "checkpoint_grace_s", checked
 
 
 def test_the_help_check_sees_a_restated_default():

@@ -15,7 +15,7 @@ from bft.runtime.decide.curvebook import INPLACE, RELAUNCH, CurveBook
 from bft.runtime.decide.decider import Decider
 from bft.runtime.decide.growstarts import COLD, COLD_EXTRA_S, WARM, FreeNodes, GrowStarts
 from bft.runtime.jobs.resize.gaps import resize_begins
-from bft.runtime.jobs.runs import Agent
+from bft.runtime.jobs.runs import NodeProcs
 from bft.runtime.ops.status import unused_nodes
 from bft.runtime.options import DEFAULTS
 from bft.runtime.statedb.store import StateStore
@@ -33,7 +33,7 @@ def running_in_place(store: StateStore, nodes, max_nodes: int = 4):
     run = make_run(store, "job", max_nodes=max_nodes, resize=INPLACE)
     run.machine.start(list(nodes), 1)
     run.target = list(nodes)
-    run.agents = {n: Agent(job="job", generation=1, node=n, procs=[], rows=[]) for n in nodes}
+    run.node_procs = {n: NodeProcs(job="job", generation=1, node=n, procs=[], rows=[]) for n in nodes}
     return run
 
 
@@ -99,13 +99,14 @@ def test_a_grows_start_is_in_its_resize_gap_event_and_a_restarted_manager_reads_
     book = new_book(store)
     intake, run, send = reporting_job(store, book, INPLACE)
     run.machine.start(["n0"], 1)
-    run.agents = {"n0": Agent(job="job", generation=1, node="n0", procs=[], rows=[])}
+    run.node_procs = {"n0": NodeProcs(job="job", generation=1, node="n0", procs=[], rows=[])}
     t0 = time.time()
     send(1, 1, 1, 100.0, t0 - 1.0)
     for generation, node, standby in [(2, "n1", False), (3, "n2", True)]:
         resize_begins(run, store, in_place=True)  # the decision (the lifecycle's apply)
-        run.machine.resize(sorted(run.agents) + [node], time.monotonic(), in_place=True)
-        run.agents[node] = Agent(job="job", generation=generation, node=node, procs=[], rows=[], standby=standby)
+        run.machine.resize(sorted(run.node_procs) + [node], time.monotonic(), in_place=True)
+        run.node_procs[node] = NodeProcs(job="job", generation=generation, node=node, procs=[], rows=[],
+                                         standby=standby)
         book.rescale_begins(run, len(run.machine.target), method=INPLACE)
         run.machine.arrived(node)
         plan = run.machine.switch(time.monotonic())  # published once the newcomer has announced itself
@@ -121,7 +122,7 @@ def test_a_grow_that_falls_back_to_a_relaunch_is_not_measured_as_a_newcomers_sta
     book = new_book(store)
     run = running_in_place(store, ["n0"])
     run.machine.resize(["n0", "n1"], time.monotonic(), in_place=True)
-    run.agents["n1"] = Agent(job="job", generation=2, node="n1", procs=[], rows=[])
+    run.node_procs["n1"] = NodeProcs(job="job", generation=2, node="n1", procs=[], rows=[])
     book.rescale_begins(run, 2, method=INPLACE)
     book.launched(run, 2)  # the in-place resize failed: every process starts anew
     assert book.grows.first_step("job", time.time()) == {}

@@ -20,7 +20,7 @@ from typing import List, Tuple
 import pytest
 
 from bft.runtime.jobs.processes import standby_born, tagged_processes
-from bft.runtime.jobs.runs import Agent
+from bft.runtime.jobs.runs import NodeProcs
 from bft.runtime.options import resolve_procs_per_node
 from bft.runtime.statedb.store import StateStore
 from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE
@@ -78,11 +78,11 @@ def _sleeper(code: int, after_s: float) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def _member(*procs: subprocess.Popen) -> Agent:
-    return Agent(job="j", generation=1, node="n0", procs=list(procs), rows=list(range(len(procs))))
+def _member(*procs: subprocess.Popen) -> NodeProcs:
+    return NodeProcs(job="j", generation=1, node="n0", procs=list(procs), rows=list(range(len(procs))))
 
 
-def _poll_until_exit(agent: Agent, timeout_s: float = 30.0) -> int:
+def _poll_until_exit(agent: NodeProcs, timeout_s: float = 30.0) -> int:
     deadline = time.monotonic() + timeout_s
     while (code := agent.poll()) is None:
         assert time.monotonic() < deadline, "the member did not exit"

@@ -177,7 +177,7 @@ def test_the_assignment_carries_the_secrets_path_not_the_secret_and_the_standby_
     secret_file = files.write_secret("j1", secret)
     assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
     env = job_environment(job="j1", generation=1, node="n0", identity="test", report_address="127.0.0.1:9",
-                          secret_file=secret_file, checkpoint_dir=tmp_path / "ckpt", work=None, grace_s=5.0)
+                          secret_file=secret_file, checkpoint_dir=tmp_path / "ckpt", work=None, checkpoint_grace_s=5.0)
     script = tmp_path / "job.py"
     script.write_text("import os, sys\nopen(sys.argv[1], 'w').write(os.environ['BFT_JOB_SECRET'])\n")
     channel, seen = tmp_path / "channel.bin", tmp_path / "seen.txt"

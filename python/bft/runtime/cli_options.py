@@ -69,7 +69,7 @@ def add_parsers(sub) -> None:
                    help="allocator's forward-looking time in seconds (default %(default)g)")
     p.add_argument("--max-jobs", type=int, default=DEFAULTS.max_jobs,
                    help="most jobs admitted at once, FCFS (default %(default)s)")
-    p.add_argument("--grace", type=float, default=DEFAULTS.grace_s,
+    p.add_argument("--grace", type=float, default=DEFAULTS.checkpoint_grace_s,
                    help="seconds a job has to checkpoint after SIGTERM before it is killed "
                    "(default %(default)g)")
     p.add_argument("--max-retries", type=int, default=DEFAULTS.max_retries,
@@ -181,7 +181,7 @@ def manager_options(args: argparse.Namespace) -> ManagerOptions:
                           policy=args.policy, resize=args.resize, tfwd_s=args.tfwd, objective=args.objective,
                           max_jobs=args.max_jobs,
                           bind_address=args.bind, store_port=args.store_port, report_port=args.report_port,
-                          grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
+                          checkpoint_grace_s=args.grace, scale_up_s=args.scale_up_s, scale_down_s=args.scale_down_s,
                           inplace_scale_up_s=args.inplace_scale_up_s, inplace_scale_down_s=args.inplace_scale_down_s,
                           max_retries=args.max_retries, report_timeout_s=args.report_timeout,
                           inplace_timeout_s=args.inplace_timeout, standby=args.standby)

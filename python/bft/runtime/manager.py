@@ -74,7 +74,8 @@ class Manager:
                                max_jobs=options.max_jobs, curve_change=options.curve_change)
         self.files = JobFiles(state_dir)
         self.lifecycle = JobLifecycle(files=self.files, store=store, source=source, identity=identity, book=self.book,
-                                      active_runs=self.active_runs, pool=self.pool, grace_s=options.grace_s,
+                                      active_runs=self.active_runs, pool=self.pool,
+                                      checkpoint_grace_s=options.checkpoint_grace_s,
                                       report_timeout_s=options.report_timeout_s, mark_dirty=self._mark_dirty,
                                       inplace_timeout_s=options.inplace_timeout_s,
                                       standby=options.standbys and source.runs_scripts,
@@ -122,13 +123,15 @@ class Manager:
                 self.book.replay_record(run, p)
         adopted = [run for run in self.active_runs.values() if run.row.state == JobState.RUNNING and self.keeper.adopted
                    and self.lifecycle.adopt(run, by_job.get(run.id, []))]
-        kept = {r for run in adopted for a in run.agents.values() for r in a.rows}
+        kept = {r for run in adopted for a in run.node_procs.values() for r in a.rows}
         for run in adopted:  # one killed mid-resize still has its gap measured
             restore_gap_start(run, self.store)
         # One pass over the process table for all the others (also strays of jobs that have ended).
         # Workers born of standbys carry no job tag: spared by pid. Standbys of the previous manager end.
-        stopped = terminate_tagged(self.identity, self.options.grace_s, except_jobs=[run.id for run in adopted],
-                                   except_pids=[pid for run in adopted for a in run.agents.values() for pid in a.pids])
+        stopped = terminate_tagged(self.identity, self.options.checkpoint_grace_s,
+                                   except_jobs=[run.id for run in adopted],
+                                   except_pids=[pid for run in adopted for member in run.node_procs.values()
+                                                for pid in member.pids])
         for row in open_rows:
             if row["id"] not in kept:
                 self.store.end_proc(row["id"], None)
@@ -206,7 +209,7 @@ class Manager:
                 self.metrics.update(self.status(), decision_latencies_s=list(self.decider.latencies_s),
                                     decisions=self.decider.decisions)
             if self._stopping:
-                if not any(run.agents for run in self.active_runs.values()):
+                if not any(run.node_procs for run in self.active_runs.values()):
                     self._finish_shutdown()
                     return
                 continue
@@ -289,7 +292,7 @@ class Manager:
         for p in placements or []:  # None: the allocator failed, the current map stays
             self.lifecycle.apply(p.run, p.nodes, p.configuration)
         for run, reason in self.decider.refused:  # one with agents ends once they stopped (it was placed nowhere)
-            if not run.agents and run.row.state in ACTIVE_STATES:
+            if not run.node_procs and run.row.state in ACTIVE_STATES:
                 self.lifecycle.end_job(run, JobState.FAILED, reason)
 
     # -- control requests -------------------------------------------------------------------------
@@ -345,7 +348,7 @@ class Manager:
             if row is None:
                 raise ValueError(f"no job named {job!r}")
             raise ValueError(f"job {job!r} is {row.state} already")
-        if run.agents:
+        if run.node_procs:
             self.lifecycle.stop_run(run, Stop.CANCEL)
         else:
             self.lifecycle.end_job(run, JobState.CANCELLED, "cancelled by the user")
@@ -362,7 +365,7 @@ class Manager:
             if run is None:
                 jobs.append(row.status())
                 continue
-            waiting = "" if run.agents else waiting_reason(run, admitted, max_jobs=self.options.max_jobs,
+            waiting = "" if run.node_procs else waiting_reason(run, admitted, max_jobs=self.options.max_jobs,
                                                            largest_pool=self.largest_pool)
             jobs.append(run_status(run, self.book, waiting=waiting, now=now))
         held = {n for run in self.active_runs.values() for n in run.target} | set(busy)
@@ -392,7 +395,7 @@ class Manager:
             self.lifecycle.stop_run(run, Stop.SHUTDOWN)
 
     def _finish_shutdown(self) -> None:
-        terminate_tagged(self.identity, self.options.grace_s)
+        terminate_tagged(self.identity, self.options.checkpoint_grace_s)
         for run in list(self.active_runs.values()):
             if run.row.work and run.row.samples >= run.row.work:
                 self.lifecycle.end_job(run, JobState.FINISHED, "")  # its work is done: never queued again

@@ -27,7 +27,7 @@ class ManagerOptions:
     bind_address: str = ""  # where the rendezvous store and the report socket listen ("": the source's)
     store_port: int = 0  # 0: any free port
     report_port: int = 0
-    grace_s: float = DEFAULT_GRACE_S  # a job's time to checkpoint after SIGTERM before it is killed
+    checkpoint_grace_s: float = DEFAULT_GRACE_S  # a job's time to checkpoint after SIGTERM before it is killed
     scale_up_s: float = 5.0  # relaunch costs the allocator assumes until the advisor measured some
     scale_down_s: float = 5.0
     # The same for in-place rescales (--resize inplace), from what was measured on CPU/gloo
@@ -70,11 +70,11 @@ class ManagerOptions:
         except ValueError as e:
             raise ValueError(f"--objective: {e}") from None
         # The command line's name of each (bft manager --help); the others are options of the API only.
-        flags = {"tfwd_s": "--tfwd", "grace_s": "--grace", "report_timeout_s": "--report-timeout",
+        flags = {"tfwd_s": "--tfwd", "checkpoint_grace_s": "--grace", "report_timeout_s": "--report-timeout",
                  "inplace_timeout_s": "--inplace-timeout"}
-        for name in ("tfwd_s", "grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s", "inplace_scale_up_s",
-                     "inplace_scale_down_s", "curve_change", "min_decision_interval_s", "report_timeout_s",
-                     "inplace_timeout_s"):
+        for name in ("tfwd_s", "checkpoint_grace_s", "advisor_warmup_s", "scale_up_s", "scale_down_s",
+                     "inplace_scale_up_s", "inplace_scale_down_s", "curve_change", "min_decision_interval_s",
+                     "report_timeout_s", "inplace_timeout_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{flags.get(name, '--' + name.replace('_', '-'))}: expected a finite number >= 0, "

@@ -143,7 +143,7 @@ class CurveBook:
         the advisor measures what it costs, and the newcomers it started (the machine's, not yet
         arrived) are timed, warm or cold, to the first step at the new size (:mod:`.growstarts`)."""
         self.record(run, nodes, method=method)
-        newcomers = [run.agents[node] for node in run.machine.pending if node in run.agents]
+        newcomers = [run.node_procs[node] for node in run.machine.pending if node in run.node_procs]
         self.grows.begins(run.id, method=method, newcomers_warm=[a.standby for a in newcomers],
                           decided_s=time.time())
 

@@ -96,7 +96,7 @@ def local_rank_environment(local_rank: int, procs_per_node: int) -> Dict[str, st
 
 
 def job_environment(*, job: str, generation: int, node: str, identity: str, report_address: str, secret_file: Path,
-                    checkpoint_dir: Path, work: Optional[float], grace_s: float,
+                    checkpoint_dir: Path, work: Optional[float], checkpoint_grace_s: float,
                     configuration: str = FULL_CONFIGURATION, exit_file: Optional[Path] = None,
                     procs_per_node: int = 1) -> Dict[str, str]:
     env = {
@@ -109,7 +109,7 @@ def job_environment(*, job: str, generation: int, node: str, identity: str, repo
         # The path of the secret, never the secret: the launch crosses the network (docs/security.md).
         protocol.ENV_JOB_SECRET_FILE: str(secret_file),
         protocol.ENV_CHECKPOINT_DIR: str(checkpoint_dir),
-        protocol.ENV_GRACE_S: f"{grace_s:g}",
+        protocol.ENV_GRACE_S: f"{checkpoint_grace_s:g}",
     }
     if work is not None:
         env[protocol.ENV_TARGET_SAMPLES] = f"{work:.0f}"

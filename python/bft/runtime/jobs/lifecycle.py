@@ -36,8 +36,9 @@ REST_S = 10.0
 
 class JobLifecycle:
     def __init__(self, *, files: JobFiles, store: StateStore, source: NodeSource, identity: str, book: CurveBook,
-                 active_runs: Dict[str, JobRun], pool: Dict[str, float], grace_s: float, report_timeout_s: float,
-                 mark_dirty: Callable[[float], None], inplace_timeout_s: float, standby: bool, procs_per_node: int = 1):
+                 active_runs: Dict[str, JobRun], pool: Dict[str, float], checkpoint_grace_s: float,
+                 report_timeout_s: float, mark_dirty: Callable[[float], None], inplace_timeout_s: float,
+                 standby: bool, procs_per_node: int = 1):
         self.files = files
         self.store = store
         self.source = source
@@ -45,12 +46,13 @@ class JobLifecycle:
         self.active_runs = active_runs  # the manager's: active jobs by id
         self.pool = pool  # the manager's: idle node -> since
         self.draining: set = set()  # reclaimed nodes that still run something of ours
-        self.grace_s = grace_s
+        self.checkpoint_grace_s = checkpoint_grace_s
         self.report_timeout_s = report_timeout_s
         self.mark_dirty = mark_dirty
         self.inplace_timeout_s = inplace_timeout_s
-        self.workers = Workers(files=files, store=store, source=source, identity=identity, grace_s=grace_s,
-                               inplace_timeout_s=inplace_timeout_s, standby=standby,
+        self.workers = Workers(files=files, store=store, source=source, identity=identity,
+                               checkpoint_grace_s=checkpoint_grace_s, inplace_timeout_s=inplace_timeout_s,
+                               standby=standby,
                                secret_of=lambda job: bytes.fromhex(active_runs[job].row.secret),
                                procs_per_node=procs_per_node)
         self._holders: Optional[List[JobRun]] = None  # within node_events(): the jobs a reclaim may concern
@@ -63,8 +65,8 @@ class JobLifecycle:
 
     def new_run(self, row: JobRow, **fields: Any) -> JobRun:
         """The manager's record of an active job, its resize machine set up with this manager's times."""
-        machine = Machine(grace_s=self.grace_s, join_timeout_s=self.inplace_timeout_s, max_retries=row.max_retries,
-                          retries=row.retries, min_nodes=row.min_nodes)
+        machine = Machine(checkpoint_grace_s=self.checkpoint_grace_s, join_timeout_s=self.inplace_timeout_s,
+                          max_retries=row.max_retries, retries=row.retries, min_nodes=row.min_nodes)
         return JobRun(row, machine=machine, **fields)
 
     # -- applying a decision ----------------------------------------------------------------------
@@ -142,7 +144,7 @@ class JobLifecycle:
             return
         with self.store.transaction():
             for node in plan.carried:  # the same processes, now of the new generation
-                agent = run.agents[node]
+                agent = run.node_procs[node]
                 for k, (old, pid) in enumerate(zip(agent.rows, agent.pids)):
                     self.store.end_proc(old, None)
                     agent.rows[k] = self.store.add_proc(row.id, row.generation, node, k)
@@ -163,7 +165,7 @@ class JobLifecycle:
         processes, found once per batch, not among every queued job for each of thousands of reclaims;
         a job resized in place is shrunk once, at the batch's end, off all its nodes the batch reclaimed.
         (Within a batch no job gains nodes: a reclaim only shrinks.)"""
-        self._holders = [run for run in self.active_runs.values() if run.target or run.agents]
+        self._holders = [run for run in self.active_runs.values() if run.target or run.node_procs]
         self._shrinks = {}
         try:
             yield
@@ -185,10 +187,10 @@ class JobLifecycle:
         for run in self._holders if self._holders is not None else list(self.active_runs.values()):
             m = run.machine
             m.reclaimed(node)
-            if node not in run.agents:
+            if node not in run.node_procs:
                 continue  # the decision that follows takes the node out of its target
             if m.blocked(node):  # already leaving: it must be gone within the grace time
-                m.hurry(node, now + self.grace_s)
+                m.hurry(node, now + self.checkpoint_grace_s)
                 continue
             self.store.log_event("preempted", job=run.id, node=node)
             rest = [n for n in run.target if n not in self.draining]
@@ -209,7 +211,7 @@ class JobLifecycle:
             return
         self.apply(run, [n for n in run.target if n not in self.draining], run.row.configuration)
         for node in reclaimed:
-            run.machine.hurry(node, time.monotonic() + self.grace_s)
+            run.machine.hurry(node, time.monotonic() + self.checkpoint_grace_s)
 
     def keeper_restarted(self) -> None:
         """A new keeper replaced a lost one: every in-place job that runs re-forms in place in its store
@@ -234,7 +236,7 @@ class JobLifecycle:
 
     def busy_nodes(self) -> Dict[str, str]:
         """node -> job, for every node where an agent of ours still runs."""
-        return {node: job for job, run in self.active_runs.items() for node in run.agents}
+        return {node: job for job, run in self.active_runs.items() for node in run.node_procs}
 
     # -- starting ---------------------------------------------------------------------------------
 
@@ -246,7 +248,7 @@ class JobLifecycle:
         busy = self.busy_nodes()
         now = time.monotonic()
         for run in admitted:
-            if run.agents or not run.target or run.last_report_due is not None or not run.machine.may_start(now):
+            if run.node_procs or not run.target or run.last_report_due is not None or not run.machine.may_start(now):
                 continue
             if any(node in busy or node not in self.pool for node in run.target):
                 continue
@@ -345,24 +347,24 @@ class JobLifecycle:
         now = time.monotonic()
         for run in list(self.active_runs.values()):
             m = run.machine
-            if not run.agents and not m.running and run.last_report_due is None:
+            if not run.node_procs and not m.running and run.last_report_due is None:
                 continue  # queued, backing off or between generations: nothing to reap or judge
             self._reap(run, now)
             if m.phase is Phase.RESIZING:
                 self._check_newcomers(run, now)
-            if m.phase in (Phase.STEADY, Phase.RESIZING) and len(run.agents) > 1 and self.heartbeats.due(run.id, now) \
-                    and method(run.method).in_place:
+            if m.phase in (Phase.STEADY, Phase.RESIZING) and len(run.node_procs) > 1 \
+                    and self.heartbeats.due(run.id, now) and method(run.method).in_place:
                 self._check_heartbeats(run, now)
-            if run.agents and not run.silent and run.launched_at is not None:
+            if run.node_procs and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
-            if not run.agents and (m.judgeable(now) or run.last_report_due is not None):
+            if not run.node_procs and (m.judgeable(now) or run.last_report_due is not None):
                 self._generation_ended(run, now)
 
     def _reap(self, run: JobRun, now: float) -> None:
         m, how = run.machine, method(run.method)
         kill = set(m.to_kill(now))
         vacated = False
-        for node, agent in list(run.agents.items()):
+        for node, agent in list(run.node_procs.items()):
             code = agent.poll()
             if code is None:
                 if node in kill:

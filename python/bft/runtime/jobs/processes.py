@@ -72,7 +72,7 @@ def standby_born(pid: int, identity: str, node: str) -> bool:
     return is_tagged(pid, {**_tags(identity, node=node), protocol.ENV_STANDBY: "1"})
 
 
-class AdoptedAgent:
+class AdoptedProcess:
     """An agent a previous manager started (so not a child of this one): the Popen calls the manager
     makes, from its pid and the exit status the agent leaves in its exit file (bft.runtime.onnode.torchrun_agent)."""
 

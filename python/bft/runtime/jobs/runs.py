@@ -17,7 +17,7 @@ from .resize import Machine, Phase, Stop
 
 
 @dataclass
-class Agent:
+class NodeProcs:
     """A job's worker processes on one node, one member of its generation: a torchrun agent (which
     starts the node's N workers itself), or the node's N in-place workers (local rank k at index k).
     Where the member stands in the job's resize (a newcomer, leaving, its deadlines) is the job's
@@ -27,7 +27,7 @@ class Agent:
     job: str
     generation: int
     node: str
-    procs: List[Any]  # subprocess.Popen or processes.AdoptedAgent, by local rank
+    procs: List[Any]  # subprocess.Popen or processes.AdoptedProcess, by local rank
     rows: List[int]  # their procs table rows, in the same order
     signalled: bool = False  # SIGTERM sent
     # Born of warm standbys: no job tag in their environment, known by their pids.
@@ -55,7 +55,7 @@ class Agent:
         return max(codes, key=_ORDERLY.index)
 
 
-# A member's orderly exit statuses, least telling first (Agent.poll).
+# A member's orderly exit statuses, least telling first (NodeProcs.poll).
 _ORDERLY = (0, EXIT_RESIZE, EXIT_INPLACE_FAILED)
 
 
@@ -66,10 +66,10 @@ class JobRun:
 
     row: JobRow
     target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
-    agents: Dict[str, Agent] = field(default_factory=dict)  # node -> live agent
+    node_procs: Dict[str, NodeProcs] = field(default_factory=dict)  # node -> its live processes
     # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
     # (Its retries and their limit are the row's: set in __post_init__.)
-    machine: Machine = field(default_factory=lambda: Machine(grace_s=protocol.DEFAULT_GRACE_S,
+    machine: Machine = field(default_factory=lambda: Machine(checkpoint_grace_s=protocol.DEFAULT_GRACE_S,
                                                              join_timeout_s=protocol.DEFAULT_INPLACE_TIMEOUT_S,
                                                              max_retries=0))
     # A script that exited 0 before its last report came: the job is judged at this time (monotonic).
@@ -148,7 +148,7 @@ OWNERS = {
     "row": "jobs/lifecycle.py", "machine": "jobs/lifecycle.py", "target": "jobs/lifecycle.py",
     "last_report_due": "jobs/lifecycle.py", "launched_at": "jobs/lifecycle.py",
     # Started and found again there; the lifecycle tells it of exits and adoptions.
-    "agents": "jobs/workers.py",
+    "node_procs": "jobs/workers.py",
     "round": "decide/intake.py", "last_seq": "decide/intake.py", "rank_samples": "decide/intake.py",
     "reported_at": "decide/intake.py", "silent": "decide/intake.py",
     "last_report": "jobs/resize/gaps.py", "gap_start": "jobs/resize/gaps.py", "resize_pending": "jobs/resize/gaps.py",

@@ -18,22 +18,23 @@ from ..sources.base import NodeSource, SourceError
 from ..statedb.store import StateStore
 from .files import JobFiles
 from .launcher import LaunchSpec, default_python, job_environment, local_rank_environment
-from .processes import AdoptedAgent, signal_processes, tagged_processes, terminate_tagged
+from .processes import AdoptedProcess, signal_processes, tagged_processes, terminate_tagged
 from .resize import Configurations, method
-from .runs import Agent, JobRun
+from .runs import JobRun, NodeProcs
 from .standbys import Standbys
 
 
 class Workers:
-    def __init__(self, *, files: JobFiles, store: StateStore, source: NodeSource, identity: str, grace_s: float,
-                 inplace_timeout_s: float, standby: bool, secret_of: Callable[[str], bytes], procs_per_node: int = 1):
+    def __init__(self, *, files: JobFiles, store: StateStore, source: NodeSource, identity: str,
+                 checkpoint_grace_s: float, inplace_timeout_s: float, standby: bool,
+                 secret_of: Callable[[str], bytes], procs_per_node: int = 1):
         """`secret_of(job)`: the job's secret, which its connection to the keeper's store is admitted with;
         `procs_per_node`: the manager's (the standbys each node gets)."""
         self.files = files
         self.store = store
         self.source = source
         self.identity = identity
-        self.grace_s = grace_s
+        self.checkpoint_grace_s = checkpoint_grace_s
         self.inplace_timeout_s = inplace_timeout_s
         self.store_address = ""  # set once the keeper's endpoints are known (keeper_started)
         self.report_address = ""
@@ -69,7 +70,7 @@ class Workers:
         processes with the ticket it was started with (its process row: not an earlier process's)."""
         arrived = []
         for node in run.machine.pending:
-            agent = run.agents.get(node)
+            agent = run.node_procs.get(node)
             try:
                 if agent is not None and self.configurations.announced(run.id, node, [str(r) for r in agent.rows]):
                     arrived.append(node)
@@ -81,13 +82,13 @@ class Workers:
         """The heartbeats of the job's workers that run and have joined: (node, pid) -> value; None if
         the store is unreachable."""
         m = run.machine
-        processes = [(n, k) for n in m.live if n in m.members and n in run.agents
-                     for k in range(len(run.agents[n].procs))]
+        processes = [(n, k) for n in m.live if n in m.members and n in run.node_procs
+                     for k in range(len(run.node_procs[n].procs))]
         try:
             values = self.configurations.beats(run.id, processes)
         except Exception:  # noqa: BLE001 - the keeper is gone: judged afresh once it is back
             return None
-        return {(n, run.agents[n].procs[k].pid): v for (n, k), v in values.items()}
+        return {(n, run.node_procs[n].procs[k].pid): v for (n, k), v in values.items()}
 
     def warm_nodes(self) -> List[str]:
         """The idle nodes with a warm standby (none without standbys)."""
@@ -129,8 +130,9 @@ class Workers:
                 exit_file.unlink(missing_ok=True)  # an earlier worker's on this node
                 env = job_environment(job=row.id, generation=row.generation, node=node, identity=self.identity,
                                       report_address=self.report_address, secret_file=secret_file,
-                                      checkpoint_dir=job_dir / "checkpoint", work=row.work, grace_s=self.grace_s,
-                                      configuration=row.configuration, exit_file=exit_file,
+                                      checkpoint_dir=job_dir / "checkpoint", work=row.work,
+                                      checkpoint_grace_s=self.checkpoint_grace_s, configuration=row.configuration,
+                                      exit_file=exit_file,
                                       procs_per_node=row.procs_per_node)
                 env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
                 if how.runs_script:
@@ -162,7 +164,7 @@ class Workers:
             for node, procs in started.items():
                 for row_id, proc in zip(rows[node], procs):
                     self.store.set_proc_pid(row_id, proc.pid)
-                run.agents[node] = Agent(job=row.id, generation=row.generation, node=node, procs=procs,
+                run.node_procs[node] = NodeProcs(job=row.id, generation=row.generation, node=node, procs=procs,
                                          rows=rows[node], standby=node in from_standby)
             for node, error in failed.items():
                 for row_id in rows[node]:
@@ -170,7 +172,7 @@ class Workers:
                 self.store.log_event("launch_failed", job=row.id, node=node, error=error)
         return failed
 
-    def find_again(self, run: JobRun, procs: List[Any]) -> Dict[str, Agent]:
+    def find_again(self, run: JobRun, procs: List[Any]) -> Dict[str, NodeProcs]:
         """The workers of the job's current generation that a previous manager started, from its open
         process rows `procs` (alive or not: the caller judges), by node; a node whose rows are not
         all there (its method's processes per node, local ranks 0..N-1) is left out."""
@@ -186,30 +188,30 @@ class Workers:
         for node, ranks in by_node.items():
             if sorted(ranks) != list(range(count)):
                 continue
-            adopted = [AdoptedAgent(pid=ranks[k]["pid"], identity=self.identity, job=row.id, node=node,
+            adopted = [AdoptedProcess(pid=ranks[k]["pid"], identity=self.identity, job=row.id, node=node,
                                     exit_file=how.exit_file(job_dir, row.generation, node, k)) for k in range(count)]
-            agents[node] = Agent(job=row.id, generation=row.generation, node=node, procs=adopted,
+            agents[node] = NodeProcs(job=row.id, generation=row.generation, node=node, procs=adopted,
                                  rows=[ranks[k]["id"] for k in range(count)], standby=adopted[0].standby)
         return agents
 
-    def adopted(self, run: JobRun, agents: Dict[str, Agent]) -> None:
+    def adopted(self, run: JobRun, agents: Dict[str, NodeProcs]) -> None:
         """The job's workers are `agents` (those find_again found, all alive): a restarted manager's."""
-        run.agents = agents
+        run.node_procs = agents
 
     def exited(self, run: JobRun, node: str) -> None:
         """The job's workers on `node` have exited (reaped)."""
-        del run.agents[node]
+        del run.node_procs[node]
 
     def terminate(self, run: JobRun, nodes: Iterable[str]) -> None:
         """SIGTERM, once, to the job's workers on `nodes` (they checkpoint and exit)."""
         for node in nodes:
-            agent = run.agents.get(node)
+            agent = run.node_procs.get(node)
             if agent is None or agent.signalled:
                 continue
             agent.signalled = True
             signal_processes([-pid for pid in agent.pids], signal.SIGTERM)
 
-    def kill(self, agent: Agent) -> None:
+    def kill(self, agent: NodeProcs) -> None:
         """SIGKILL to a node's workers and whatever they started."""
         terminate_tagged(self.identity, 0.0, job=agent.job, node=agent.node)
         if agent.standby:  # no job tag: their own process groups (each leads its session)

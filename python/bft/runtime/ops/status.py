@@ -20,14 +20,14 @@ def run_status(run: JobRun, book: CurveBook, *, waiting: str, now: float) -> Dic
     nodes, "" when it runs; `now`: wall-clock time)."""
     row = run.row
     d = row.status()
-    d["nodes"] = sorted(run.agents)
-    d["world_size"] = len(run.agents) * row.procs_per_node  # its training processes: each node's N
+    d["nodes"] = sorted(run.node_procs)
+    d["world_size"] = len(run.node_procs) * row.procs_per_node  # its training processes: each node's N
     d["target"] = list(run.target)
-    d["rate"] = run.recent_rate() if run.agents else 0.0
+    d["rate"] = run.recent_rate() if run.node_procs else 0.0
     d["curve"] = book.curve_source(run)
     d["rescale_costs"] = book.cost_status(run)
     d["phase"] = run.machine.phase.value
-    d["resizing"] = bool(run.agents) and (run.machine.phase is Phase.RESIZING
+    d["resizing"] = bool(run.node_procs) and (run.machine.phase is Phase.RESIZING
                                           or run.stop_reason in (Stop.RESIZE, Stop.INPLACE_FAILED))
     if run.machine.last_reason:
         d["last_stop"] = run.machine.last_reason
@@ -35,7 +35,7 @@ def run_status(run: JobRun, book: CurveBook, *, waiting: str, now: float) -> Dic
         d["eta_s"] = max(0.0, (row.work - d["samples"]) / d["rate"])
     if run.silent:
         d["warning"] = SILENT
-    if not run.agents:
+    if not run.node_procs:
         d["waiting"] = waiting
         # Since it last held nodes (or since its submit, if it never ran).
         d["waiting_since"] = "stopped" if run.nodeless_since is not None else "submit"

@@ -61,10 +61,10 @@ HEALTHY_GAP_S = 60.0
 
 @dataclass
 class Machine:
-    """One job's resize. `grace_s`: a stopped worker's time to checkpoint; `join_timeout_s`: an in-place
+    """One job's resize. `checkpoint_grace_s`: a stopped worker's time to checkpoint; `join_timeout_s`: an in-place
     newcomer's time to arrive; `max_retries`: counted failures before the job fails."""
 
-    grace_s: float
+    checkpoint_grace_s: float
     join_timeout_s: float
     max_retries: int
     retries: int = 0  # counted failures so far (the job row's)
@@ -182,7 +182,7 @@ class Machine:
         for n in new:
             self.workers[n] = Worker(n, self.generation, joins_by=now + self.join_timeout_s)
         for n in leave:  # a newcomer (not a member) holds nothing: killed at once
-            self._let_go(n, now if n not in self.members else now + self.join_timeout_s + self.grace_s)
+            self._let_go(n, now if n not in self.members else now + self.join_timeout_s + self.checkpoint_grace_s)
         members = holders + [n for n in self.ready if n in target]
         shrink = any(n not in holders for n in self.members)  # a member leaves, or is gone (lost)
         if shrink or (members != self.members and not self.pending):
@@ -238,7 +238,7 @@ class Machine:
         leave = [n for n in self.live if n not in target]
         start = sorted(n for n in target if n not in self.workers)
         for n in leave:
-            self._let_go(n, now + self.grace_s + KILL_MARGIN_S)
+            self._let_go(n, now + self.checkpoint_grace_s + KILL_MARGIN_S)
         for n in start:
             self.workers[n] = Worker(n, self.generation)
         self.members = [n for n in self.members if n not in leave] + start
@@ -260,7 +260,7 @@ class Machine:
             self.reason = reason
         self.phase, self.progress_at = Phase.STOPPING, None
         for n in self.live:
-            self._let_go(n, now + self.grace_s + KILL_MARGIN_S)
+            self._let_go(n, now + self.checkpoint_grace_s + KILL_MARGIN_S)
 
     def reclaimed(self, node: str) -> None:
         """The batch scheduler takes `node`: a failure of this generation is no longer the script's."""
