@@ -31,7 +31,6 @@ Under plain ``python`` or ``torchrun`` the same object resumes from and writes c
 
 from __future__ import annotations
 
-import collections
 import datetime
 import faulthandler
 import gc
@@ -44,6 +43,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _reporter, rendezvous
 from . import protocol as p
+from .placement import backend, device, local_rank, node_major_rank
+from .state_transfer import broadcast_state, state_bytes
+from .store_link import Heartbeat, inplace_timeout_s, open_store
 from .worker import (
     EXIT_INPLACE_FAILED,
     checkpoint,
@@ -58,99 +60,6 @@ from .worker import (
 # Seconds between two looks at the store's current generation (a lookup is a round trip to the
 # store; the step-boundary all-reduce then makes every rank act on the same step).
 POLL_S = 0.1
-# Seconds between two heartbeats of an in-place worker (the manager finds hung workers by them).
-BEAT_S = 0.5
-
-
-class _Heartbeat:
-    """An in-place worker's heartbeat, written into its job's store by a daemon thread through a
-    connection of its own: "<beats> <steps> <waiting>". `beats` grows while the process runs (a
-    stopped or frozen process stops it), `steps` counts its step boundaries, `waiting` is 1 while it
-    waits for its peers at one (or re-forms its group). A worker that hangs between two boundaries
-    keeps beating but its steps stop while its peers wait: the manager tells the two apart."""
-
-    def __init__(self, node: str, local_rank: int) -> None:
-        self.steps = 0
-        self.waiting = False
-        self._node, self._local_rank = node, local_rank
-        threading.Thread(target=self._run, name="bft-heartbeat", daemon=True).start()
-
-    def _run(self) -> None:
-        beats, store = 0, None
-        while True:
-            try:
-                if store is None:
-                    p.resolve_job_secret()
-                    store, self._gateway = rendezvous.store_client(
-                        p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
-                        bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), _inplace_timeout_s())
-                beats += 1
-                store.set(p.beat_key(os.environ[p.ENV_JOB_ID], self._node, self._local_rank),
-                          f"{beats} {self.steps} {int(self.waiting)}")
-            except Exception:  # noqa: BLE001 - the keeper is gone: a new connection at the next beat
-                store = None
-            time.sleep(BEAT_S)
-
-
-_gateway = None  # this process's gateway to the keeper's relay, open while the process lives
-
-
-def open_store(timeout_s: float, reach_within_s: Optional[float] = None):
-    """The worker's connection to its job's rendezvous store: through a gateway on this node that
-    proves the job's secret to the keeper's relay (bft.train.rendezvous), which must answer within
-    `reach_within_s` (default `timeout_s`; else rendezvous.RelayUnreachable)."""
-    global _gateway
-    p.resolve_job_secret()
-    store, gateway = rendezvous.store_client(p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
-                                             bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), timeout_s, reach_within_s)
-    if _gateway is not None:
-        _gateway.close()  # a store of an earlier connection: its connections stay up
-    _gateway = gateway
-    return store
-
-
-def _local_rank() -> int:
-    """Which of its node's processes this one is (LOCAL_RANK: the manager's or torchrun's; 0 alone)."""
-    return int(os.environ.get("LOCAL_RANK", "0"))
-
-
-def node_major_rank(nodes: List[str], node: str, local_rank: int, procs_per_node: int) -> Tuple[int, int]:
-    """(rank, world size) of process `local_rank` of `node` in a generation of `nodes` (rank order,
-    survivors first) with `procs_per_node` processes each: node i holds ranks i*N .. i*N+N-1."""
-    if not 0 <= local_rank < procs_per_node:
-        raise ValueError(f"LOCAL_RANK {local_rank} is outside 0..{procs_per_node - 1} (the job's processes per node)")
-    return nodes.index(node) * procs_per_node + local_rank, len(nodes) * procs_per_node
-
-
-def device() -> Any:
-    """This worker's device: ``cuda:LOCAL_RANK`` when a GPU is present (a node's N processes bind its
-    devices 0..N-1), else the CPU."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.device(f"cuda:{_local_rank()}")
-    return torch.device("cpu")
-
-
-def backend(device: Any) -> str:
-    """The process-group backend for `device`: NCCL on CUDA, gloo on the CPU, unless BFT_DIST_BACKEND
-    names one (gloo on CUDA: where ranks share a GPU, which NCCL refuses; gloo carries CUDA tensors
-    through host memory)."""
-    chosen = os.environ.get(p.ENV_DIST_BACKEND, "").strip().lower()
-    if not chosen:
-        return "nccl" if device.type == "cuda" else "gloo"
-    if chosen not in ("gloo", "nccl") or (chosen == "nccl" and device.type != "cuda"):
-        raise ValueError(f"{p.ENV_DIST_BACKEND}={chosen!r}: expected gloo, or nccl on a CUDA device "
-                         f"(this worker's device: {device})")
-    return chosen
-
-
-def _inplace_timeout_s() -> float:
-    try:
-        return max(1.0, float(os.environ.get(p.ENV_INPLACE_TIMEOUT_S, p.DEFAULT_INPLACE_TIMEOUT_S)))
-    except ValueError:
-        return p.DEFAULT_INPLACE_TIMEOUT_S
-
 
 class ElasticState:
     """Model, optimizer, sampler and user fields (``state.samples``...) that survive resizes."""
@@ -176,14 +85,14 @@ class ElasticState:
         self._partial_stop_since: Optional[float] = None  # since when some ranks, not all, ask to stop
         self._size_reported = False  # the state's size goes to the manager after the first step
         self._inplace = os.environ.get(p.ENV_RESIZE) == p.RESIZE_INPLACE and p.ENV_STORE_ADDR in os.environ
-        self._timeout_s = _inplace_timeout_s()
+        self._timeout_s = inplace_timeout_s()
         self.generation = int(os.environ.get(p.ENV_GENERATION, "0"))
         self._store = None
         self._nodes: List[str] = []  # the current generation's members, in rank order
-        self._beat: Optional[_Heartbeat] = None
+        self._beat: Optional[Heartbeat] = None
         self._reconnecting: Optional[threading.Thread] = None
         if self._inplace:
-            self._beat = _Heartbeat(os.environ.get(p.ENV_NODE, ""), _local_rank())
+            self._beat = Heartbeat(os.environ.get(p.ENV_NODE, ""), local_rank())
             self._arm()
             os.environ.setdefault("LOCAL_RANK", "0")
             try:
@@ -364,7 +273,7 @@ class ElasticState:
         so a node's processes are neighbours and the survivors, listed first, keep the lowest ranks."""
         dist = self._dist
         generation, nodes, per_node = self._await_members(generation)
-        rank, world = node_major_rank(nodes, os.environ.get(p.ENV_NODE, ""), _local_rank(), per_node)
+        rank, world = node_major_rank(nodes, os.environ.get(p.ENV_NODE, ""), local_rank(), per_node)
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(per_node))
         store = dist.PrefixStore(p.group_prefix(self._job, generation), self._store)
         dist.init_process_group(self.backend, store=store, rank=rank, world_size=world,
@@ -396,7 +305,7 @@ class ElasticState:
         while True:
             try:
                 if not announced:
-                    self._store.set(p.newcomer_key(job, node, _local_rank()), ticket)
+                    self._store.set(p.newcomer_key(job, node, local_rank()), ticket)
                     announced = True
                 latest = self._latest_generation()
                 if node in self._configuration(latest)[0]:
@@ -425,7 +334,7 @@ class ElasticState:
             self.generation = generation
             if node not in nodes:
                 exit_for_resize()  # this node leaves the job
-            store.set(p.arrived_key(job, generation, node, _local_rank()), "1")
+            store.set(p.arrived_key(job, generation, node, local_rank()), "1")
             keys = [p.arrived_key(job, generation, n, k) for n in nodes for k in range(per_node)]
             while True:
                 if store.check(keys):  # (formed even if a newer one exists: the next step boundary moves on)
@@ -585,126 +494,6 @@ def _allreduce_or_zero(group, bucket):  # no annotations: DDP refuses a hook ann
             return tensor.zero_()
 
     return fut.then(reduced)
-
-
-# Tensors are broadcast in buckets of at most this many bytes (one tensor larger than it alone): few
-# collectives, and a bounded extra copy on the sender.
-_BUCKET_BYTES = 64 << 20
-
-
-class _Slot:
-    """Where the k-th broadcast tensor goes back into the state's structure."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-
-def broadcast_state(state: Any, src: int, device: Any, group: Any = None) -> Any:
-    """``state`` (given on rank ``src``, None elsewhere) on every rank of ``group`` (default: the current
-    process group; ``src`` is a global rank).
-
-    The structure (dicts, lists, tuples and every non-tensor value) goes by one pickled broadcast,
-    the tensors by ``dist.broadcast`` of flat buffers per dtype: the bytes cross the network once,
-    without the two serialisations of ``torch.save`` and pickle that made the transfer 6 times a raw
-    broadcast of the same bytes (bench/README.md, "Resize cost against the state's size"). The
-    receivers' tensors are on ``device`` (the process group's); ``src`` gets its own object back."""
-    import torch
-    import torch.distributed as dist
-
-    tensors: List[Any] = []
-    header: List[Any] = [None]
-    if dist.get_rank() == src:
-        skeleton = _take_tensors(state, tensors, {})
-        header = [(skeleton, [(tuple(t.shape), t.dtype) for t in tensors])]
-    dist.broadcast_object_list(header, src=src, group=group, device=device)
-    skeleton, shapes = header[0]
-    sending = dist.get_rank() == src
-    for bucket in _buckets(shapes):
-        dtype = shapes[bucket[0]][1]
-        sizes = [_numel(shapes[k][0]) for k in bucket]
-        if sending:
-            parts = [tensors[k].detach().reshape(-1).to(device) for k in bucket]
-            flat = parts[0].contiguous() if len(parts) == 1 else torch.cat(parts)
-        else:
-            flat = torch.empty(sum(sizes), dtype=dtype, device=device)
-        dist.broadcast(flat, src, group=group)
-        if not sending:
-            offset = 0
-            for k, n in zip(bucket, sizes):
-                tensors.append(flat[offset:offset + n].view(shapes[k][0]))
-                offset += n
-    if sending:
-        return state
-    return _put_tensors(skeleton, tensors)
-
-
-def _numel(shape: Tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def _buckets(shapes: List[Tuple[Tuple[int, ...], Any]]) -> List[List[int]]:
-    """The tensors' indices in broadcast order, grouped by dtype into buckets of up to _BUCKET_BYTES."""
-    out: List[List[int]] = []
-    size = 0
-    for k, (shape, dtype) in enumerate(shapes):
-        nbytes = _numel(shape) * dtype.itemsize
-        if out and shapes[out[-1][0]][1] == dtype and size + nbytes <= _BUCKET_BYTES:
-            out[-1].append(k)
-            size += nbytes
-        else:
-            out.append([k])
-            size = nbytes
-    return out
-
-
-def _take_tensors(item: Any, tensors: List[Any], seen: Dict[int, int]) -> Any:
-    """`item` with each tensor replaced by a _Slot into `tensors` (a tensor met twice, e.g. tied
-    weights, is sent once). Values of other types stay, and are pickled with the structure."""
-    torch = sys.modules["torch"]
-    if isinstance(item, torch.Tensor):
-        if id(item) not in seen:
-            seen[id(item)] = len(tensors)
-            tensors.append(item)
-        return _Slot(seen[id(item)])
-    if type(item) in (dict, collections.OrderedDict):
-        return type(item)((key, _take_tensors(value, tensors, seen)) for key, value in item.items())
-    if type(item) in (list, tuple):
-        return type(item)(_take_tensors(value, tensors, seen) for value in item)
-    return item
-
-
-def _put_tensors(item: Any, tensors: List[Any]) -> Any:
-    if isinstance(item, _Slot):
-        return tensors[item.index]
-    if type(item) in (dict, collections.OrderedDict):
-        return type(item)((key, _put_tensors(value, tensors)) for key, value in item.items())
-    if type(item) in (list, tuple):
-        return type(item)(_put_tensors(value, tensors) for value in item)
-    return item
-
-
-def state_bytes(state: Any) -> int:
-    """The bytes of the tensors in a state (nested dicts, lists and tuples; each storage once): what a
-    resize moves, in place or through a checkpoint."""
-    seen = set()
-    total = 0
-    pending = [state]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item)
-        elif hasattr(item, "untyped_storage"):
-            storage = item.untyped_storage()
-            key = (storage.data_ptr(), storage.device)
-            if key not in seen:
-                seen.add(key)
-                total += storage.nbytes()
-    return total
 
 
 __all__ = ["ElasticState", "broadcast_state", "device", "node_major_rank", "open_store", "state_bytes"]

@@ -188,7 +188,7 @@ def newcomer_key(job: str, node: str, local_rank: int = 0) -> str:
 
 def beat_key(job: str, node: str, local_rank: int = 0) -> str:
     """The heartbeat of local rank `local_rank` of an in-place job's `node`: "<beats> <steps> <waiting>"
-    (bft.train.elastic._Heartbeat)."""
+    (bft.train.store_link.Heartbeat)."""
     return f"bft/{job}/beat/{node}/{local_rank}"
 
 

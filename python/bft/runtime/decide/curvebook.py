@@ -44,7 +44,7 @@ RELAUNCH, INPLACE = ResizeMethod.RELAUNCH.value, ResizeMethod.INPLACE.value
 RESCALE_METHODS = {name: curve.rescale_method_from_string(name) for name in (RELAUNCH, INPLACE)}
 # Seconds per byte of state a resize adds to ManagerOptions' cost defaults, measured with bench/runtime_statesize.py
 # at 1 GB on the project's VM (bench/README.md, "Resize cost against the state's size"): an
-# in-place grow's transfer to a newcomer (bft.train.elastic.broadcast_state), 2.17 s; a relaunch's
+# in-place grow's transfer to a newcomer (bft.train.state_transfer.broadcast_state), 2.17 s; a relaunch's
 # checkpoint write and read, 3.62 s + 1.21 s.
 INPLACE_S_PER_BYTE = 2.2e-9
 RELAUNCH_S_PER_BYTE = 4.8e-9
