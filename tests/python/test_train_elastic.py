@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -219,3 +220,37 @@ def test_the_in_place_ddp_hook_is_accepted_by_ddp_and_averages_the_gradients(tmp
     outs = [p.communicate(timeout=120) for p in ranks]
     assert [p.returncode for p in ranks] == [0, 0], [err for _, err in outs]
     assert [out.strip() for out, _ in outs] == ["[[1.5, 1.5, 1.5]]"] * 2
+
+
+def test_the_heartbeat_closes_the_gateway_of_each_connection_it_loses(monkeypatch):
+    """A keeper lost and found again many times must not leave a gateway (a listener and its thread)
+    open per reconnection: the heartbeat closes the lost connection's before it opens the next."""
+    from bft.train import store_link
+
+    class Gateway:
+        def __init__(self):
+            self.closed = False
+
+        def close(self):
+            self.closed = True
+
+    class LostStore:
+        def set(self, key, value):
+            raise ConnectionError("the keeper is gone")
+
+    gateways = []
+
+    def store_client(*args):
+        gateways.append(Gateway())
+        return LostStore(), gateways[-1]
+
+    monkeypatch.setattr(store_link.rendezvous, "store_client", store_client)
+    monkeypatch.setattr(store_link, "BEAT_S", 0.01)
+    monkeypatch.setenv("BFT_STORE_ADDR", "127.0.0.1:1")
+    monkeypatch.setenv("BFT_JOB_ID", "j")
+    monkeypatch.setenv("BFT_JOB_SECRET", "00" * 16)
+    store_link.Heartbeat("n0", 0)
+    deadline = time.monotonic() + 30
+    while len(gateways) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(gateways) >= 5 and all(g.closed for g in gateways[:-2]), [g.closed for g in gateways]

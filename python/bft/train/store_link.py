@@ -30,12 +30,15 @@ class Heartbeat:
         threading.Thread(target=self._run, name="bft-heartbeat", daemon=True).start()
 
     def _run(self) -> None:
-        beats, store = 0, None
+        beats, store, gateway = 0, None, None
         while True:
             try:
                 if store is None:
+                    if gateway is not None:
+                        gateway.close()  # the lost connection's: each reconnection opens a gateway of its own
+                        gateway = None
                     p.resolve_job_secret()
-                    store, self._gateway = rendezvous.store_client(
+                    store, gateway = rendezvous.store_client(
                         p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
                         bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), inplace_timeout_s())
                 beats += 1
