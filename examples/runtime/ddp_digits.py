@@ -129,7 +129,8 @@ def main() -> None:
             accuracy = (net(test_x).argmax(1) == test_y).float().mean().item()
         print(f"done: {samples} samples on {world} workers, test accuracy {accuracy:.3f}", flush=True)
     if dist.is_initialized():
-        dist.barrier()  # every rank arrives before any tears down (see ddp_synthetic.py)
+        ddp = loss = None  # the DDP wrapper first, then every rank arrives before any tears down (ddp_synthetic.py)
+        dist.barrier()
         dist.destroy_process_group()
 
 

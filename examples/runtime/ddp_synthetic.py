@@ -76,7 +76,10 @@ def main() -> None:
     if rank == 0:
         print(f"done: {samples} samples on {world} workers, final loss {loss.item():.3f}", flush=True)
     if dist.is_initialized():
-        # Every rank arrives before any tears down (docs/runtime.md: rare SIGABRTs at exit without it).
+        # The DDP wrapper (its reducer holds the group and the last step's graph) goes first, and every
+        # rank arrives before any tears down: without them, rare SIGABRTs at exit ("terminate called
+        # without an active exception", seen again in CI with the barrier alone).
+        ddp = loss = None  # (rebound, not deleted: a resumed job that had nothing left to do never made them)
         dist.barrier()
         dist.destroy_process_group()
 
