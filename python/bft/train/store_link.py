@@ -37,10 +37,7 @@ class Heartbeat:
                     if gateway is not None:
                         gateway.close()  # the lost connection's: each reconnection opens a gateway of its own
                         gateway = None
-                    p.resolve_job_secret()
-                    store, gateway = rendezvous.store_client(
-                        p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
-                        bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), inplace_timeout_s())
+                    store, gateway = _store_client(inplace_timeout_s())
                 beats += 1
                 store.set(p.beat_key(os.environ[p.ENV_JOB_ID], self._node, self._local_rank),
                           f"{beats} {self.steps} {int(self.waiting)}")
@@ -57,13 +54,18 @@ def open_store(timeout_s: float, reach_within_s: Optional[float] = None):
     proves the job's secret to the keeper's relay (bft.train.rendezvous), which must answer within
     `reach_within_s` (default `timeout_s`; else rendezvous.RelayUnreachable)."""
     global _gateway
-    p.resolve_job_secret()
-    store, gateway = rendezvous.store_client(p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
-                                             bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), timeout_s, reach_within_s)
+    store, gateway = _store_client(timeout_s, reach_within_s)
     if _gateway is not None:
         _gateway.close()  # a store of an earlier connection: its connections stay up
     _gateway = gateway
     return store
+
+
+def _store_client(timeout_s: float, reach_within_s: Optional[float] = None):
+    """A new (store, gateway) of the job named in this process's environment (rendezvous.store_client)."""
+    p.resolve_job_secret()
+    return rendezvous.store_client(p.parse_address(os.environ[p.ENV_STORE_ADDR]), os.environ[p.ENV_JOB_ID],
+                                   bytes.fromhex(os.environ[p.ENV_JOB_SECRET]), timeout_s, reach_within_s)
 
 
 def inplace_timeout_s() -> float:
