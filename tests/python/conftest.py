@@ -28,14 +28,26 @@ def store(tmp_path):
 
 
 @pytest.fixture
-def harness(tmp_path):
-    """A real `bft manager` in tmp_path; everything it started is stopped afterwards, pass or fail."""
+def harness(tmp_path, request):
+    """A real `bft manager` in tmp_path; everything it started is stopped afterwards, pass or fail.
+    A failed test prints what its jobs went through (CI keeps only the output)."""
     pytest.importorskip("torch", reason="the runtime tests need PyTorch (./dev.sh installs torch==2.13.0)")
     h = ManagerHarness(tmp_path)
     try:
         yield h
     finally:
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(h.diagnosis())
         h.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keeps each phase's report on the test item, so that a fixture's teardown knows the outcome."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
 
 
 def pytest_collection_modifyitems(items):

@@ -134,6 +134,24 @@ class ManagerHarness:
         finally:
             store.close()
 
+    def diagnosis(self, log_lines: int = 30) -> str:
+        """The event log (seconds from the first event) and each job's last output lines: what a failed
+        end-to-end test prints."""
+        out = ["=== events ==="]
+        try:
+            events = self.events()
+        except Exception as e:  # noqa: BLE001 - no state database yet: nothing else to tell
+            return f"=== no events ({e}) ==="
+        start = events[0]["time_s"] if events else 0.0
+        for e in events:
+            detail = {k: v for k, v in e.items() if k not in ("id", "time_s", "kind", "job", "node")}
+            out.append(f"{e['time_s'] - start:8.2f} {e['kind']} {e.get('job') or ''} {e.get('node') or ''} "
+                       f"{json.dumps(detail)[:200]}")
+        for log in sorted((self.state_dir / "jobs").glob("*/output.log")):
+            out.append(f"=== {log.parent.name}: last {log_lines} lines of output.log ===")
+            out.extend(log.read_text(errors="replace").splitlines()[-log_lines:])
+        return "\n".join(out)
+
     def job_log(self, name: str) -> str:
         return (self.state_dir / "jobs" / name / "output.log").read_text(errors="replace")
 
