@@ -373,3 +373,23 @@ def test_manager_options_the_allocator_would_refuse_are_refused_naming_the_flag(
         ManagerOptions(**{field: value}).check()
     assert str(e.value).startswith(flag), str(e.value)
     ManagerOptions(tfwd_s=alloc.MAX_HORIZON_S, scale_up_s=alloc.MAX_HORIZON_S).check()  # the limit itself is fine
+
+
+def test_a_survivor_that_becomes_rank_0_in_place_is_believed_from_its_first_report(store):
+    """An in-place shrink that drops rank 0: the survivor that takes rank 0 in the new generation has
+    sent nothing as rank 1 (only rank 0 reports), so its sequence numbers start low. They are the new
+    generation's, not replays of the old rank 0's: believed at once (they were dropped until they
+    passed the old count, about 20 s in the chaos replay), while a repeat within the generation and
+    the old generation's datagrams stay refused."""
+    book = CurveBook(store, warmup_s=0.0, scale_up_s=5.0, scale_down_s=5.0)
+    intake, run, send = reporting_job(store, book, "inplace")
+    t0 = time.time()
+    for seq in range(1, 40):  # generation 1's rank 0 (the node that leaves)
+        send(1, seq, 2, 10.0 * seq, t0 + 0.5 * seq)
+    run.row.generation = 2  # published in place: the survivor is rank 0 of a world of 1
+    send(2, 1, 1, 400.0, t0 + 21.0)
+    assert run.row.samples == 400.0 and intake.dropped["replay"] == 0
+    send(2, 1, 1, 999.0, t0 + 21.5)  # the same datagram again
+    send(1, 40, 2, 999.0, t0 + 22.0)  # the leaver's, late
+    assert run.row.samples == 400.0
+    assert intake.dropped["replay"] == 1 and intake.dropped["stale_generation"] == 1

@@ -1,7 +1,7 @@
 """Report intake: progress datagrams from the jobs' workers, authenticated, deduplicated and turned
 into samples the curve book records; each resize's gap is measured from the reports it believes by
-the gap meter (:mod:`..jobs.resize.gaps`). It owns a job's report sequence (``round``, ``last_seq``,
-``rank_samples``) and whether it reports (``reported_at``, ``silent``): jobs/runs.py OWNERS.
+the gap meter (:mod:`..jobs.resize.gaps`). It owns a job's report sequence (``round``, ``last_seq`` and its
+``seq_generation``, ``rank_samples``) and whether it reports (``reported_at``, ``silent``): jobs/runs.py OWNERS.
 
 Every datagram that is not believed is dropped and counted by kind (``DROP_KINDS``), which
 ``bft status --json`` shows: a flood of one kind says who is misbehaving.
@@ -71,6 +71,12 @@ class ReportIntake:
             run.round = r.round
             run.last_seq.clear()
             run.rank_samples.clear()
+        if r.generation != run.seq_generation:
+            # Published in place, a generation keeps its processes but not their ranks: a survivor that
+            # takes rank 0 sends with a count of its own, lower than the old rank 0's. Its sequence
+            # numbers start afresh (the old generation's datagrams are stale by their generation).
+            run.seq_generation = r.generation
+            run.last_seq.clear()
         if r.seq <= run.last_seq.get(r.rank, 0):
             self._drop("replay")
             return
@@ -87,6 +93,7 @@ class ReportIntake:
             if row["round"] > run.round:
                 run.round = row["round"]
                 run.last_seq.clear()
+            run.seq_generation = row["generation"]
             run.last_seq[row["rank"]] = max(run.last_seq.get(row["rank"], 0), row["seq"])
 
     def _accept(self, run: JobRun, r: protocol.Report) -> None:

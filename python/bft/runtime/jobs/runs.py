@@ -77,6 +77,7 @@ class JobRun:
     last_report: Optional[protocol.Report] = None
     round: int = 0  # torchrun's restart count of the current generation's workers
     last_seq: Dict[int, int] = field(default_factory=dict)  # rank -> highest seq this round
+    seq_generation: int = 0  # the generation last_seq is of
     rank_samples: Dict[int, float] = field(default_factory=dict)
     advisor_samples: float = 0.0  # monotone cumulative count of the job's samples
     advisor_offset: float = 0.0
@@ -149,7 +150,8 @@ OWNERS = {
     "last_report_due": "jobs/lifecycle.py", "launched_at": "jobs/lifecycle.py",
     # Started and found again there; the lifecycle tells it of exits and adoptions.
     "node_procs": "jobs/workers.py",
-    "round": "decide/intake.py", "last_seq": "decide/intake.py", "rank_samples": "decide/intake.py",
+    "round": "decide/intake.py", "last_seq": "decide/intake.py", "seq_generation": "decide/intake.py",
+    "rank_samples": "decide/intake.py",
     "reported_at": "decide/intake.py", "silent": "decide/intake.py",
     "last_report": "jobs/resize/gaps.py", "gap_start": "jobs/resize/gaps.py", "resize_pending": "jobs/resize/gaps.py",
     "nodeless_since": "jobs/resize/gaps.py", "nodeless_s": "jobs/resize/gaps.py",
