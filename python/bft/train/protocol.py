@@ -60,7 +60,7 @@ ENV_INPLACE_TIMEOUT_S = "BFT_INPLACE_TIMEOUT_S"  # a peer missing this long fail
 ENV_DIST_BACKEND = "BFT_DIST_BACKEND"  # "gloo" or "nccl": the workers' backend, if not the device's default
 ENV_NODE_ADDR = "BFT_NODE_ADDR"  # the address other nodes reach this one at (gloo binds its interface)
 # An in-place newcomer's ticket (its process row): it announces itself with it, and joins a generation
-# only once the manager has published one that holds its node (bft.train.elastic).
+# only once the manager has published one that holds its node (bft.train.inplace).
 ENV_JOIN_TICKET = "BFT_JOIN_TICKET"
 # A warm standby (bft.train.standby) carries it from its start: a worker born of one has no job tag
 # (its environment in /proc is the standby's), so it is known by its pid and the manager and node tags.
