@@ -71,11 +71,60 @@ def test_hsdp_newcomer_node_receives_shard_k_from_local_rank_k_of_a_survivor():
     """bft.train.hsdp.transfer_shards on 4 gloo processes as 2 nodes of 2: the newcomer node's local
     rank k holds local rank k's shard of the surviving node afterwards (the two shards differ), and
     a step on each rank's own data leaves both replicas equal, so the optimizer's momentum came too."""
+    outs = _four_processes_as_two_nodes(_TRANSFER_WORKER)
+    shards = {}
+    for out in outs:
+        for line in out.splitlines():
+            if line.startswith(("loaded", "stepped")):
+                phase, rank, values = line.split(" ", 2)
+                shards[phase, int(rank)] = values
+    for phase in ("loaded", "stepped"):
+        assert shards[phase, 2] == shards[phase, 0] != shards[phase, 1] == shards[phase, 3], phase
+    assert shards["loaded", 0] != shards["stepped", 0]
+
+
+# 2 nodes of 2 processes under HSDPState: one step, then node 1's replica is made another (weights
+# halved, momentum zeroed, its own step count) as a torn step could leave it; the state's re-formation
+# after a lost peer (which only rank 2 saw) runs on every rank. Prints each rank's shards and steps.
+_LOST_PEER_WORKER = """
+import torch
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+import bft.train as bt
+torch.set_default_dtype(torch.float64)
+def build(mesh):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 3))
+    for layer in model:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+state = bt.HSDPState(build, steps=0, checkpoint_every_s=-1)
+rank = bt.rank()
+state.model(torch.randn(2, 4, generator=torch.Generator().manual_seed(100))).sum().backward()
+state.optimizer.step()
+state.steps = 1
+if rank // 2 == 1:
+    with torch.no_grad():
+        for p in state.model.parameters():
+            p.to_local().mul_(0.5)
+            state.optimizer.state[p]["momentum_buffer"].to_local().zero_()
+    state.steps = 7
+state._sync(has_state=True, lost_peer=rank == 2)
+params = list(state.model.parameters())
+momentum = [state.optimizer.state[p]["momentum_buffer"].to_local().reshape(-1).tolist() for p in params]
+print("synced", rank, state.steps, [p.to_local().reshape(-1).tolist() for p in params], momentum, flush=True)
+torch.distributed.destroy_process_group()
+"""
+
+
+def _four_processes_as_two_nodes(worker: str) -> List[str]:
+    """Runs `worker` (python -c) as ranks 0-3 of one gloo group, 2 per node; each rank's output."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(python_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="4", LOCAL_WORLD_SIZE="2")
-    procs = [subprocess.Popen([sys.executable, "-c", _TRANSFER_WORKER],
+    procs = [subprocess.Popen([sys.executable, "-c", worker],
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r % 2)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(4)]
     try:
@@ -86,15 +135,25 @@ def test_hsdp_newcomer_node_receives_shard_k_from_local_rank_k_of_a_survivor():
                 proc.kill()
                 proc.wait()
     assert [proc.returncode for proc in procs] == [0] * 4, outs
-    shards = {}
+    return outs
+
+
+def test_hsdp_replicas_take_the_lowest_holders_state_after_a_lost_peer():
+    """HSDPState's re-formation after a lost peer (the in-place path that drops a lost node): every
+    node takes the lowest holding node's shards, momentum and fields, so the replicas agree again
+    although node 1's had drifted; one rank's word that a peer was lost is enough. (It raised a
+    TypeError before, caught by the rejoin loop: an HSDP job that lost a node waited out the in-place
+    timeout and was relaunched.)"""
+    outs = _four_processes_as_two_nodes(_LOST_PEER_WORKER)
+    synced = {}
     for out in outs:
         for line in out.splitlines():
-            if line.startswith(("loaded", "stepped")):
-                phase, rank, values = line.split(" ", 2)
-                shards[phase, int(rank)] = values
-    for phase in ("loaded", "stepped"):
-        assert shards[phase, 2] == shards[phase, 0] != shards[phase, 1] == shards[phase, 3], phase
-    assert shards["loaded", 0] != shards["stepped", 0]
+            if line.startswith("synced"):
+                _, rank, steps, values = line.split(" ", 3)
+                synced[int(rank)] = (int(steps), values)
+    assert sorted(synced) == [0, 1, 2, 3], outs
+    assert {steps for steps, _ in synced.values()} == {1}
+    assert synced[2][1] == synced[0][1] != synced[1][1] == synced[3][1]
 
 
 def _fixed(root: Path, steps: int) -> dict:

@@ -172,18 +172,21 @@ class HSDPState(ElasticState):
         self.model.load_state_dict(placed["model"])
         self.optimizer.load_state_dict(placed["optimizer"])
 
-    def _sync(self, has_state: bool) -> None:
+    def _sync(self, has_state: bool, lost_peer: bool = False) -> None:
         """Every rank rebuilds on the new mesh; survivors reload their own shards, each newcomer node's
         local rank k receives shard k from local rank k of the lowest node that holds the state (a
         process group per local rank: the N transfers go side by side); without a holder (a first
-        start, a relaunch) every rank reads the last checkpoint."""
+        start, a relaunch) every rank reads the last checkpoint. After a lost peer (`lost_peer` on any
+        rank) every other node receives the lowest holder's too: the replicas may have ended the torn
+        step apart."""
         torch, dist = self._torch, self._dist
         me, world, per_node = dist.get_rank(), dist.get_world_size(), procs_per_node()
-        held = torch.zeros(world, dtype=torch.int64, device=self.device)
+        held = torch.zeros(world + 1, dtype=torch.int64, device=self.device)
         held[me] = int(has_state)
+        held[world] = int(lost_peer)
         if world > 1:
-            dist.all_reduce(held)  # each rank fills its own slot
-        flags = held.tolist()
+            dist.all_reduce(held)  # each rank fills its own slot; the last counts the ranks that lost a peer
+        *flags, lost = held.tolist()
         holding = [all(flags[node * per_node:(node + 1) * per_node]) for node in range(world // per_node)]
         local = self._local_state() if has_state else None  # before the rebuild drops the old model
         self._rebuild()
@@ -191,7 +194,7 @@ class HSDPState(ElasticState):
             self._load(resume())
             return
         source = holding.index(True)
-        newcomers = [node for node, held_all in enumerate(holding) if not held_all]
+        newcomers = [node for node, held_all in enumerate(holding) if not held_all or (lost and node != source)]
         if newcomers:
             fields = broadcast_state(self._replicated() if me == source * per_node else None, source * per_node,
                                      self.device)
