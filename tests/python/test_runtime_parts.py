@@ -289,9 +289,9 @@ def test_every_dropped_report_is_counted_by_kind(store):
 
 
 def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(tmp_path):
-    """The keeper process on its own: the newest report of each sender sent while no manager is
-    attached reaches the next one (garbage does not); the store stays up between managers; `stop`
-    ends it and leaves nothing behind."""
+    """The keeper process on its own: the first and the newest report of each sender sent while no
+    manager is attached reach the next one (garbage does not: the first marks where a resize's gap
+    ended); the store stays up between managers; `stop` ends it and leaves nothing behind."""
     pytest.importorskip("torch", reason="the keeper hosts a torch TCPStore")
     import socket
 
@@ -306,6 +306,7 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
     assert not first.adopted
     pid, port = first.info["pid"], first.info["report_port"]
     first.conn.close()  # the manager dies
+    time.sleep(1.0)  # the keeper's loop wakes on the close: what follows is held, not relayed
 
     def report(seq: int) -> bytes:
         return protocol.encode(protocol.Report(run.id, 0, 0, seq, 0, 1, False, 100.0 * seq, time.time()),
@@ -315,15 +316,16 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
         for k in range(1, 4):
             s.sendto(report(k), ("127.0.0.1", port))
             s.sendto(b"garbage", ("127.0.0.1", port))
+    time.sleep(1.0)  # the keeper reads them before the next manager attaches: held, not relayed
     second = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
     assert second.adopted and second.info["pid"] == pid  # the same keeper, the same store
-    received = second.datagrams()  # held (the newest) or relayed as they arrive (all): in order either way
+    received = second.datagrams()  # held: the first and the newest (all, if one came late and was relayed)
     seen = []
     while not seen or seen[-1] != b"3":  # the sequence number, the datagram's fifth field
         data = next(received)
         if data != b"garbage":  # relayed as it arrived: the manager drops and counts it
             seen.append(data.split(b" ")[4])
-    assert seen == sorted(seen) and seen[-1] == b"3"
+    assert seen == sorted(seen) and seen[0] == b"1" and seen[-1] == b"3"
     second.stop_keeper()
     assert not keeper_alive(pid, tmp_path)
     assert not (tmp_path / INFO_NAME).exists() and not (tmp_path / SOCKET_NAME).exists()

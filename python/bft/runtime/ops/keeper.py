@@ -8,8 +8,9 @@ connection proving the secret of a job that is queued or running in ``state.db``
 
 The keeper relays every report datagram to the manager over a private Unix socket (``keeper.sock``
 in the state directory, the manager's user only) and, while no manager is attached, holds the
-newest believable one of each worker (reports are cumulative, so the newest says it all; see _hold). A restarted manager
-attaches again and re-adopts the running jobs instead of relaunching them.
+first and the newest believable one of each worker (the newest says how far it got, reports being
+cumulative; the first, where a resize's gap ended; see _hold). A restarted manager attaches again
+and re-adopts the running jobs instead of relaunching them.
 
 The keeper ends when the manager says so (``bft manager stop``), never by itself while jobs may
 still need it. ``keeper.json`` in the state directory says where it listens and its pid.
@@ -30,7 +31,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..._atomic import write_atomically
 from ...train import protocol, rendezvous
@@ -42,7 +43,7 @@ from .control import same_user
 INFO_NAME = "keeper.json"
 SOCKET_NAME = "keeper.sock"
 ENV_KEEPER = "BFT_KEEPER_OF"  # the keeper's tag: the state directory it serves
-HELD_DATAGRAMS = 65536  # most held while no manager is attached (one per job, rank, generation and round)
+HELD_DATAGRAMS = 65536  # most senders held for while no manager is attached (job, rank, generation, round)
 SECRET_CACHE_S = 5.0  # how long a looked-up job secret (or its absence) is reused while holding reports
 _FRAME = struct.Struct("!H")  # a datagram's length, before it on the relay stream
 
@@ -74,10 +75,11 @@ class Keeper:
         finally:
             os.umask(old)
         self.relay.listen(4)
-        # While no manager is attached: the newest believable report of each (job, generation, round,
-        # rank), by sequence number. A flood of garbage, forgeries or replays holds nothing and pushes
-        # out nothing (it used to fill a 65,536-datagram queue and push out the genuine reports).
-        self.held: Dict[Tuple[str, int, int, int], Tuple[int, bytes]] = {}
+        # While no manager is attached: the first and the newest believable report of each (job,
+        # generation, round, rank), by sequence number. A flood of garbage, forgeries or replays holds
+        # nothing and pushes out nothing (it used to fill a 65,536-datagram queue and push out the
+        # genuine reports).
+        self.held: Dict[Tuple[str, int, int, int], List[Tuple[int, bytes]]] = {}
         self._secrets: Dict[str, Tuple[float, Optional[bytes]]] = {}  # job -> (looked up at, secret)
         self.manager: Optional[socket.socket] = None
         self.info = {"pid": os.getpid(), "bind": bind, "store_port": self.store.port,
@@ -124,11 +126,12 @@ class Keeper:
         conn.sendall(json.dumps(self.info).encode() + b"\n")
         held = sorted(self.held.items())  # by job, generation, round: a job's older generations first
         self.held.clear()
-        for _, (_, data) in held:
-            if self.manager is None:
-                self._hold(data)
-            else:
-                self._send(data)
+        for _, reports in held:
+            for _, data in reports:
+                if self.manager is None:
+                    self._hold(data)
+                else:
+                    self._send(data)
 
     def _relay_datagram(self, data: bytes) -> None:
         if len(data) > protocol.MAX_DATAGRAM:
@@ -148,8 +151,9 @@ class Keeper:
 
     def _hold(self, data: bytes) -> None:
         """Keeps a report for the next manager if it is believable (signed by an active job's secret)
-        and newer than what is held for its sender. What is not is dropped here, uncounted: the
-        manager counts only what reaches it."""
+        and newer than what is held for its sender: the sender's first (where a resize's gap ends:
+        the first step at a new size) and its newest (counts are cumulative: how far it got). What
+        is not is dropped here, uncounted: the manager counts only what reaches it."""
         job = protocol.peek_job(data)
         secret = self._cached_secret(job) if job else None
         if secret is None:
@@ -160,11 +164,11 @@ class Keeper:
             return
         key = (r.job, r.generation, r.round, r.rank)
         held = self.held.get(key)
-        if held is not None and held[0] >= r.seq:
-            return
-        if held is None and len(self.held) >= HELD_DATAGRAMS:
-            return
-        self.held[key] = (r.seq, data)
+        if held is None:
+            if len(self.held) < HELD_DATAGRAMS:
+                self.held[key] = [(r.seq, data)]
+        elif r.seq > held[-1][0]:
+            self.held[key] = [held[0], (r.seq, data)]
 
     def _cached_secret(self, job: str) -> Optional[bytes]:
         """_secret_of, reused for SECRET_CACHE_S: a flood must not open state.db once per datagram."""
