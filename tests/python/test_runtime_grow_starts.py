@@ -53,6 +53,20 @@ def test_a_growing_job_takes_the_free_nodes_with_a_warm_standby_first(store):
     assert placement.nodes == ["n0", "n3"]
 
 
+def test_a_shrink_decided_while_newcomers_start_keeps_the_members_that_hold_the_state(store):
+    """A job trains on n4 and n5 and grows onto n0 and n1 (newcomers on their way, not yet members);
+    a shrink to 2 decided meanwhile keeps n4 and n5, although n0 and n1 joined the pool first: the
+    other way every member would leave, a relaunch from the checkpoint instead of a plain shrink."""
+    decider = Decider(new_book(store), store, policy="exact", tfwd_s=100.0, max_jobs=10, curve_change=0.15)
+    run = running_in_place(store, ["n4", "n5"], max_nodes=2)
+    run.row.curve = {"nodes": [1, 2], "throughput": [100.0, 200.0]}
+    run.machine.resize(["n4", "n5", "n0", "n1"], time.monotonic(), in_place=True)
+    run.target = ["n4", "n5", "n0", "n1"]
+    assert run.machine.members == ["n4", "n5"]
+    (placement,) = decider.decide([run], NODES, time.monotonic())
+    assert placement.nodes == ["n4", "n5"]
+
+
 @pytest.mark.parametrize("free, warm, start", [(2, 0, COLD), (2, 1, COLD), (2, 2, WARM), (5, 3, WARM), (5, 2, COLD)])
 def test_a_grow_that_needs_more_than_the_free_warm_nodes_is_charged_a_cold_start(store, free, warm, start):
     book = new_book(store)

@@ -5,10 +5,14 @@ map over the idle pool, with the jobs as the curve book sees them, and notices w
 has moved enough since the last decision to decide again. It starts and stops nothing: the job
 lifecycle applies what it returns.
 
-A growing job takes the free nodes with a warm standby first: the allocator gives free nodes out
-lowest id first (docs/alloc.md; node_milp chooses its own), so each decision numbers the pool's
-nodes warm ones first (in the order they first joined otherwise), and charges a job's grow a cold
-start where it must take more nodes than there are free warm ones (:mod:`.growstarts`).
+A growing job takes the free nodes with a warm standby first, and a shrinking job keeps the nodes
+whose workers hold its state: the allocator gives free nodes out lowest id first and a shrinking job
+keeps its lowest ids (docs/alloc.md; node_milp chooses its own), so each decision numbers the pool's
+nodes members of a running generation first, then warm ones (in the order they first joined
+otherwise). A grow's newcomers still on their way come after the members: a shrink decided meanwhile
+drops them, not the survivors (keeping newcomers and dropping every member was a relaunch from the
+checkpoint: a 9.9-s gap in the chaos replay). A job's grow is charged a cold start where it must take
+more nodes than there are free warm ones (:mod:`.growstarts`).
 """
 
 from __future__ import annotations
@@ -77,7 +81,8 @@ class Decider:
         free = in_pool.difference(n for run in runs for n in run.target)
         free_nodes = FreeNodes(count=len(free), warm=len(free & with_standby))
         jobs = [self.book.allocation_job(run, top, share, free=free_nodes) for run in runs]
-        names = self._warm_first(pool, with_standby)
+        holding = {n for run in runs for n in run.machine.members}
+        names = self._numbered(pool, with_standby, holding)
         ids = [names.find(n) for n in pool]
         current = {names.find(n): run.id for run in runs for n in run.target if n in in_pool}
         # completion_aware reads what each job still has to do (0: a job submitted without --samples).
@@ -109,16 +114,16 @@ class Decider:
         self.compute_s.append(time.monotonic() - began)
         return placements
 
-    def _warm_first(self, pool: List[str], warm: Set[str]) -> Any:
-        """The allocator's ids of the pool's nodes for one decision: those with a warm standby first, so
-        that a growing job takes them first; each group in the order its nodes first joined (a shrinking
-        job keeps its nodes that joined first, as it always did: no node a job runs on has a standby)."""
+    def _numbered(self, pool: List[str], warm: Set[str], holding: Set[str]) -> Any:
+        """The allocator's ids of the pool's nodes for one decision: the members of a running generation
+        first (a shrinking job keeps them before its newcomers), then those with a warm standby (a
+        growing job takes them first; no node a job runs on has one), then the others; each group in
+        the order its nodes first joined (among its members a shrinking job keeps those, as it always
+        did)."""
         for node in pool:
             self.joined.intern(node)
-        if warm.isdisjoint(pool):
-            return self.joined  # already in the order the nodes first joined: no renumbering needed
         names = alloc.NodeNames()
-        for node in sorted(pool, key=lambda n: (n not in warm, self.joined.find(n))):
+        for node in sorted(pool, key=lambda n: (n not in holding, n not in warm, self.joined.find(n))):
             names.intern(node)
         return names
 
