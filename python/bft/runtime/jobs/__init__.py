@@ -1,5 +1,6 @@
 """Running jobs: what the manager tracks of each (:mod:`.runs`), carrying out decisions and judging
-ended generations (:mod:`.lifecycle`, with its resize state machine and methods in :mod:`.resize`),
+ended generations (:mod:`.lifecycle`, with its resize state machine and methods in :mod:`.resize`,
+whose steps' I/O for one job is in :mod:`.steps`),
 a job's worker processes (:mod:`.workers`), their command lines and environment (:mod:`.launcher`),
 warm standbys (:mod:`.standbys`), hung in-place workers found by their heartbeats
 (:mod:`.heartbeats`), finding and ending the processes the manager started (:mod:`.processes`),
