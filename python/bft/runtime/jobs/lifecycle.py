@@ -26,7 +26,7 @@ from ..statedb.store import JobRow, StateStore
 from .files import JobFiles
 from .heartbeats import Heartbeats
 from .resize import Machine, Outcome, Phase, Plan, Stop, gaps, method
-from .resize.machine import FAILURE_SETTLE_S
+from .resize.verdicts import FAILURE_SETTLE_S
 from .runs import JobRun
 from .steps import JobSteps
 from .workers import Workers
