@@ -1,16 +1,16 @@
 """The resize methods, one class each behind one narrow interface: how a method's workers are
 started (command line, environment, where they leave their exit status, whether a warm standby
 becomes one), how it reads an exit status, and how it carries out each step of a resize (a
-decision, a reclaim, a leaver gone, a lost keeper, a restarted manager's adoption). The lifecycle
-asks the job's method and does the I/O it is asked for; nothing outside this package branches on a
-method's name or flags (tests/python/test_runtime_methods.py).
+decision, a reclaim, a vacated node, each poll, a lost keeper, a generation's start, a restarted
+manager's adoption). The lifecycle asks the job's method, handing it the job's ``Steps`` (the I/O it
+may ask for: jobs/steps.py); nothing outside this package branches on a method's name or flags
+(tests/python/test_runtime_methods.py).
 
 - ``relaunch``: torchrun agents; a resize stops every worker (they checkpoint) and starts a new
   generation at the new size.
 - ``inplace``: the script itself on each node, once per local rank (``bft.train.run``, no torchrun);
   a resize publishes a new generation, the survivors keep their processes and send the state to the
-  newcomers (bft.train.elastic; configurations in the keeper's store: :mod:`.configurations`; its
-  steps on processes and the store: :mod:`.inplace`).
+  newcomers (bft.train.elastic; configurations in the keeper's store: :mod:`.configurations`).
 - ``membership``: torchrun agents with a node range (``--nnodes=min:max``); a resize stops the
   leavers' agents and starts the newcomers', and torchrun re-forms the group (its own restart).
 """
