@@ -5,7 +5,8 @@ steps). Read from the source with ``ast``: no torch, no processes.
 A branch on a method is a read of one of its flags (a bool class attribute of a ``Method``, such as
 ``how.in_place``), a comparison with one of its names (``== "inplace"``, ``in ("relaunch", ...)``,
 ``is ResizeMethod.INPLACE``, a ``case "membership":``), or an ``isinstance`` test against one of its
-classes."""
+classes. And each method's steps are its own: what it asks of the lifecycle, in order, for a grow
+and for a reclaim (a real resize machine; the lifecycle's I/O recorded)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import ast
 from pathlib import Path
 from typing import Iterator, List, Set, Tuple
 
-from bft.runtime.jobs.resize import METHODS, Method, ResizeMethod
+import pytest
+
+from bft.runtime.jobs.resize import METHODS, Machine, Method, Phase, ResizeMethod, Stop
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "python" / "bft" / "runtime"
@@ -93,3 +96,56 @@ machine.resize(target, now, in_place=True)
 """
     lines = sorted({line for line, _ in _branches(ast.parse(source), {"in_place"}, {"InPlace"})})
     assert lines == [2, 4, 5, 7, 10, 12], lines
+
+
+class _Job:
+    """A job as its method sees it (resize.methods.Steps): a real resize machine, and the I/O steps the
+    lifecycle would carry out, recorded in order instead."""
+
+    def __init__(self, members: List[str], target: List[str], nodes_left: bool = True):
+        self.machine = Machine(checkpoint_grace_s=30.0, join_timeout_s=60.0, max_retries=2)
+        self.machine.start(members, 1)
+        self.target, self.nodes_left, self.calls = target, nodes_left, []
+
+    def __getattr__(self, step: str):
+        def record(*args, **kwargs):
+            self.calls.append((step, *args, *kwargs.values()))
+            return {"has_nodes_left": self.nodes_left, "publish_first": True, "heartbeats_due": False}.get(step)
+        return record
+
+
+def test_each_method_carries_out_a_grow_decision_its_own_way():
+    grow = ["n0", "n1", "n2"]
+    relaunch, membership, inplace = (_Job(["n0", "n1"], grow) for _ in range(3))
+    switched = _Job(["n0", "n1"], grow)
+
+    assert METHODS["relaunch"].rescale(relaunch, 0.0, switch=False) == "relaunch"
+    assert [c[0] for c in relaunch.calls] == ["begin_gap", "terminate_stopping"] and relaunch.calls[0][1] is False
+    assert relaunch.machine.phase is Phase.STOPPING and relaunch.machine.reason is Stop.RESIZE
+
+    assert METHODS["membership"].rescale(membership, 0.0, switch=False) == "relaunch"  # (the advisor's kind)
+    assert membership.calls == [("begin_gap", False), ("terminate", []), ("launch", ["n2"])]
+    assert membership.machine.phase is Phase.STEADY and membership.machine.members == grow
+
+    assert METHODS["inplace"].rescale(inplace, 0.0, switch=False) == "inplace"
+    assert [c[0] for c in inplace.calls] == ["begin_gap", "read_arrivals", "carry_out", "terminate_stopping"]
+    plan = inplace.calls[2][1]
+    assert inplace.calls[0][1] is True and plan.start == ["n2"] and not plan.publish
+    assert inplace.machine.phase is Phase.RESIZING and inplace.machine.generation == 1
+
+    # A new configuration is never in place: relaunched in it.
+    assert METHODS["inplace"].rescale(switched, 0.0, switch=True) == "relaunch"
+    assert switched.calls == relaunch.calls and switched.machine.phase is Phase.STOPPING
+
+
+@pytest.mark.parametrize("name, shrinks", [("relaunch", False), ("membership", True), ("inplace", True)])
+def test_a_reclaim_stops_a_relaunch_job_and_shrinks_the_others_off_the_node(name, shrinks):
+    job = _Job(["n0", "n1"], ["n0"])
+    METHODS[name].reclaimed(job, "n1", 0.0)
+    if shrinks:
+        assert job.calls == [("shrink_off", "n1")] and job.machine.phase is Phase.STEADY
+        return
+    assert job.calls == [("has_nodes_left",), ("terminate_stopping",)] and job.machine.reason is Stop.RESIZE
+    gone = _Job(["n0"], [], nodes_left=False)  # its last node reclaimed: preempted, not resized
+    METHODS[name].reclaimed(gone, "n0", 0.0)
+    assert gone.machine.reason is Stop.PREEMPTED
