@@ -17,13 +17,12 @@ from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
 
 from bft.runtime.jobs.resize import Exit, Machine, Outcome, Phase, Stop, method  # noqa: E402
-from bft.runtime.jobs.resize.machine import (  # noqa: E402
+from bft.runtime.jobs.resize.machine import KILL_MARGIN_S, RESIZE_BLAST_S  # noqa: E402
+from bft.runtime.jobs.resize.verdicts import (  # noqa: E402
     BACKOFF_MAX_S,
     FAILURE_SETTLE_S,
     FORGIVE_AFTER_S,
     HEALTHY_GAP_S,
-    KILL_MARGIN_S,
-    RESIZE_BLAST_S,
 )
 from bft.train import EXIT_INPLACE_FAILED, EXIT_RESIZE  # noqa: E402
 

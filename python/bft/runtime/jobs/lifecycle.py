@@ -3,11 +3,13 @@ they exit.
 
 A job runs as generations of worker processes (each node's processes are one member). Where a job's
 resize stands, and the answer to every event (a decision, a reclaim, a worker's exit, a newcomer's
-deadline) is its resize machine's (:mod:`.resize.machine`); how its workers are started and what
-their exit statuses mean is its method's (:mod:`.resize.methods`). This part does the I/O they ask
-for: it records every process in the state database before starting it (a restarted manager finds
-it), starts and signals processes (through :mod:`.workers`, their I/O), reaps them, publishes
-in-place configurations, and writes the job's log and events.
+deadline) is its resize machine's (:mod:`.resize.machine`); how its workers are started, what
+their exit statuses mean and how each step of a resize is carried out is its method's
+(:mod:`.resize.methods`), which the lifecycle asks without knowing which it is. This part does the
+I/O they ask for: it records every process in the state database before starting it (a restarted
+manager finds it), starts and signals processes (through :mod:`.workers`, their I/O), reaps them,
+and writes the job's log and events; a method's steps for one job, in-place configurations and
+newcomers included, are in :mod:`.steps`.
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..decide import intake
-from ..decide.curvebook import INPLACE, RELAUNCH, CurveBook
+from ..decide.curvebook import CurveBook
 from ..sources.base import NodeSource
 from ..statedb.schema import JobState
 from ..statedb.store import JobRow, StateStore
 from .files import JobFiles
 from .heartbeats import Heartbeats
-from .launcher import worker_exit_code
 from .resize import Machine, Outcome, Phase, Plan, Stop, gaps, method
-from .resize.machine import FAILURE_SETTLE_S
+from .resize.verdicts import FAILURE_SETTLE_S
 from .runs import JobRun
+from .steps import JobSteps
 from .workers import Workers
 
 # A node where a worker was lost, hung or never arrived rests this long, idle (with standbys: with its
@@ -91,73 +93,10 @@ class JobLifecycle:
         if m.phase not in (Phase.STEADY, Phase.RESIZING):
             m.target = list(target)  # started there once its nodes are clear (launch_ready)
             return
-        gaps.resize_begins(run, self.store, in_place=method(run.method).in_place and not switch)
-        kind = self._resize(run, switch)
+        # Its method carries the resize out (and begins the gap meter's): in place, a relaunch, or a regroup.
+        kind = method(run.method).rescale(JobSteps(self, run), time.monotonic(), switch)
         if not switch:  # the rescale starts now: the book measures what it costs, per method
             self.book.rescale_begins(run, len(target), method=kind)
-
-    def _resize(self, run: JobRun, switch: bool) -> str:
-        """Moves a running generation towards run.target (the machine decides how); returns how the
-        rescale is done, for the advisor (INPLACE or RELAUNCH)."""
-        m, how, now = run.machine, method(run.method), time.monotonic()
-        if how.regroups and run.target and not switch:
-            leave, start = m.regroup(run.target, now)
-            self.workers.terminate(run, leave)
-            self.launch_agents(run, start)
-            return RELAUNCH
-        in_place = how.in_place and not switch
-        if in_place:
-            self._read_arrivals(run)  # a newcomer that arrived meanwhile switches in with this decision
-        plan = m.resize(run.target, now, in_place=in_place)
-        if plan is not None:
-            self._carry_out(run, plan)
-        self._terminate_stopping(run)
-        return INPLACE if plan is not None else RELAUNCH
-
-    def _read_arrivals(self, run: JobRun) -> None:
-        """Tells the job's machine which of its newcomers have announced themselves in the store."""
-        for node in self.workers.read_arrivals(run):
-            run.machine.arrived(node)
-
-    def _carry_out(self, run: JobRun, plan: Plan) -> None:
-        """An in-place resize: newcomers started (they announce themselves; the members train on), and
-        if the plan publishes (a shrink, or the switch once every newcomer has arrived), the
-        configuration published and the members' process rows carried over to the new generation; the
-        leavers exit at their next step boundary (a newcomer dismissed is killed: ``_reap``)."""
-        if not plan.publish:
-            if plan.start:
-                self.files.log_line(run.id, f"=== starting {', '.join(plan.start)} in place: generation "
-                                            f"{run.row.generation} trains on until they have arrived ===")
-                self.store.log_event("newcomers_starting", job=run.id, generation=run.row.generation,
-                                     nodes=plan.start)
-            self.launch_agents(run, plan.start, joining=True)
-            return
-        row = run.row
-        row.generation = plan.generation
-        self.store.update_job(row.id, generation=row.generation)
-        try:
-            self.workers.configurations.publish(row.id, row.generation, plan.members, row.procs_per_node,
-                                                regroup=plan.regroup)
-        except Exception as e:  # noqa: BLE001 - the store is unreachable: relaunch instead
-            run.machine.not_started(plan.start, f"rendezvous store: {e}", time.monotonic())
-            self.store.log_event("inplace_failed", job=row.id, generation=row.generation, error=str(e))
-            return
-        with self.store.transaction():
-            for node in plan.carried:  # the same processes, now of the new generation
-                agent = run.node_procs[node]
-                for k, (old, pid) in enumerate(zip(agent.rows, agent.pids)):
-                    self.store.end_proc(old, None)
-                    agent.rows[k] = self.store.add_proc(row.id, row.generation, node, k)
-                    self.store.set_proc_pid(agent.rows[k], pid)
-                agent.generation = row.generation
-        self.files.log_line(row.id, f"=== generation {row.generation} in place: {len(plan.members)} nodes "
-                                    f"({', '.join(plan.members)}); joining {', '.join(plan.joined) or 'none'}, "
-                                    f"leaving {', '.join(plan.left) or 'none'} ===")
-        self.store.log_event("resize_inplace", job=row.id, generation=row.generation, nodes=plan.members,
-                             joined=plan.joined, left=plan.left)
-        if plan.start:
-            self.store.log_event("newcomers_starting", job=run.id, generation=row.generation, nodes=plan.start)
-        self.launch_agents(run, plan.start, joining=True)
 
     @contextlib.contextmanager
     def node_events(self) -> Iterator[None]:
@@ -193,16 +132,15 @@ class JobLifecycle:
                 m.hurry(node, now + self.checkpoint_grace_s)
                 continue
             self.store.log_event("preempted", job=run.id, node=node)
-            rest = [n for n in run.target if n not in self.draining]
-            how = method(run.method)
-            if (how.in_place or how.regroups) and self._holders is not None:
-                # Summit takes many nodes in the same second: one generation for all of the batch's.
-                self._shrinks.setdefault(run.id, (run, []))[1].append(node)
-            elif how.in_place or how.regroups:
-                self._shrink_now(run, [node])
-            else:
-                m.stop(Stop.RESIZE if rest else Stop.PREEMPTED, now)
-                self._terminate_stopping(run)
+            method(run.method).reclaimed(JobSteps(self, run), node, now)
+
+    def shrink_off(self, run: JobRun, node: str) -> None:
+        """A method that resizes without stopping the survivors shrinks the job off its reclaimed `node`."""
+        if self._holders is not None:
+            # Summit takes many nodes in the same second: one generation for all of the batch's.
+            self._shrinks.setdefault(run.id, (run, []))[1].append(node)
+        else:
+            self._shrink_now(run, [node])
 
     def _shrink_now(self, run: JobRun, reclaimed: List[str]) -> None:
         """Shrinks a job off its reclaimed nodes at once, not at the next decision: they must be free
@@ -214,22 +152,19 @@ class JobLifecycle:
             run.machine.hurry(node, time.monotonic() + self.checkpoint_grace_s)
 
     def keeper_restarted(self) -> None:
-        """A new keeper replaced a lost one: every in-place job that runs re-forms in place in its store
-        (the same members as a new generation; the workers reconnect and keep their state)."""
+        """A new keeper replaced a lost one: every job that runs is told (its method's step: in place, it
+        re-forms in the new store)."""
         now = time.monotonic()
         for run in list(self.active_runs.values()):
             self.heartbeats.forget(run.id)  # written into the new store once each worker has reconnected
-            plan = run.machine.reform(now) if method(run.method).in_place else None
-            if plan is not None:
-                gaps.resize_begins(run, self.store, in_place=True)
-                self._carry_out(run, plan)
+            method(run.method).keeper_restarted(JobSteps(self, run), now)
 
     def stop_run(self, run: JobRun, reason: Stop) -> None:
         """Stops every worker of a job (cancel, shutdown); the user's reason overrides a resize's."""
         run.machine.stop(reason, time.monotonic())
-        self._terminate_stopping(run)
+        self.terminate_stopping(run)
 
-    def _terminate_stopping(self, run: JobRun) -> None:
+    def terminate_stopping(self, run: JobRun) -> None:
         """SIGTERM to the workers of a stopping generation that have not had it."""
         if run.machine.phase is Phase.STOPPING:
             self.workers.terminate(run, [n for n in run.machine.workers if run.machine.workers[n].leaving])
@@ -275,18 +210,8 @@ class JobLifecycle:
         self.book.configuration_starts(run, row.configuration)
         self.book.launched(run, len(run.target))  # a start, or a relaunch (a failed in-place resize's too)
         run.machine.start(run.target, row.generation)
-        if method(run.method).in_place:
-            try:
-                self.workers.configurations.publish(row.id, row.generation, run.target, row.procs_per_node)
-            except Exception as e:  # noqa: BLE001 - its workers could not start: a launch failure
-                if self.workers.keeper_alive():
-                    self.store.log_event("launch_failed", job=row.id, error=f"rendezvous store: {e}")
-                    for node in list(run.target):
-                        run.machine.launch_failed(node, time.monotonic(), f"rendezvous store: {e}")
-                    return
-                # Unless the keeper died meanwhile: its successor gets the generation (keeper_restarted
-                # re-forms it), and the workers start and wait for it there.
-        self.launch_agents(run, run.target)
+        if method(run.method).publish_first(JobSteps(self, run)):
+            self.launch_agents(run, run.target)
 
     def launch_agents(self, run: JobRun, nodes: List[str], joining: bool = False) -> None:
         """Starts the job's workers on `nodes` (the machine knows them already); a node where none could
@@ -295,25 +220,19 @@ class JobLifecycle:
             return
         for node, error in self.workers.start(run, nodes, joining=joining).items():
             run.machine.launch_failed(node, time.monotonic(), error)
-        self._terminate_stopping(run)
+        self.terminate_stopping(run)
 
     def adopt(self, run: JobRun, procs: List[Any]) -> bool:
         """Takes over the agents a previous manager started for a running job (its keeper kept their
         store): they train on, nothing is relaunched. `procs` are the job's open process rows; True
         if every one of its current generation was found alive and adopted."""
         row = run.row
-        how = method(run.method)
         agents = self.workers.find_again(run, procs)
         if not agents or any(a.poll() is not None for a in agents.values()):
             return False
-        members = sorted(agents)
-        if how.in_place:
-            try:
-                members = self.workers.configurations.members(row.id, row.generation) or members
-            except Exception:  # noqa: BLE001 - the keeper lost its store: relaunch instead of adopting
-                return False
-            if not set(members) <= set(agents):  # a member's worker is gone: relaunch
-                return False
+        members = method(run.method).adopted_members(JobSteps(self, run), sorted(agents))
+        if members is None:
+            return False
         # In place, the others are a grow's newcomers on their way (their process rows are their tickets).
         newcomers = sorted(n for n in agents if n not in members)
         self.workers.adopted(run, agents)
@@ -350,11 +269,7 @@ class JobLifecycle:
             if not run.node_procs and not m.running and run.last_report_due is None:
                 continue  # queued, backing off or between generations: nothing to reap or judge
             self._reap(run, now)
-            if m.phase is Phase.RESIZING:
-                self._check_newcomers(run, now)
-            if m.phase in (Phase.STEADY, Phase.RESIZING) and len(run.node_procs) > 1 \
-                    and self.heartbeats.due(run.id, now) and method(run.method).in_place:
-                self._check_heartbeats(run, now)
+            method(run.method).watch(JobSteps(self, run), now)  # in place: newcomers' arrivals, hung workers
             if run.node_procs and not run.silent and run.launched_at is not None:
                 self._check_silence(run, now)
             if not run.node_procs and (m.judgeable(now) or run.last_report_due is not None):
@@ -375,21 +290,19 @@ class JobLifecycle:
                 self.store.end_proc(row_id, code)
             was_leaving, judged = m.blocked(node), how.judge(code)
             if not was_leaving and code != 0:
-                if not how.runs_script:  # a torchrun agent: its failed worker's own status, from its report
-                    code = worker_exit_code(self.files.output_tail(run.id)) or code
+                code = how.failed_status(code, lambda: self.files.output_tail(run.id))
                 self.store.log_event("worker_exited", job=run.id, node=node, exit_code=code,
                                      generation=agent.generation, judged=judged.value)
             lost = m.lost
-            plan = m.exited(node, judged, code=code, now=now, in_place=how.in_place)
+            plan = how.exited(m, node, judged, code, now)
             if m.lost is not lost:
                 self._drop_lost(run, node, code)
             if plan is not None:
-                self._follow(run, plan)
+                self.follow(run, plan)
             vacated = vacated or (was_leaving and node in run.target)
-        self._terminate_stopping(run)
-        if vacated and m.phase in (Phase.STEADY, Phase.RESIZING) and how.in_place:
-            # A node of its target was still being vacated by its own leaver: it joins now.
-            self._resize(run, switch=False)
+        self.terminate_stopping(run)
+        if vacated:
+            how.vacated(JobSteps(self, run), time.monotonic())
 
     def _drop_lost(self, run: JobRun, node: str, code: int) -> None:
         """A worker lost while its job trains in place (dead, killed, or hung and killed): the machine
@@ -408,55 +321,17 @@ class JobLifecycle:
             run.target = list(run.machine.target)
             self.mark_dirty(time.monotonic())
 
-    def _follow(self, run: JobRun, plan: Plan) -> None:
-        """Carries out a plan the machine made on its own (a lost worker dropped, a newcomer gone, the
-        switch once every newcomer has arrived). A published one ends a gap the intake measures (from
-        the members' last step before it); one that drops a member is a rescale nobody decided, which
-        the advisor hears of (a switch is the rescale its decision began)."""
+    def follow(self, run: JobRun, plan: Plan) -> None:
+        """Carries out an in-place plan the machine made on its own (a lost worker dropped, a newcomer
+        gone, the switch once every newcomer has arrived). A published one ends a gap the intake
+        measures (from the members' last step before it); one that drops a member is a rescale nobody
+        decided, which the advisor hears of (a switch is the rescale its decision began)."""
         run.target = list(run.machine.target)
         if plan.publish:
             gaps.resize_begins(run, self.store, in_place=True)
-        self._carry_out(run, plan)
+        JobSteps(self, run).carry_out(plan)
         if plan.publish and plan.left:
-            self.book.rescale_begins(run, len(run.target), method=INPLACE)
-
-    def _check_newcomers(self, run: JobRun, now: float) -> None:
-        """Newcomers that announced themselves (read from the store): once none is on its way, the
-        switch is published. One past its deadline that has not is dismissed (or fails the resize)."""
-        m = run.machine
-        if m.pending:
-            self._read_arrivals(run)
-        for node in m.overdue(now):
-            generation = m.workers[node].generation
-            plan = m.not_joined(node, now)
-            if m.phase is Phase.STOPPING:
-                self.store.log_event("inplace_failed", job=run.id, node=node, generation=generation,
-                                     error=f"not joined within {self.inplace_timeout_s:g} s")
-                continue
-            self.store.log_event("newcomer_dismissed", job=run.id, node=node, generation=generation,
-                                 error=f"not joined within {self.inplace_timeout_s:g} s")
-            self.rest(node, now)
-            if plan is not None:
-                self._follow(run, plan)
-            self.mark_dirty(now)
-        plan = m.switch(now)
-        if plan is not None:
-            self._follow(run, plan)
-        self._terminate_stopping(run)
-
-    def _check_heartbeats(self, run: JobRun, now: float) -> None:
-        """A worker hung (its heartbeats say so: :mod:`.heartbeats`) is killed at the next pass and its
-        exit answered as a lost worker's; its node rests."""
-        beats = self.workers.read_beats(run)
-        if beats is None:
-            self.heartbeats.forget(run.id)
-            return
-        for node, bound_s in self.heartbeats.hung(run.id, beats, now).items():
-            if run.machine.hung(node):
-                self.store.log_event("worker_hung", job=run.id, node=node, bound_s=round(bound_s, 2))
-                self.files.log_line(run.id, f"=== the worker on {node} is hung (no heartbeat or no progress for "
-                                            f"{bound_s:.1f} s): killed ===")
-                self.rest(node, now)
+            self.book.rescale_begins(run, len(run.target), method=method(run.method).advisor_kind)
 
     def rest(self, node: str, now: float) -> None:
         """A worker on `node` was lost, hung, or never arrived: the node is left out of decisions until

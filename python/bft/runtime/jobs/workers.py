@@ -13,11 +13,10 @@ import signal
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from ...train import protocol
 from ..sources.base import NodeSource, SourceError
 from ..statedb.store import StateStore
 from .files import JobFiles
-from .launcher import LaunchSpec, default_python, job_environment, local_rank_environment
+from .launcher import LaunchSpec, default_python, job_environment
 from .processes import AdoptedProcess, signal_processes, tagged_processes, terminate_tagged
 from .resize import Configurations, method
 from .runs import JobRun, NodeProcs
@@ -134,14 +133,10 @@ class Workers:
                                       checkpoint_grace_s=self.checkpoint_grace_s, configuration=row.configuration,
                                       exit_file=exit_file,
                                       procs_per_node=row.procs_per_node)
-                env.update(how.environment(self.store_address, self.inplace_timeout_s, spec.node_address))
-                if how.runs_script:
-                    env.update(local_rank_environment(k, row.procs_per_node))
-                if joining and how.in_place:
-                    env[protocol.ENV_JOIN_TICKET] = str(rows[node][k])
+                env.update(how.environment(spec, self.inplace_timeout_s, k, rows[node][k] if joining else None))
                 envs.append(env)
-            if how.runs_script and self.standbys is not None:
-                standbys = self.standbys.take(node, row.python, count)
+            standbys = how.standbys_for(self.standbys, node, row.python, count) if self.standbys is not None else None
+            if standbys is not None:
                 if standbys and all(self.standbys.assign(proc, argv=argv, env=env, cwd=Path(row.cwd),
                                                          log_path=job_dir / "output.log")
                                     for proc, env in zip(standbys, envs)):
@@ -151,8 +146,6 @@ class Workers:
                 # One of them was gone: the node starts afresh, and those already given the job must not run it.
                 signal_processes([-proc.pid for proc in standbys], signal.SIGKILL)
                 self.standbys.discard(standbys)
-            elif self.standbys is not None:
-                self.standbys.end(node)  # its job runs under torchrun: a standby would only hold memory
             started[node] = []
             try:
                 for env in envs:

@@ -1,9 +1,11 @@
 """A job's resize, owned in one place: the state machine (:mod:`.machine`: the answer to every
-event, how failures are counted; its phases, stop reasons and verdicts in :mod:`.states`) and the
-resize methods behind one interface (:mod:`.methods`: relaunch, inplace, membership), with the
-in-place configurations in the keeper's store (:mod:`.configurations`), and the gap meter (:mod:`.gaps`:
-what each resize costs in training time, measured from the job's reports). The lifecycle drives them
-and carries out what they answer."""
+event; its verdicts on ended generations and how failures are counted in :mod:`.verdicts`; its
+phases, stop reasons and outcomes in :mod:`.states`) and the resize methods behind one interface
+(:mod:`.methods`: relaunch, inplace, membership), each of which carries out its own resize steps
+through the I/O the lifecycle offers it for the job (jobs/steps.py), with the in-place
+configurations in the keeper's store (:mod:`.configurations`), and the gap meter (:mod:`.gaps`:
+what each resize costs in training time, measured from the job's reports). The lifecycle drives
+them and does the I/O they ask for."""
 
 from .configurations import Configurations
 from .machine import Machine

@@ -31,6 +31,8 @@ asked to leave is killed at its kill time; a back-off ends. In place, a worker
 lost while its generation runs (crashed, killed, or found hung and killed) is dropped from a new
 generation, a shrink, not a failure (``exited``), unless another one fails the same way; a lost
 keeper's jobs re-form in the new store (``reform``); healthy training forgives counted failures.
+The verdict on a generation that ended, and the counting of failures, are the machine's part in
+:mod:`.verdicts`.
 """
 
 from __future__ import annotations
@@ -39,28 +41,17 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .states import USER_STOPS, Exit, Failure, Outcome, Phase, Plan, Stop, Worker
+from .verdicts import FORGIVE_AFTER_S, Verdicts
 
 # A crash that follows a membership change by less than this is the change's failure (a peer that
 # went away mid-collective), not the script's: judged as an in-place failure, not a crash.
 RESIZE_BLAST_S = 5.0
-# A failure is judged this long after it happened: the batch scheduler's word that it took the node
-# (which explains the failure) may come a moment after the worker died.
-FAILURE_SETTLE_S = 5.0
-# Back-off before the relaunch that follows the n-th counted failure: BACKOFF_BASE_S * 2^(n-1), at most
-# BACKOFF_MAX_S. A script that always fails spends its --max-retries in seconds, not for ever.
-BACKOFF_BASE_S = 2.0
-BACKOFF_MAX_S = 60.0
 # Extra time a stopped worker has beyond the grace time before it is killed (torchrun's own shutdown).
 KILL_MARGIN_S = 10.0
-# Counted failures decay with healthy training: one is forgiven for every FORGIVE_AFTER_S of progress
-# (reports) since the last counted one, so a long job is not failed for losses spread over its life.
-# Only the time between reports at most HEALTHY_GAP_S apart counts as training.
-FORGIVE_AFTER_S = 3600.0
-HEALTHY_GAP_S = 60.0
 
 
 @dataclass
-class Machine:
+class Machine(Verdicts):
     """One job's resize. `checkpoint_grace_s`: a stopped worker's time to checkpoint; `join_timeout_s`: an in-place
     newcomer's time to arrive; `max_retries`: counted failures before the job fails."""
 
@@ -290,21 +281,6 @@ class Machine:
         self._settle()
         return plan
 
-    def progress(self, generation: int, now: float) -> None:
-        """A progress report of `generation` at `now`: the job trains, so an in-place failure after it is
-        not counted as a retry (the outcome's rule), and its healthy training time grows (a counted
-        failure is forgiven, and a lost worker forgotten, every `forgive_after_s` of it)."""
-        if generation == self.generation:
-            self.reported = True
-            if self.progress_at is not None and 0.0 < now - self.progress_at <= HEALTHY_GAP_S:
-                self.healthy_s += now - self.progress_at
-            self.progress_at = now
-            if self.healthy_s >= self.forgive_after_s:
-                self.healthy_s, self.lost = 0.0, None
-                if self.retries > 0:
-                    self.retries -= 1
-                    self.forgiven += 1
-
     def exited(self, node: str, kind: Exit, *, code: Optional[int], now: float,
                in_place: bool = False) -> Optional[Plan]:
         """The worker on `node` exited; `kind` is the method's reading of `code`, `in_place` whether the
@@ -398,60 +374,6 @@ class Machine:
         return [n for n, w in self.workers.items()
                 if w.hung or (w.leaving and w.kill_at is not None and now >= w.kill_at)]
 
-    # -- the end of a generation ------------------------------------------------------------------
-
-    def judgeable(self, now: float) -> bool:
-        """True once every worker is gone and a failure (if any) has settled: `outcome` may be asked."""
-        if self.workers or self.phase not in (Phase.STOPPING, Phase.STEADY, Phase.RESIZING):
-            return False
-        f = self.failure
-        return (f is None or self.disturbed or self.completed or self.reason in USER_STOPS
-                or now >= f.at + FAILURE_SETTLE_S)
-
-    def outcome(self, now: float, work_done: bool) -> Outcome:
-        """The verdict on the generation that has ended. `work_done`: the job reported all its work (it
-        is finished, however its workers exited: it is never queued again)."""
-        if self.workers:
-            raise RuntimeError("outcome asked while workers run")
-        reason, f = self.reason, self.failure
-        self.phase, self.members = Phase.IDLE, []
-        if self.completed or work_done:
-            return self._end(Outcome.FINISHED, "the script finished" if self.completed else "its work is done")
-        if reason is Stop.CANCEL:
-            return self._end(Outcome.CANCELLED, "cancelled by the user")
-        if f is not None and not self.disturbed and reason not in USER_STOPS:
-            self.last_failure = f
-            counted = f.kind is Exit.CRASHED or not self.reported
-            what = f"exited with code {f.code}" if f.code is not None else f.detail or "failed"
-            what = (f"the script {what}" if f.kind is Exit.CRASHED
-                    else f"an in-place resize failed ({what} on {f.node})")
-            if counted:
-                self.retries += 1
-                self.healthy_s = 0.0
-                if self.retries > self.max_retries:
-                    return self._end(Outcome.FAILED, f"{what} ({self.retries} attempts)")
-                self.phase = Phase.BACKOFF
-                self.deadline = now + min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (self.retries - 1))
-                return self._outcome(Outcome.BACKOFF, f"{what}; retry {self.retries} of {self.max_retries} "
-                                                      f"in {self.deadline - now:g} s")
-            return self._outcome(Outcome.RELAUNCH, f"{what}; relaunched from the last checkpoint (it had "
-                                                   "trained: not counted)")
-        if reason is Stop.SHUTDOWN:
-            return self._outcome(Outcome.QUEUED, "the manager stops: queued for the next one")
-        if not self.target:
-            return self._outcome(Outcome.QUEUED, "preempted: its nodes were reclaimed" if self.disturbed
-                                 else "the allocator gave its nodes to other jobs")
-        if reason is Stop.RESIZE or reason is None:
-            return self._outcome(Outcome.RELAUNCH, f"resize to {len(self.target)} nodes")
-        detail = f" ({f.kind.value} on {f.node}, after a reclaim)" if f is not None else ""
-        return self._outcome(Outcome.RELAUNCH, f"{reason.value}{detail}: relaunched on {len(self.target)} nodes")
-
-    def may_start(self, now: float) -> bool:
-        """Whether a new generation may start (its nodes aside)."""
-        if self.phase is Phase.BACKOFF and self.deadline is not None and now >= self.deadline:
-            self.phase, self.deadline = Phase.IDLE, None
-        return self.phase is Phase.IDLE and not self.workers and self.reason not in USER_STOPS
-
     # -- internals --------------------------------------------------------------------------------
 
     def _holders(self, target: List[str]) -> List[str]:
@@ -473,16 +395,6 @@ class Machine:
                 and all(not w.leaving for w in self.workers.values()):
             self.phase = Phase.STEADY
 
-    def _outcome(self, outcome: Outcome, words: str) -> Outcome:
-        self.last_outcome, self.last_reason = outcome, words
-        self.reason, self.failure = None, None
-        self.completed = self.disturbed = self.reported = False
-        return outcome
-
-    def _end(self, outcome: Outcome, words: str) -> Outcome:
-        self._outcome(outcome, words)
-        self.phase = Phase.ENDED
-        return outcome
 
 
 def _killed_by_others(kind: Exit, code: Optional[int], worker: Worker, now: float) -> bool:
