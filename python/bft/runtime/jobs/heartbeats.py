@@ -1,7 +1,7 @@
 """Hung in-place workers, found by their heartbeats (docs/runtime.md, "A hung worker").
 
 Every in-place worker writes "<beats> <steps> <waiting>" into its job's store every 0.5 s from a
-thread of its own (bft.train.elastic): `beats` grows while the process runs, `steps` counts its step
+thread of its own (bft.train.store_link): `beats` grows while the process runs, `steps` counts its step
 boundaries, `waiting` says it waits for its peers at one. The lifecycle reads them about once a
 second; this part judges them (pure: no I/O). A worker is hung when, while a peer of its job still
 beats,

@@ -4,7 +4,7 @@ The manager writes every generation's configuration (its member nodes, in rank o
 processes each runs) and then the
 job's current generation (key layout: bft.train.protocol). The workers that stay notice a new
 generation at their next step boundary and re-form their process group on its prefix
-(bft.train.elastic); those that leave exit with EXIT_RESIZE. Newcomers announce themselves before
+(bft.train.inplace); those that leave exit with EXIT_RESIZE. Newcomers announce themselves before
 any generation holds them (``announced``): the manager publishes the switch once all have.
 """
 
@@ -62,7 +62,7 @@ class Configurations:
 
     def announced(self, job: str, node: str, tickets: List[str]) -> bool:
         """True once every newcomer process on `node` (local rank k started with ticket `tickets[k]`) has
-        announced itself: started, connected and ready to join (bft.train.elastic)."""
+        announced itself: started, connected and ready to join (bft.train.inplace)."""
         store = self._client(job)
         keys = [protocol.newcomer_key(job, node, k) for k in range(len(tickets))]
         return store.check(keys) and [v.decode() for v in store.multi_get(keys)] == tickets
@@ -76,7 +76,7 @@ class Configurations:
         return list(json.loads(store.get(key).decode())["nodes"])
 
     def beats(self, job: str, processes: List[Tuple[str, int]]) -> Dict[Tuple[str, int], str]:
-        """The heartbeats the worker processes (node, local rank) wrote (bft.train.elastic), for those
+        """The heartbeats the worker processes (node, local rank) wrote (bft.train.store_link), for those
         that wrote one."""
         store = self._client(job)
         keys = {proc: protocol.beat_key(job, *proc) for proc in processes}

@@ -10,7 +10,7 @@ may ask for: jobs/steps.py); nothing outside this package branches on a method's
   generation at the new size.
 - ``inplace``: the script itself on each node, once per local rank (``bft.train.run``, no torchrun);
   a resize publishes a new generation, the survivors keep their processes and send the state to the
-  newcomers (bft.train.elastic; configurations in the keeper's store: :mod:`.configurations`).
+  newcomers (bft.train.inplace; configurations in the keeper's store: :mod:`.configurations`).
 - ``membership``: torchrun agents with a node range (``--nnodes=min:max``); a resize stops the
   leavers' agents and starts the newcomers', and torchrun re-forms the group (its own restart).
 """
