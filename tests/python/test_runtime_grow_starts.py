@@ -67,6 +67,24 @@ def test_a_shrink_decided_while_newcomers_start_keeps_the_members_that_hold_the_
     assert placement.nodes == ["n4", "n5"]
 
 
+def test_while_a_grows_newcomers_start_the_advisor_hears_the_members_size(store):
+    """Arrive first, then switch: while the newcomer on n1 starts, the member on n0 trains on alone, and
+    its reports are progress at 1 node, not at the 2 the decision aims at (which made a grow look
+    free and its two nodes as fast as one)."""
+    book = new_book(store)
+    intake, run, send = reporting_job(store, book, INPLACE)
+    run.machine.start(["n0"], 1)
+    run.target = ["n0"]
+    t0 = time.time()
+    send(1, 1, 1, 64.0, t0)
+    run.machine.resize(["n0", "n1"], time.monotonic(), in_place=True)
+    run.target = ["n0", "n1"]
+    assert run.machine.pending == ["n1"] and run.training_nodes == 1
+    book.rescale_begins(run, run.training_nodes, method=INPLACE)
+    send(1, 2, 1, 128.0, t0 + 0.5)
+    assert [p["nodes"] for p in store.progress()] == [1, 1, 1]
+
+
 @pytest.mark.parametrize("free, warm, start", [(2, 0, COLD), (2, 1, COLD), (2, 2, WARM), (5, 3, WARM), (5, 2, COLD)])
 def test_a_grow_that_needs_more_than_the_free_warm_nodes_is_charged_a_cold_start(store, free, warm, start):
     book = new_book(store)

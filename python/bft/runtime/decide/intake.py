@@ -117,7 +117,8 @@ class ReportIntake:
             run.row.retries = run.machine.retries
             self.store.update_job(run.id, retries=run.row.retries)
             self.store.log_event("retry_forgiven", job=run.id, retries=run.row.retries)
-        live = len(run.machine.live)
+        pending = set(run.machine.pending)  # a grow's newcomers on their way: not training yet
+        live = sum(1 for n in run.machine.live if n not in pending)
         self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or run.nodes_spanned(r.world),
                          time_s=now)
 

@@ -96,7 +96,7 @@ class JobLifecycle:
         # Its method carries the resize out (and begins the gap meter's): in place, a relaunch, or a regroup.
         kind = method(run.method).rescale(JobSteps(self, run), time.monotonic(), switch)
         if not switch:  # the rescale starts now: the book measures what it costs, per method
-            self.book.rescale_begins(run, len(target), method=kind)
+            self.book.rescale_begins(run, run.training_nodes, method=kind)
 
     @contextlib.contextmanager
     def node_events(self) -> Iterator[None]:
@@ -325,13 +325,16 @@ class JobLifecycle:
         """Carries out an in-place plan the machine made on its own (a lost worker dropped, a newcomer
         gone, the switch once every newcomer has arrived). A published one ends a gap the intake
         measures (from the members' last step before it); one that drops a member is a rescale nobody
-        decided, which the advisor hears of (a switch is the rescale its decision began)."""
+        decided, which the advisor hears of; at a switch it hears of the grown size (until then the
+        members trained at theirs: a grow's cost is the switch's, not the newcomers' start)."""
         run.target = list(run.machine.target)
         if plan.publish:
             gaps.resize_begins(run, self.store, in_place=True)
         JobSteps(self, run).carry_out(plan)
         if plan.publish and plan.left:
-            self.book.rescale_begins(run, len(run.target), method=method(run.method).advisor_kind)
+            self.book.rescale_begins(run, run.training_nodes, method=method(run.method).advisor_kind)
+        elif plan.publish and plan.joined:  # the switch: the grow's newcomers train from now
+            self.book.record(run, run.training_nodes, method=method(run.method).advisor_kind)
 
     def rest(self, node: str, now: float) -> None:
         """A worker on `node` was lost, hung, or never arrived: the node is left out of decisions until

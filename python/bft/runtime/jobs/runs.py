@@ -114,6 +114,14 @@ class JobRun:
         return self.row.id
 
     @property
+    def training_nodes(self) -> int:
+        """The nodes of its target that train (or will at once): not a grow's newcomers still on their
+        way, which join only at the switch (until then the members train on at their size): the size
+        the advisor hears of."""
+        pending = set(self.machine.pending)
+        return sum(1 for n in self.target if n not in pending)
+
+    @property
     def method(self) -> str:
         """How the job changes size (inplace, relaunch or membership): fixed on its row by the manager
         when the job is submitted or recovered, so every part of the manager reads the same one."""
