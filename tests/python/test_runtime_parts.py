@@ -4,6 +4,8 @@ kind). Fast: no torch, no manager process."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -305,29 +307,33 @@ def test_the_keeper_holds_reports_while_no_manager_is_attached_and_outlives_it(t
     first = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
     assert not first.adopted
     pid, port = first.info["pid"], first.info["report_port"]
-    first.conn.close()  # the manager dies
-    time.sleep(1.0)  # the keeper's loop wakes on the close: what follows is held, not relayed
+    try:
+        first.conn.close()  # the manager dies
+        time.sleep(1.0)  # the keeper's loop wakes on the close: what follows is held, not relayed
 
-    def report(seq: int) -> bytes:
-        return protocol.encode(protocol.Report(run.id, 0, 0, seq, 0, 1, False, 100.0 * seq, time.time()),
-                               bytes.fromhex("ab" * 32))
+        def report(seq: int) -> bytes:
+            return protocol.encode(protocol.Report(run.id, 0, 0, seq, 0, 1, False, 100.0 * seq, time.time()),
+                                   bytes.fromhex("ab" * 32))
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for k in range(1, 4):
-            s.sendto(report(k), ("127.0.0.1", port))
-            s.sendto(b"garbage", ("127.0.0.1", port))
-    time.sleep(1.0)  # the keeper reads them before the next manager attaches: held, not relayed
-    second = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
-    assert second.adopted and second.info["pid"] == pid  # the same keeper, the same store
-    received = second.datagrams()  # held: the first and the newest (all, if one came late and was relayed)
-    seen = []
-    while not seen or seen[-1] != b"3":  # the sequence number, the datagram's fifth field
-        data = next(received)
-        if data != b"garbage":  # relayed as it arrived: the manager drops and counts it
-            seen.append(data.split(b" ")[4])
-    assert seen == sorted(seen) and seen[0] == b"1" and seen[-1] == b"3"
-    second.stop_keeper()
-    assert not keeper_alive(pid, tmp_path)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for k in range(1, 4):
+                s.sendto(report(k), ("127.0.0.1", port))
+                s.sendto(b"garbage", ("127.0.0.1", port))
+        time.sleep(1.0)  # the keeper reads them before the next manager attaches: held, not relayed
+        second = KeeperLink(tmp_path, bind="127.0.0.1", store_port=0, report_port=0)
+        assert second.adopted and second.info["pid"] == pid  # the same keeper, the same store
+        received = second.datagrams()  # held: the first and the newest (all, if one came late and was relayed)
+        seen = []
+        while not seen or seen[-1] != b"3":  # the sequence number, the datagram's fifth field
+            data = next(received)
+            if data != b"garbage":  # relayed as it arrived: the manager drops and counts it
+                seen.append(data.split(b" ")[4])
+        assert seen == sorted(seen) and seen[0] == b"1" and seen[-1] == b"3"
+        second.stop_keeper()
+        assert not keeper_alive(pid, tmp_path)
+    finally:  # a failed assertion must not leave the keeper running (it outlives managers on purpose)
+        if keeper_alive(pid, tmp_path):
+            os.kill(pid, signal.SIGKILL)
     assert not (tmp_path / INFO_NAME).exists() and not (tmp_path / SOCKET_NAME).exists()
 
 
