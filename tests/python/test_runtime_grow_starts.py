@@ -32,7 +32,6 @@ def running_in_place(store: StateStore, nodes, max_nodes: int = 4):
     """A job resized in place, running generation 1 on `nodes`, as the lifecycle leaves it."""
     run = make_run(store, "job", max_nodes=max_nodes, resize=INPLACE)
     run.machine.start(list(nodes), 1)
-    run.target = list(nodes)
     run.node_procs = {n: NodeProcs(job="job", generation=1, node=n, procs=[], rows=[]) for n in nodes}
     return run
 
@@ -42,11 +41,11 @@ def test_a_growing_job_takes_the_free_nodes_with_a_warm_standby_first(store):
     decider = Decider(book, store, policy="exact", tfwd_s=100.0, max_jobs=10, curve_change=0.15)
     run = make_run(store, "job", max_nodes=3)
     run.row.curve = {"nodes": [1, 2, 3], "throughput": [100.0, 200.0, 300.0]}
-    run.target = ["n0"]
+    run.machine.place(["n0"])
     (placement,) = decider.decide([run], NODES, time.monotonic(), warm=["n5", "n3"])
     # (The allocator gives free nodes out lowest id first: without the warm ones first, n1 and n2.)
     assert placement.nodes == ["n0", "n3", "n5"]
-    run.target = placement.nodes
+    run.machine.place(placement.nodes)
     # A shrink keeps the nodes that joined first, as it did before standbys had any say.
     run.row.max_nodes = 2
     (placement,) = decider.decide([run], NODES, time.monotonic(), warm=["n1", "n2"])
@@ -61,7 +60,6 @@ def test_a_shrink_decided_while_newcomers_start_keeps_the_members_that_hold_the_
     run = running_in_place(store, ["n4", "n5"], max_nodes=2)
     run.row.curve = {"nodes": [1, 2], "throughput": [100.0, 200.0]}
     run.machine.resize(["n4", "n5", "n0", "n1"], time.monotonic(), in_place=True)
-    run.target = ["n4", "n5", "n0", "n1"]
     assert run.machine.members == ["n4", "n5"]
     (placement,) = decider.decide([run], NODES, time.monotonic())
     assert placement.nodes == ["n4", "n5"]
@@ -104,7 +102,7 @@ def test_a_grow_that_needs_more_than_the_free_warm_nodes_is_charged_a_cold_start
 def test_a_relaunch_is_never_charged_a_cold_start_on_top_its_costs_are_all_cold(store):
     book = new_book(store)
     run = make_run(store, "job", max_nodes=4, resize=RELAUNCH)
-    run.target = ["n0"]
+    run.machine.place(["n0"])
     assert book.allocation_job(run, 6, 6, free=FreeNodes(count=3, warm=0)).scale_up_s == pytest.approx(5.0)
 
 

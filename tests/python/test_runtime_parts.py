@@ -42,7 +42,7 @@ def measure(book: CurveBook, run: JobRun, rates: dict, minutes: int = 5) -> None
 def decide(decider: Decider, runs, pool=NODES):
     placements = decider.decide(decider.admitted(runs), pool, time.monotonic())
     for p in placements:
-        p.run.target = p.nodes
+        p.run.machine.place(p.nodes)
     return {p.run.id: p.nodes for p in placements}
 
 
@@ -52,7 +52,7 @@ def test_an_unmeasured_job_is_probed_on_its_fair_share_not_given_every_node(stor
     measured = make_run(store, "measured")
     # Sublinear: its best per-node rate (1 node) is what the optimistic prior gives a new job at every size.
     measure(book, measured, {1: 1000.0, 2: 1500.0, 4: 2000.0})
-    measured.target = list(NODES)
+    measured.machine.place(list(NODES))
     new = make_run(store, "new", max_nodes=4)
     got = decide(decider, [measured, new])
     assert len(got["new"]) <= fair_share(len(NODES), 2) == 2
@@ -105,7 +105,7 @@ def test_a_silent_job_gets_only_nodes_no_other_job_can_use(store):
     decider = Decider(book, store, policy="exact", tfwd_s=10.0, max_jobs=10, curve_change=0.15)
     silent = make_run(store, "silent", max_nodes=4)
     silent.silent = True
-    silent.target = list(NODES)  # it held every node when it was found silent
+    silent.machine.place(list(NODES))  # it held every node when it was found silent
     reporting = make_run(store, "reporting", max_nodes=3)
     measure(book, reporting, {1: 100.0, 2: 190.0, 3: 270.0})
     got = decide(decider, [silent, reporting])

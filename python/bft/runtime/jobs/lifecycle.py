@@ -88,11 +88,10 @@ class JobLifecycle:
             self.store.update_job(run.id, configuration=configuration)
             self.store.log_event("configuration_changed", job=run.id, previous=previous, configuration=configuration,
                                  nodes=len(target))
-        run.target = target
         m = run.machine
+        m.place(target)  # the resize below moves the generation there
         if m.phase not in (Phase.STEADY, Phase.RESIZING):
-            m.target = list(target)  # started there once its nodes are clear (launch_ready)
-            return
+            return  # started there once its nodes are clear (launch_ready)
         # Its method carries the resize out (and begins the gap meter's): in place, a relaunch, or a regroup.
         kind = method(run.method).rescale(JobSteps(self, run), time.monotonic(), switch)
         if not switch:  # the rescale starts now: the book measures what it costs, per method
@@ -236,7 +235,6 @@ class JobLifecycle:
         # In place, the others are a grow's newcomers on their way (their process rows are their tickets).
         newcomers = sorted(n for n in agents if n not in members)
         self.workers.adopted(run, agents)
-        run.target = list(members) + newcomers
         run.machine.adopt(members, row.generation, newcomers, time.monotonic())
         run.launched_at = time.monotonic()
         self.files.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on "
@@ -318,7 +316,6 @@ class JobLifecycle:
                              else "dropped, the others train on ==="))
         self.rest(node, time.monotonic())
         if not relaunch:
-            run.target = list(run.machine.target)
             self.mark_dirty(time.monotonic())
 
     def follow(self, run: JobRun, plan: Plan) -> None:
@@ -327,7 +324,6 @@ class JobLifecycle:
         measures (from the members' last step before it); one that drops a member is a rescale nobody
         decided, which the advisor hears of; at a switch it hears of the grown size (until then the
         members trained at theirs: a grow's cost is the switch's, not the newcomers' start)."""
-        run.target = list(run.machine.target)
         if plan.publish:
             gaps.resize_begins(run, self.store, in_place=True)
         JobSteps(self, run).carry_out(plan)
@@ -412,7 +408,7 @@ class JobLifecycle:
         with self.store.transaction(durable=True):
             self.store.update_job(row.id, state=state, reason=reason, finished_s=row.finished_s, samples=row.samples)
             self.store.log_event(state, job=row.id, samples=row.samples)
-        run.target = []
+        run.machine.place([])
         del self.active_runs[row.id]
         self.heartbeats.forget(row.id)
         self.book.forget(run)

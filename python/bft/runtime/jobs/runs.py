@@ -65,7 +65,6 @@ class JobRun:
     field is written by one module, its owner (OWNERS, below); the others read it or ask the owner."""
 
     row: JobRow
-    target: List[str] = field(default_factory=list)  # nodes the allocator gave the job
     node_procs: Dict[str, NodeProcs] = field(default_factory=dict)  # node -> its live processes
     # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
     # (Its retries and their limit are the row's: set in __post_init__.)
@@ -114,6 +113,12 @@ class JobRun:
         return self.row.id
 
     @property
+    def target(self) -> List[str]:
+        """The nodes the allocator gave the job: its resize machine's (the only holder; the lifecycle
+        tells the machine, Machine.place), read here."""
+        return self.machine.target
+
+    @property
     def training_nodes(self) -> int:
         """The nodes of its target that train (or will at once): not a grow's newcomers still on their
         way, which join only at the switch (until then the members train on at their size): the size
@@ -154,7 +159,7 @@ class JobRun:
 # and the machine are set when the run is made (JobLifecycle.new_run); the row's columns mirror what
 # a committed transition changed.
 OWNERS = {
-    "row": "jobs/lifecycle.py", "machine": "jobs/lifecycle.py", "target": "jobs/lifecycle.py",
+    "row": "jobs/lifecycle.py", "machine": "jobs/lifecycle.py",
     "last_report_due": "jobs/lifecycle.py", "launched_at": "jobs/lifecycle.py",
     # Started and found again there; the lifecycle tells it of exits and adoptions.
     "node_procs": "jobs/workers.py",

@@ -144,6 +144,11 @@ class Machine(Verdicts):
 
     # -- decisions --------------------------------------------------------------------------------
 
+    def place(self, target: List[str]) -> None:
+        """The allocator gave the job `target` (none: it is queued again or ended): kept as the nodes a
+        start uses, and those a decision's resize (``resize``, ``regroup``) moves the generation to."""
+        self.target = list(target)
+
     def resize(self, target: List[str], now: float, in_place: bool) -> Optional[Plan]:
         """The allocator moved the job to `target`; the newest target wins, whatever is under way.
         Returns the in-place plan to carry out, or None: nothing to do now, or the generation is
