@@ -5,13 +5,17 @@ module its OWNERS table names, nowhere else in the runtime or the benches (read 
 A write is an assignment (plain, augmented, annotated, unpacked) or a ``del`` of the field or of an item
 of it, a mutating call on it (``run.last_seq.clear()``), or a ``setattr(run, "field", ...)``. Every
 JobRun in the runtime is named ``run`` (a parameter, a loop variable, ``p.run``): the check reads the
-writes to ``run.<field>``, and a companion test keeps that naming true."""
+writes to ``run.<field>``, and a companion test keeps that naming true.
+
+The row's columns that mirror the job's resize machine (ROW_MIRRORS in jobs/runs.py: the generation,
+the retries) are written only by that module's commits, read the same way from the writes to
+``run.row.<column>`` and ``row.<column>`` (the runtime's name for a JobRow)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "python" / "bft" / "runtime"
@@ -22,6 +26,15 @@ MUTATORS = {"append", "appendleft", "extend", "clear", "pop", "popitem", "poplef
 
 def _sources() -> List[Path]:
     return sorted(RUNTIME.rglob("*.py")) + sorted((ROOT / "bench").glob("*.py"))
+
+
+def _row_mirrors() -> List[str]:
+    """ROW_MIRRORS, from runs.py."""
+    for node in ast.parse(RUNS.read_text()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id == "ROW_MIRRORS":
+            return list(ast.literal_eval(node.value))
+    return []
 
 
 def _jobrun() -> Tuple[List[str], Dict[str, str]]:
@@ -43,11 +56,17 @@ def _is_run(expr: ast.AST) -> bool:
     return (isinstance(expr, ast.Name) and expr.id == "run") or (isinstance(expr, ast.Attribute) and expr.attr == "run")
 
 
-def _field(expr: ast.AST) -> str:
-    """The JobRun field `expr` names or is an item of (run.f, run.f[k], run.f.x is not), else ''."""
+def _is_row(expr: ast.AST) -> bool:
+    return (isinstance(expr, ast.Name) and expr.id == "row") or \
+        (isinstance(expr, ast.Attribute) and expr.attr == "row" and _is_run(expr.value))
+
+
+def _field(expr: ast.AST, holder: Callable[[ast.AST], bool] = _is_run) -> str:
+    """The field of a `holder` (a JobRun: run.f, run.f[k]; run.f.x is not) that `expr` names or is an
+    item of, else ''."""
     while isinstance(expr, ast.Subscript):
         expr = expr.value
-    if isinstance(expr, ast.Attribute) and _is_run(expr.value):
+    if isinstance(expr, ast.Attribute) and holder(expr.value):
         return expr.attr
     return ""
 
@@ -62,8 +81,8 @@ def _targets(node: ast.AST) -> Iterator[ast.AST]:
         yield node
 
 
-def _writes(tree: ast.AST) -> Iterator[Tuple[str, int]]:
-    """(field, line) for every write to a field of a JobRun named run."""
+def _writes(tree: ast.AST, holder: Callable[[ast.AST], bool] = _is_run) -> Iterator[Tuple[str, int]]:
+    """(field, line) for every write to a field of a `holder` (a JobRun named run)."""
     for node in ast.walk(tree):
         targets: List[ast.AST] = []
         if isinstance(node, ast.Assign):
@@ -76,11 +95,11 @@ def _writes(tree: ast.AST) -> Iterator[Tuple[str, int]]:
             f = node.func
             if isinstance(f, ast.Attribute) and f.attr in MUTATORS:
                 targets = [f.value]
-            elif isinstance(f, ast.Name) and f.id == "setattr" and len(node.args) >= 2 and _is_run(node.args[0]) \
+            elif isinstance(f, ast.Name) and f.id == "setattr" and len(node.args) >= 2 and holder(node.args[0]) \
                     and isinstance(node.args[1], ast.Constant):
                 yield str(node.args[1].value), node.lineno
         for target in targets:
-            name = _field(target)
+            name = _field(target, holder)
             if name:
                 yield name, node.lineno
 
@@ -115,6 +134,21 @@ def test_no_module_but_its_owner_writes_a_field_of_a_running_job():
     assert not strays, "\n".join(strays)
 
 
+def test_only_the_commits_of_runs_py_write_the_row_columns_that_mirror_the_machine():
+    """The machine holds a running job's generation and retries; its row mirrors them, written (and
+    stored) only by jobs/runs.py's commits when a transition of the machine commits."""
+    mirrors = _row_mirrors()
+    assert mirrors, "ROW_MIRRORS in jobs/runs.py names the row's columns that mirror the machine"
+    strays = []
+    for path in _sources():
+        module = path.relative_to(RUNTIME).as_posix() if RUNTIME in path.parents else None
+        for name, line in _writes(ast.parse(path.read_text()), _is_row):
+            if name in mirrors and module != "jobs/runs.py":
+                strays.append(f"{path.relative_to(ROOT)}:{line} writes the row's {name} "
+                              "(only jobs/runs.py's commits may)")
+    assert not strays, "\n".join(strays)
+
+
 def test_the_check_finds_each_kind_of_write():
     """The check cannot pass by seeing nothing: each kind of write it reads is found."""
     source = """
@@ -130,6 +164,15 @@ run.i.j = 1
 other.k = 1
 """
     assert sorted(name for name, _ in _writes(ast.parse(source))) == list("abcdefgh")
+    rows = """
+row.a += 1
+run.row.b = 1
+p.run.row.c = 1
+setattr(row, "d", 1)
+other.row.e = 1
+run.f = 1
+"""
+    assert sorted(name for name, _ in _writes(ast.parse(rows), _is_row)) == list("abcd")
 
 
 def test_every_job_run_in_the_runtime_is_named_run():

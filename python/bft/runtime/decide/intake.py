@@ -15,7 +15,7 @@ from typing import Callable, Dict, Optional, Set
 
 from ...train import protocol
 from ..jobs.resize import gaps
-from ..jobs.runs import JobRun
+from ..jobs.runs import JobRun, commit_retries
 from ..statedb.store import StateStore
 from .curvebook import CurveBook
 
@@ -114,8 +114,7 @@ class ReportIntake:
         # stopped, and those that come while leavers of an in-place shrink exit, do not undo it.
         run.machine.progress(r.generation, time.monotonic())
         if run.machine.retries < run.row.retries:  # healthy training forgave a counted failure
-            run.row.retries = run.machine.retries
-            self.store.update_job(run.id, retries=run.row.retries)
+            commit_retries(run, self.store)
             self.store.log_event("retry_forgiven", job=run.id, retries=run.row.retries)
         pending = set(run.machine.pending)  # a grow's newcomers on their way: not training yet
         live = sum(1 for n in run.machine.live if n not in pending)

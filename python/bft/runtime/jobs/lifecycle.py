@@ -27,7 +27,7 @@ from .files import JobFiles
 from .heartbeats import Heartbeats
 from .resize import Machine, Outcome, Phase, Plan, Stop, gaps, method
 from .resize.verdicts import FAILURE_SETTLE_S
-from .runs import JobRun
+from .runs import JobRun, commit_generation, commit_retries
 from .steps import JobSteps
 from .workers import Workers
 
@@ -195,10 +195,11 @@ class JobLifecycle:
 
     def _start_generation(self, run: JobRun) -> None:
         row = run.row
-        row.generation += 1
+        # The machine starts the next generation; the row mirrors it, stored before any process starts.
+        run.machine.start(run.target, row.generation + 1)
         row.started_s = row.started_s or time.time()
         row.state = JobState.RUNNING
-        self.store.update_job(row.id, generation=row.generation, state=JobState.RUNNING, started_s=row.started_s)
+        commit_generation(run, self.store, state=JobState.RUNNING, started_s=row.started_s)
         run.launched_at = time.monotonic()
         gaps.generation_starts(run)
         intake.generation_starts(run)
@@ -208,7 +209,6 @@ class JobLifecycle:
                              configuration=row.configuration)
         self.book.configuration_starts(run, row.configuration)
         self.book.launched(run, len(run.target))  # a start, or a relaunch (a failed in-place resize's too)
-        run.machine.start(run.target, row.generation)
         if method(run.method).publish_first(JobSteps(self, run)):
             self.launch_agents(run, run.target)
 
@@ -390,8 +390,7 @@ class JobLifecycle:
         elif outcome is Outcome.CANCELLED:
             self.end_job(run, JobState.CANCELLED, "cancelled by the user")
         elif outcome in (Outcome.FAILED, Outcome.BACKOFF):
-            row.retries = m.retries
-            self.store.update_job(row.id, retries=row.retries)
+            commit_retries(run, self.store)
             tail = self.files.log_tail(row.id)
             self.store.log_event("job_failed", job=row.id, exit_code=m.last_failure.code, retry=row.retries,
                                  reason=m.last_reason, tail=tail)

@@ -11,7 +11,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ...jobs import FULL_CONFIGURATION
 from ...train import EXIT_INPLACE_FAILED, EXIT_RESIZE, protocol
-from ..statedb.store import JobRow
+from ..statedb.store import JobRow, StateStore
 from .processes import signal_processes
 from .resize import Machine, Phase, Stop
 
@@ -67,7 +67,8 @@ class JobRun:
     row: JobRow
     node_procs: Dict[str, NodeProcs] = field(default_factory=dict)  # node -> its live processes
     # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
-    # (Its retries and their limit are the row's: set in __post_init__.)
+    # (Its retries and their limit start from the row's, set in __post_init__; the row mirrors the
+    # machine's from then on: commit_retries.)
     machine: Machine = field(default_factory=lambda: Machine(checkpoint_grace_s=protocol.DEFAULT_GRACE_S,
                                                              join_timeout_s=protocol.DEFAULT_INPLACE_TIMEOUT_S,
                                                              max_retries=0))
@@ -173,3 +174,21 @@ OWNERS = {
     "advisor_time": "decide/curvebook.py", "recent": "decide/curvebook.py",
     "decided_curve": "decide/decider.py", "last_curve_check_s": "decide/decider.py",
 }
+
+# The row's columns that mirror the job's resize machine (the machine holds them; the row is what a
+# restarted manager reads): written, and stored, only by the commits below, when a transition of the
+# machine has committed (tests/python/test_runtime_owners.py checks the runtime and the benches).
+ROW_MIRRORS = ("generation", "retries")
+
+
+def commit_generation(run: JobRun, store: StateStore, **columns: Any) -> None:
+    """The machine started or published a generation: the row takes its number, stored with the other
+    `columns` that change with it."""
+    run.row.generation = run.machine.generation
+    store.update_job(run.id, generation=run.row.generation, **columns)
+
+
+def commit_retries(run: JobRun, store: StateStore) -> None:
+    """The machine counted a failure, or forgave one: the row takes its count, stored."""
+    run.row.retries = run.machine.retries
+    store.update_job(run.id, retries=run.row.retries)

@@ -14,7 +14,7 @@ from ..statedb.store import StateStore
 from .files import JobFiles
 from .heartbeats import Heartbeats
 from .resize import Machine, Phase, Plan, gaps
-from .runs import JobRun
+from .runs import JobRun, commit_generation
 from .workers import Workers
 
 
@@ -108,9 +108,8 @@ class JobSteps:
                 store.log_event("newcomers_starting", job=run.id, generation=run.row.generation, nodes=plan.start)
             life.launch_agents(run, plan.start, joining=True)
             return
+        commit_generation(run, store)  # the machine's, published by this plan
         row = run.row
-        row.generation = plan.generation
-        store.update_job(row.id, generation=row.generation)
         try:
             life.workers.configurations.publish(row.id, row.generation, plan.members, row.procs_per_node,
                                                 regroup=plan.regroup)
@@ -118,14 +117,7 @@ class JobSteps:
             run.machine.not_started(plan.start, f"rendezvous store: {e}", time.monotonic())
             store.log_event("inplace_failed", job=row.id, generation=row.generation, error=str(e))
             return
-        with store.transaction():
-            for node in plan.carried:  # the same processes, now of the new generation
-                agent = run.node_procs[node]
-                for k, (old, pid) in enumerate(zip(agent.rows, agent.pids)):
-                    store.end_proc(old, None)
-                    agent.rows[k] = store.add_proc(row.id, row.generation, node, k)
-                    store.set_proc_pid(agent.rows[k], pid)
-                agent.generation = row.generation
+        life.workers.carried_over(run, plan.carried)  # the same processes, now of the new generation
         life.files.log_line(row.id, f"=== generation {row.generation} in place: {len(plan.members)} nodes "
                                     f"({', '.join(plan.members)}); joining {', '.join(plan.joined) or 'none'}, "
                                     f"leaving {', '.join(plan.left) or 'none'} ===")

@@ -191,6 +191,19 @@ class Workers:
         """The job's workers are `agents` (those find_again found, all alive): a restarted manager's."""
         run.node_procs = agents
 
+    def carried_over(self, run: JobRun, nodes: Iterable[str]) -> None:
+        """The job's workers on `nodes` stay, now of its new generation (in place, committed on its row):
+        their process rows are ended and recorded again under it, in one transaction."""
+        row = run.row
+        with self.store.transaction():
+            for node in nodes:
+                agent = run.node_procs[node]
+                for k, (old, pid) in enumerate(zip(agent.rows, agent.pids)):
+                    self.store.end_proc(old, None)
+                    agent.rows[k] = self.store.add_proc(row.id, row.generation, node, k)
+                    self.store.set_proc_pid(agent.rows[k], pid)
+                agent.generation = row.generation
+
     def exited(self, run: JobRun, node: str) -> None:
         """The job's workers on `node` have exited (reaped)."""
         del run.node_procs[node]
