@@ -32,7 +32,8 @@ def running_in_place(store: StateStore, nodes, max_nodes: int = 4):
     """A job resized in place, running generation 1 on `nodes`, as the lifecycle leaves it."""
     run = make_run(store, "job", max_nodes=max_nodes, resize=INPLACE)
     run.machine.start(list(nodes), 1)
-    run.node_procs = {n: NodeProcs(job="job", generation=1, node=n, procs=[], rows=[]) for n in nodes}
+    for n in nodes:
+        run.machine.attach(n, NodeProcs(job="job", node=n, procs=[], rows=[]))
     return run
 
 
@@ -72,11 +73,9 @@ def test_while_a_grows_newcomers_start_the_advisor_hears_the_members_size(store)
     book = new_book(store)
     intake, run, send = reporting_job(store, book, INPLACE)
     run.machine.start(["n0"], 1)
-    run.target = ["n0"]
     t0 = time.time()
     send(1, 1, 1, 64.0, t0)
     run.machine.resize(["n0", "n1"], time.monotonic(), in_place=True)
-    run.target = ["n0", "n1"]
     assert run.machine.pending == ["n1"] and run.training_nodes == 1
     book.rescale_begins(run, run.training_nodes, method=INPLACE)
     send(1, 2, 1, 128.0, t0 + 0.5)
@@ -129,14 +128,13 @@ def test_a_grows_start_is_in_its_resize_gap_event_and_a_restarted_manager_reads_
     book = new_book(store)
     intake, run, send = reporting_job(store, book, INPLACE)
     run.machine.start(["n0"], 1)
-    run.node_procs = {"n0": NodeProcs(job="job", generation=1, node="n0", procs=[], rows=[])}
+    run.machine.attach("n0", NodeProcs(job="job", node="n0", procs=[], rows=[]))
     t0 = time.time()
     send(1, 1, 1, 100.0, t0 - 1.0)
     for generation, node, standby in [(2, "n1", False), (3, "n2", True)]:
         resize_begins(run, store, in_place=True)  # the decision (the lifecycle's apply)
         run.machine.resize(sorted(run.node_procs) + [node], time.monotonic(), in_place=True)
-        run.node_procs[node] = NodeProcs(job="job", generation=generation, node=node, procs=[], rows=[],
-                                         standby=standby)
+        run.machine.attach(node, NodeProcs(job="job", node=node, procs=[], rows=[], standby=standby))
         book.rescale_begins(run, len(run.machine.target), method=INPLACE)
         run.machine.arrived(node)
         plan = run.machine.switch(time.monotonic())  # published once the newcomer has announced itself
@@ -152,7 +150,7 @@ def test_a_grow_that_falls_back_to_a_relaunch_is_not_measured_as_a_newcomers_sta
     book = new_book(store)
     run = running_in_place(store, ["n0"])
     run.machine.resize(["n0", "n1"], time.monotonic(), in_place=True)
-    run.node_procs["n1"] = NodeProcs(job="job", generation=2, node="n1", procs=[], rows=[])
+    run.machine.attach("n1", NodeProcs(job="job", node="n1", procs=[], rows=[]))
     book.rescale_begins(run, 2, method=INPLACE)
     book.launched(run, 2)  # the in-place resize failed: every process starts anew
     assert book.grows.first_step("job", time.time()) == {}

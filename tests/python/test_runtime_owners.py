@@ -189,3 +189,51 @@ def test_every_job_run_in_the_runtime_is_named_run():
                 misnamed.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', node.iter.lineno)} "
                                 f"{node.target.id}")
     assert not misnamed, f"JobRuns not named run: {misnamed}"
+
+
+# The facts of a running job that its resize machine alone holds (jobs/resize/): JobRun reads them
+# through properties (run.target, run.node_procs), and nothing outside the package assigns them.
+MACHINE_FACTS = ("target", "members", "generation", "retries", "workers", "procs", "phase")
+
+
+def _machine_writes(tree: ast.AST) -> Iterator[Tuple[str, int]]:
+    """(fact, line) for every write of an attribute named as a machine fact on anything but a row
+    (a row's mirrored columns have their own check) or ``self`` (an object's own fields)."""
+    def holder(expr: ast.AST) -> bool:
+        return not _is_row(expr) and not (isinstance(expr, ast.Name) and expr.id == "self")
+    for name, line in _writes(tree, holder):
+        if name in MACHINE_FACTS:
+            yield name, line
+
+
+def test_only_the_resize_machine_writes_what_it_holds_of_a_running_job():
+    """Target, members, generation, retries and the node -> process map live in the machine; the
+    lifecycle tells it (place, start, attach, ...) and never assigns them, nor JobRun's views of them."""
+    properties = [f.name for node in ast.parse(RUNS.read_text()).body
+                  if isinstance(node, ast.ClassDef) and node.name == "JobRun"
+                  for f in node.body if isinstance(f, ast.FunctionDef)
+                  and any(ast.unparse(d) == "property" for d in f.decorator_list)]
+    assert {"target", "node_procs"} <= set(properties)
+    strays = []
+    for path in _sources():
+        if RUNTIME / "jobs" / "resize" in path.parents:
+            continue
+        tree = ast.parse(path.read_text())
+        strays += [f"{path.relative_to(ROOT)}:{line} writes run.{name} (a view of the machine)"
+                   for name, line in _writes(tree) if name in properties]
+        strays += [f"{path.relative_to(ROOT)}:{line} writes a machine's {name}"
+                   for name, line in _machine_writes(tree)]
+    assert not strays, "\n".join(strays)
+
+
+def test_the_machine_check_finds_each_kind_of_write():
+    source = """
+run.machine.target = []
+m.members.append("n")
+run.machine.workers[n].procs = p
+machine.generation += 1
+self.generation = 1
+row.retries = 1
+run.node_procs[n] = p
+"""
+    assert sorted(name for name, _ in _machine_writes(ast.parse(source))) == ["generation", "members", "procs", "target"]

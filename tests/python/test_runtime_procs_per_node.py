@@ -79,7 +79,7 @@ def _sleeper(code: int, after_s: float) -> subprocess.Popen:
 
 
 def _member(*procs: subprocess.Popen) -> NodeProcs:
-    return NodeProcs(job="j", generation=1, node="n0", procs=list(procs), rows=list(range(len(procs))))
+    return NodeProcs(job="j", node="n0", procs=list(procs), rows=list(range(len(procs))))
 
 
 def _poll_until_exit(agent: NodeProcs, timeout_s: float = 30.0) -> int:

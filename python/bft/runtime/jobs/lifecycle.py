@@ -234,8 +234,8 @@ class JobLifecycle:
             return False
         # In place, the others are a grow's newcomers on their way (their process rows are their tickets).
         newcomers = sorted(n for n in agents if n not in members)
-        self.workers.adopted(run, agents)
         run.machine.adopt(members, row.generation, newcomers, time.monotonic())
+        self.workers.adopted(run, agents)
         run.launched_at = time.monotonic()
         self.files.log_line(row.id, f"=== generation {row.generation} adopted by a restarted manager on "
                                     f"{len(agents)} nodes: it trained on ===")
@@ -283,6 +283,7 @@ class JobLifecycle:
                 if node in kill:
                     self.workers.kill(agent)
                 continue
+            generation = m.workers[node].generation
             self.workers.exited(run, node)
             for row_id in agent.rows:
                 self.store.end_proc(row_id, code)
@@ -290,7 +291,7 @@ class JobLifecycle:
             if not was_leaving and code != 0:
                 code = how.failed_status(code, lambda: self.files.output_tail(run.id))
                 self.store.log_event("worker_exited", job=run.id, node=node, exit_code=code,
-                                     generation=agent.generation, judged=judged.value)
+                                     generation=generation, judged=judged.value)
             lost = m.lost
             plan = how.exited(m, node, judged, code, now)
             if m.lost is not lost:

@@ -1,6 +1,6 @@
-"""What the manager tracks of each active job besides its database row: its agents (each node's
-processes: a torchrun agent, or N in-place workers), its reports, and the bookkeeping of resizes
-and failures."""
+"""What the manager tracks of each active job besides its database row: its resize machine (which
+also holds each node's processes: a torchrun agent, or N in-place workers), its reports, and the
+bookkeeping of resizes and failures."""
 
 from __future__ import annotations
 
@@ -20,12 +20,11 @@ from .resize import Machine, Phase, Stop
 class NodeProcs:
     """A job's worker processes on one node, one member of its generation: a torchrun agent (which
     starts the node's N workers itself), or the node's N in-place workers (local rank k at index k).
-    Where the member stands in the job's resize (a newcomer, leaving, its deadlines) is the job's
-    resize machine's business (run.machine.workers[node]); the node's processes are counted, started,
-    stopped and judged together."""
+    The job's resize machine holds it with the node's worker (run.machine.workers[node].procs), which
+    also says where the member stands (its generation, a newcomer, leaving, its deadlines); the node's
+    processes are counted, started, stopped and judged together."""
 
     job: str
-    generation: int
     node: str
     procs: List[Any]  # subprocess.Popen or processes.AdoptedProcess, by local rank
     rows: List[int]  # their procs table rows, in the same order
@@ -65,13 +64,11 @@ class JobRun:
     field is written by one module, its owner (OWNERS, below); the others read it or ask the owner."""
 
     row: JobRow
-    node_procs: Dict[str, NodeProcs] = field(default_factory=dict)  # node -> its live processes
-    # Its resize: phase, generation, members, each worker's role and deadlines, failures and their verdict.
-    # (Its retries and their limit start from the row's, set in __post_init__; the row mirrors the
-    # machine's from then on: commit_retries.)
-    machine: Machine = field(default_factory=lambda: Machine(checkpoint_grace_s=protocol.DEFAULT_GRACE_S,
-                                                             join_timeout_s=protocol.DEFAULT_INPLACE_TIMEOUT_S,
-                                                             max_retries=0))
+    # Its resize: phase, target, generation, members, each worker's role, deadlines and processes,
+    # failures and their verdict. Its retries and their limit start from the row's (the row mirrors
+    # the machine's from then on: commit_retries). The lifecycle makes it with its manager's times
+    # (JobLifecycle.new_run); a run made without one gets the protocol's defaults.
+    machine: Machine = None  # type: ignore[assignment]
     # A script that exited 0 before its last report came: the job is judged at this time (monotonic).
     last_report_due: Optional[float] = None
     last_report: Optional[protocol.Report] = None
@@ -107,7 +104,10 @@ class JobRun:
     silent: bool = False
 
     def __post_init__(self) -> None:
-        self.machine.max_retries, self.machine.retries = self.row.max_retries, self.row.retries
+        if self.machine is None:
+            self.machine = Machine(checkpoint_grace_s=protocol.DEFAULT_GRACE_S,
+                                   join_timeout_s=protocol.DEFAULT_INPLACE_TIMEOUT_S,
+                                   max_retries=self.row.max_retries, retries=self.row.retries)
 
     @property
     def id(self) -> str:
@@ -118,6 +118,12 @@ class JobRun:
         """The nodes the allocator gave the job: its resize machine's (the only holder; the lifecycle
         tells the machine, Machine.place), read here."""
         return self.machine.target
+
+    @property
+    def node_procs(self) -> Dict[str, NodeProcs]:
+        """node -> its live processes: the machine's (started and reaped by jobs/workers.py, which tells
+        the machine, Machine.attach)."""
+        return self.machine.processes
 
     @property
     def training_nodes(self) -> int:
@@ -162,8 +168,6 @@ class JobRun:
 OWNERS = {
     "row": "jobs/lifecycle.py", "machine": "jobs/lifecycle.py",
     "last_report_due": "jobs/lifecycle.py", "launched_at": "jobs/lifecycle.py",
-    # Started and found again there; the lifecycle tells it of exits and adoptions.
-    "node_procs": "jobs/workers.py",
     "round": "decide/intake.py", "last_seq": "decide/intake.py", "seq_generation": "decide/intake.py",
     "rank_samples": "decide/intake.py",
     "reported_at": "decide/intake.py", "silent": "decide/intake.py",

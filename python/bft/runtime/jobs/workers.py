@@ -157,8 +157,8 @@ class Workers:
             for node, procs in started.items():
                 for row_id, proc in zip(rows[node], procs):
                     self.store.set_proc_pid(row_id, proc.pid)
-                run.node_procs[node] = NodeProcs(job=row.id, generation=row.generation, node=node, procs=procs,
-                                         rows=rows[node], standby=node in from_standby)
+                run.machine.attach(node, NodeProcs(job=row.id, node=node, procs=procs, rows=rows[node],
+                                                   standby=node in from_standby))
             for node, error in failed.items():
                 for row_id in rows[node]:
                     self.store.end_proc(row_id, None)
@@ -183,13 +183,15 @@ class Workers:
                 continue
             adopted = [AdoptedProcess(pid=ranks[k]["pid"], identity=self.identity, job=row.id, node=node,
                                     exit_file=how.exit_file(job_dir, row.generation, node, k)) for k in range(count)]
-            agents[node] = NodeProcs(job=row.id, generation=row.generation, node=node, procs=adopted,
-                                 rows=[ranks[k]["id"] for k in range(count)], standby=adopted[0].standby)
+            agents[node] = NodeProcs(job=row.id, node=node, procs=adopted, rows=[ranks[k]["id"] for k in range(count)],
+                                     standby=adopted[0].standby)
         return agents
 
     def adopted(self, run: JobRun, agents: Dict[str, NodeProcs]) -> None:
-        """The job's workers are `agents` (those find_again found, all alive): a restarted manager's."""
-        run.node_procs = agents
+        """The job's workers are `agents` (those find_again found, all alive, and the machine adopted):
+        a restarted manager's."""
+        for node, agent in agents.items():
+            run.machine.attach(node, agent)
 
     def carried_over(self, run: JobRun, nodes: Iterable[str]) -> None:
         """The job's workers on `nodes` stay, now of its new generation (in place, committed on its row):
@@ -202,11 +204,10 @@ class Workers:
                     self.store.end_proc(old, None)
                     agent.rows[k] = self.store.add_proc(row.id, row.generation, node, k)
                     self.store.set_proc_pid(agent.rows[k], pid)
-                agent.generation = row.generation
 
     def exited(self, run: JobRun, node: str) -> None:
         """The job's workers on `node` have exited (reaped)."""
-        del run.node_procs[node]
+        run.machine.attach(node, None)
 
     def terminate(self, run: JobRun, nodes: Iterable[str]) -> None:
         """SIGTERM, once, to the job's workers on `nodes` (they checkpoint and exit)."""

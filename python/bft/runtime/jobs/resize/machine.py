@@ -1,6 +1,7 @@
 """A job's resize as one explicit state machine, the only owner of where a resize stands.
 
-The machine is pure: it holds no process, opens no socket and reads no clock. The lifecycle tells
+The machine is pure: it starts and signals no process, opens no socket and reads no clock (it keeps
+each worker's processes, the lifecycle's handle, only so that one map says what runs where). The lifecycle tells
 it what happened (a decision, a newcomer's arrival, a worker's exit, the time) and carries out its
 answer (start these nodes, let those go, kill that one, relaunch, end the job). Being pure, it is
 driven through random orders of events by a stateful property test (tests/python/
@@ -38,7 +39,7 @@ The verdict on a generation that ended, and the counting of failures, are the ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .states import USER_STOPS, Exit, Failure, Outcome, Phase, Plan, Stop, Worker
 from .verdicts import FORGIVE_AFTER_S, Verdicts
@@ -101,6 +102,16 @@ class Machine(Verdicts):
     @property
     def running(self) -> bool:
         return self.phase in (Phase.STEADY, Phase.RESIZING, Phase.STOPPING)
+
+    @property
+    def processes(self) -> Dict[str, Any]:
+        """node -> the processes started for its worker (those not started yet, or reaped, are not here)."""
+        return {n: w.procs for n, w in self.workers.items() if w.procs is not None}
+
+    def attach(self, node: str, procs: Any) -> None:
+        """The worker on `node` was started (or found again) as `procs`, or was reaped (None). The
+        machine keeps them with the worker and never reads them."""
+        self.workers[node].procs = procs
 
     def blocked(self, node: str) -> bool:
         """A node still vacated by a worker of this job that is leaving."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, List, Optional
 
 
 class Phase(str, enum.Enum):
@@ -64,6 +64,9 @@ class Worker:
     leaving: bool = False  # asked to go (a leaver, or any worker of a stopping generation)
     kill_at: Optional[float] = None  # killed if it still runs then (set once it is leaving)
     hung: bool = False  # made no progress for too long: killed at once, its exit a loss
+    # The node's processes once started (the lifecycle's handle, jobs/runs.NodeProcs; never read here):
+    # held with the worker so that one map says what runs where.
+    procs: Any = None
 
 
 @dataclass
