@@ -236,4 +236,5 @@ self.generation = 1
 row.retries = 1
 run.node_procs[n] = p
 """
-    assert sorted(name for name, _ in _machine_writes(ast.parse(source))) == ["generation", "members", "procs", "target"]
+    found = sorted(name for name, _ in _machine_writes(ast.parse(source)))
+    assert found == ["generation", "members", "procs", "target"]
