@@ -14,6 +14,7 @@ samples per step, so a resize changes the global batch and the trained model dep
 job was resized (``--lr-rule linear`` scales the learning rate with the world size). With
 ``--global-batch B`` every optimizer step takes the same B samples at any world size (micro-batches
 of ``--batch`` and gradient accumulation): the model is the one a fixed allocation would train.
+``--ddp`` trains through ``state.ddp_model`` (DistributedDataParallel) instead of the bare model.
 """
 
 import argparse
@@ -38,6 +39,9 @@ def main() -> None:
     p.add_argument("--lr-rule", choices=("constant", "linear"), default="constant",
                    help="with a fixed per-worker batch: keep the learning rate, or scale it with the world size "
                         "(linear: 0.05 x workers)")
+    p.add_argument("--ddp", action="store_true",
+                   help="train through state.ddp_model (DistributedDataParallel averages the gradients in "
+                        "backward) instead of the bare model and reduce_gradients; a fixed per-worker batch")
     p.add_argument("--hidden", type=int, default=256, help="width of the hidden layers")
     p.add_argument("--float64", action="store_true", help="train in float64 (the tests compare runs step by step)")
     p.add_argument("--step-s", type=float, default=0.0,
@@ -47,6 +51,8 @@ def main() -> None:
     p.add_argument("--log-params", metavar="FILE",
                    help="rank 0 appends the step number and the parameters after each step to FILE (float.hex)")
     args = p.parse_args()
+    if args.ddp and args.global_batch is not None:
+        p.error("--ddp trains one batch per worker and step; --global-batch needs micro-batches")
     if args.global_batch is not None and args.lr_rule != "constant":
         p.error("--lr-rule applies to a fixed per-worker batch; a fixed global batch keeps the learning rate")
     if args.float64:
@@ -73,16 +79,22 @@ def main() -> None:
     loss = torch.zeros(())
     while sampler.samples < args.samples:
         step_start = time.monotonic()
-        # The model is used bare, not in DistributedDataParallel: ranks may run different numbers of
-        # micro-batches in a step; reduce_gradients sums the gradients once per step instead.
         micro_batches = semantics.micro_batches(sampler)
         loss = torch.zeros((), device=device)
-        for index in micro_batches:
-            x, y = data[index].to(device), labels[index].to(device)
-            part = F.cross_entropy(model(x), y, reduction="sum") * semantics.loss_weight()
+        if args.ddp:  # one batch: DistributedDataParallel averages the workers' mean gradients
+            (index,) = micro_batches
+            part = F.cross_entropy(state.ddp_model(data[index].to(device)), labels[index].to(device))
             part.backward()
-            loss += part.detach()
-        semantics.reduce_gradients(model.parameters())
+            loss += part.detach() / bt.world_size()  # (the all-reduce below sums the workers' parts)
+        else:
+            # The model used bare: ranks may run different numbers of micro-batches in a step;
+            # reduce_gradients sums the gradients once per step instead of DDP's all-reduce in backward.
+            for index in micro_batches:
+                x, y = data[index].to(device), labels[index].to(device)
+                part = F.cross_entropy(model(x), y, reduction="sum") * semantics.loss_weight()
+                part.backward()
+                loss += part.detach()
+            semantics.reduce_gradients(model.parameters())
         optimizer.step()
         optimizer.zero_grad()
         state.steps += 1

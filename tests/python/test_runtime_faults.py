@@ -25,14 +25,15 @@ pytestmark = pytest.mark.runtime
 ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
 
 
-def _training_on_two(harness, *manager_args: str):
-    """A manager whose job `el` trains in place on n0 and n1; (the manager, the pid on n0, on n1)."""
+def _training_on_two(harness, *manager_args: str, script_args=()):
+    """A manager whose job `el` (elastic_synthetic.py with `script_args`) trains in place on n0 and n1;
+    (the manager, the pid on n0, on n1)."""
     trace = write_trace(harness.root / "trace.csv", [(0, "n0", "idle"), (0, "n1", "idle")])
     # equal_share: the job takes both nodes whenever it may, whatever its curve measured on a loaded machine.
     proc = harness.start("--resize", "inplace", "--local-trace", str(trace), "--local-nodes", "2", "--grace", "5",
                          "--policy", "equal_share", *manager_args)
     harness.submit("el", "--min", "1", "--max", "2", "--samples", "10000000", "--", "--step-s", "0.3",
-                   script=ELASTIC)
+                   *script_args, script=ELASTIC)
     harness.wait(lambda s: s["jobs"][0]["samples"] > 0 and len(s["jobs"][0]["nodes"]) == 2, 120, "training on 2")
     return proc, harness.open_pid("el", "n0"), harness.open_pid("el", "n1")
 
@@ -54,8 +55,12 @@ def _survivor_trained_on(harness, survivor: int, lost_node: str = "n1") -> None:
     assert harness.job("el")["retries"] == 0
 
 
-def test_a_killed_worker_is_dropped_and_the_survivor_trains_on_without_a_relaunch(harness):
-    proc, survivor, victim = _training_on_two(harness)
+@pytest.mark.parametrize("script_args", [(), ("--ddp",)], ids=["bare-model", "ddp-model"])
+def test_a_killed_worker_is_dropped_and_the_survivor_trains_on_without_a_relaunch(harness, script_args):
+    """Also for a script that trains through state.ddp_model (DistributedDataParallel, as docs/runtime.md
+    shows): the survivor finds its peer gone (at its step boundary, or in backward, where the in-place
+    hook gives it zeros), rejoins, and each join rebuilds the wrapper for its group (of 1, then of 2)."""
+    proc, survivor, victim = _training_on_two(harness, script_args=script_args)
     os.kill(victim, signal.SIGKILL)
     harness.wait(lambda s: harness.events("worker_lost", job="el"), 60, "the lost worker to be dropped")
     _survivor_trained_on(harness, survivor)

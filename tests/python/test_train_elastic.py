@@ -222,6 +222,30 @@ def test_the_in_place_ddp_hook_is_accepted_by_ddp_and_averages_the_gradients(tmp
     assert [out.strip() for out, _ in outs] == ["[[1.5, 1.5, 1.5]]"] * 2
 
 
+def test_a_join_builds_the_ddp_wrapper_of_a_script_that_trains_through_it_inside_the_join(tmp_path, monkeypatch):
+    """Once a script has used state.ddp_model, each in-place join (_formed, inside the join's guard)
+    builds the new group's DistributedDataParallel: a peer lost during its construction (a broadcast)
+    raises there, where the survivors rejoin, not in their next step. A script that never used it
+    gets none built (DDP's construction would cost the resize a broadcast of the parameters)."""
+    monkeypatch.setenv("BFT_CHECKPOINT_DIR", str(tmp_path))
+    used, unused = (bt.ElasticState(model=torch.nn.Linear(3, 1), checkpoint_every_s=-1) for _ in range(2))
+    assert used.ddp_model is used.model  # alone (no group yet): the model itself, which the script trains through
+
+    def peer_lost(*args, **kwargs):
+        raise RuntimeError("peer lost while the parameters were broadcast")
+
+    for state in (used, unused):
+        monkeypatch.setattr(state, "_sync", lambda has_state, lost_peer=False: None)  # (the state is agreed)
+        state._ddp = None  # (as the join found it: the old group's wrapper dropped)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)  # the new group: two ranks
+    monkeypatch.setattr(torch.nn.parallel, "DistributedDataParallel", peer_lost)
+    unused._formed(has_state=True)
+    assert unused._ddp is None
+    with pytest.raises(RuntimeError, match="peer lost"):
+        used._formed(has_state=True)
+
+
 def test_the_heartbeat_closes_the_gateway_of_each_connection_it_loses(monkeypatch):
     """A keeper lost and found again many times must not leave a gateway (a listener and its thread)
     open per reconnection: the heartbeat closes the lost connection's before it opens the next."""

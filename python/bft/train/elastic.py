@@ -76,6 +76,7 @@ class ElasticState:
             torch.cuda.set_device(self.device)
         self.backend = backend(self.device)
         self._ddp: Any = None
+        self._ddp_used = False  # the script trains through ddp_model: rebuilt inside each join (_formed)
         self._last_save = time.monotonic()
         self._partial_stop_since: Optional[float] = None  # since when some ranks, not all, ask to stop
         self._size_reported = False  # the state's size goes to the manager after the first step
@@ -95,7 +96,7 @@ class ElasticState:
                 generation = member.announce(ticket) if ticket else member.latest_generation()
                 member.arm()
                 member.join(generation)
-                self._sync(has_state=False)
+                self._formed(has_state=False)
             except Exception as e:  # noqa: BLE001 - a peer or the store was lost while the group formed
                 self._rejoin(e, has_state=False)
             member.disarm()
@@ -125,18 +126,23 @@ class ElasticState:
 
     @property
     def ddp_model(self) -> Any:
-        """The model wrapped in DistributedDataParallel for the current world (rebuilt after each
-        resize), or the model itself when training alone."""
+        """The model wrapped in DistributedDataParallel for the current world, or the model itself when
+        training alone. Once a script has used it, each in-place join rebuilds it for the new group
+        (_formed); only its very first construction runs in the script's step."""
+        self._ddp_used = True
         if self._ddp is None:
-            dist = self._dist
-            if dist.is_initialized() and dist.get_world_size() > 1:
-                ids = [self.device] if self.device.type == "cuda" else None
-                self._ddp = self._torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-                if self._member is not None:  # a peer lost mid-backward must not end this worker (the hook)
-                    self._ddp.register_comm_hook(dist.group.WORLD, _allreduce_or_zero)
-            else:
-                self._ddp = self.model
+            self._ddp = self._wrapped()
         return self._ddp
+
+    def _wrapped(self) -> Any:
+        dist = self._dist
+        if not (dist.is_initialized() and dist.get_world_size() > 1):
+            return self.model
+        ids = [self.device] if self.device.type == "cuda" else None
+        ddp = self._torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        if self._member is not None:  # a peer lost mid-backward must not end this worker (the hook)
+            ddp.register_comm_hook(dist.group.WORLD, _allreduce_or_zero)
+        return ddp
 
     # -- the step boundary ----------------------------------------------------------------------
 
@@ -198,7 +204,7 @@ class ElasticState:
                 member.arm()
                 member.join(seen)
                 member.arm()
-                self._sync(has_state=True)
+                self._formed(has_state=True)
             except Exception as e:  # noqa: BLE001 - a peer vanished or the new group did not form in time
                 self._rejoin(e, has_state=True)
             member.disarm()
@@ -256,6 +262,15 @@ class ElasticState:
 
     # -- in place: the state at a join (the membership itself: .inplace) ----------------------------
 
+    def _formed(self, has_state: bool, lost_peer: bool = False) -> None:
+        """The group of a generation has formed: the state is agreed (_sync), and the DistributedDataParallel
+        wrapper a script trains through is rebuilt for the new group here, inside the guarded join, not
+        lazily in the script's next step: its construction broadcasts the parameters, and a peer lost
+        there must be a lost generation (rejoined) for the survivors, not an exception in their step."""
+        self._sync(has_state, lost_peer)
+        if self._ddp_used:
+            self._ddp = self._wrapped()
+
     def _sync(self, has_state: bool, lost_peer: bool = False) -> None:
         """Newcomers get the state from the lowest rank that holds it; without one (a first start,
         a relaunch), every rank reads the last checkpoint. After a lost peer (`lost_peer` on any rank)
@@ -296,7 +311,7 @@ class ElasticState:
             try:
                 member.join(member.next_generation(failed, deadline))
                 member.arm()
-                self._sync(has_state=has_state, lost_peer=has_state)
+                self._formed(has_state=has_state, lost_peer=has_state)
                 return
             except Exception as e:  # noqa: BLE001 - the next one broke too, or the store is gone
                 if time.monotonic() > deadline:
