@@ -116,10 +116,9 @@ class ReportIntake:
         if run.machine.retries < run.row.retries:  # healthy training forgave a counted failure
             commit_retries(run, self.store)
             self.store.log_event("retry_forgiven", job=run.id, retries=run.row.retries)
-        pending = set(run.machine.pending)  # a grow's newcomers on their way: not training yet
-        live = sum(1 for n in run.machine.live if n not in pending)
-        self.book.record(run, self.book.advisor_nodes(run) if run.stop_reason else live or run.nodes_spanned(r.world),
-                         time_s=now)
+        training = len(run.machine.training)  # (a grow's newcomers on their way are not, yet)
+        nodes = self.book.advisor_nodes(run) if run.stop_reason else training or run.nodes_spanned(r.world)
+        self.book.record(run, nodes, time_s=now)
 
 
 def generation_starts(run: JobRun) -> None:

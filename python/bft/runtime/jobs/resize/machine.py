@@ -95,6 +95,11 @@ class Machine(Verdicts):
         return [n for n, w in self.workers.items() if w.joins_by is not None and not w.leaving]
 
     @property
+    def training(self) -> List[str]:
+        """Nodes whose worker trains now: not leaving, not a newcomer on its way (live, not pending)."""
+        return [n for n, w in self.workers.items() if not w.leaving and w.joins_by is None]
+
+    @property
     def ready(self) -> List[str]:
         """Newcomers that have arrived and wait for the switch (not yet members of a published generation)."""
         return [n for n, w in self.workers.items() if w.joins_by is None and not w.leaving and n not in self.members]
