@@ -114,6 +114,22 @@ def test_the_slurm_demo_refuses_a_bad_step_time_or_process_count_before_it_start
     assert "starting the Slurm test cluster" not in done.stdout
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--ddp", "--global-batch", "128"],
+     "--ddp trains one batch per worker and step; --global-batch needs micro-batches"),
+    (["--global-batch", "128", "--lr-rule", "linear"],
+     "--lr-rule applies to a fixed per-worker batch; a fixed global batch keeps the learning rate")])
+def test_the_elastic_example_refuses_flags_that_do_not_go_together_in_one_line(args, message):
+    """elastic_synthetic.py: argparse's one line and exit 2, before torch sets anything up."""
+    pytest.importorskip("torch", reason="the elastic example needs PyTorch")
+    from runtime_util import python_env
+
+    done = subprocess.run([sys.executable, str(EXAMPLES.parent / "runtime" / "elastic_synthetic.py"), *args],
+                          capture_output=True, text=True, env=python_env(), timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(message), done.stderr
+
+
 def test_the_gpt_example_learns_its_markov_chain(tmp_path):
     """examples/runtime/gpt_synthetic.py, shrunk to seconds (2 layers of width 32, 64 tokens, sequences
     of 16), under plain python: its loss falls well below ln(vocab) = 4.16 (uniform guessing) towards
