@@ -128,10 +128,7 @@ def main() -> None:
         with torch.no_grad():
             accuracy = (net(test_x).argmax(1) == test_y).float().mean().item()
         print(f"done: {samples} samples on {world} workers, test accuracy {accuracy:.3f}", flush=True)
-    if dist.is_initialized():
-        ddp = loss = None  # the DDP wrapper first, then every rank arrives before any tears down (ddp_synthetic.py)
-        dist.barrier()
-        dist.destroy_process_group()
+    bt.exit_finished()
 
 
 if __name__ == "__main__":

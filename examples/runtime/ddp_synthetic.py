@@ -75,13 +75,7 @@ def main() -> None:
     save()
     if rank == 0:
         print(f"done: {samples} samples on {world} workers, final loss {loss.item():.3f}", flush=True)
-    if dist.is_initialized():
-        # The DDP wrapper (its reducer holds the group and the last step's graph) goes first, and every
-        # rank arrives before any tears down: without them, rare SIGABRTs at exit ("terminate called
-        # without an active exception", seen again in CI with the barrier alone).
-        ddp = loss = None  # (rebound, not deleted: a resumed job that had nothing left to do never made them)
-        dist.barrier()
-        dist.destroy_process_group()
+    bt.exit_finished()  # the barrier, the group's end, then an exit no gloo thread can abort
 
 
 if __name__ == "__main__":

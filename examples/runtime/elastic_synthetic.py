@@ -118,9 +118,7 @@ def main() -> None:
     if bt.rank() == 0:
         print(f"done: {sampler.samples} samples on {bt.world_size()} workers in {state.steps} steps ({device.type}, "
               f"{state.backend}), final loss {loss.item():.3f}", flush=True)
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()  # every rank arrives before any tears down
-        torch.distributed.destroy_process_group()
+    bt.exit_finished()
 
 
 if __name__ == "__main__":

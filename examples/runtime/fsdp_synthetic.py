@@ -141,8 +141,7 @@ def main() -> None:
     if bt.rank() == 0:
         print(f"done: {sampler.samples} samples on {bt.world_size()} workers in {steps} steps ({device.type}, "
               f"{backend(device)}, FSDP2), final loss {loss.item():.3f}", flush=True)
-    dist.barrier()  # every rank arrives before any tears down
-    dist.destroy_process_group()
+    bt.exit_finished()  # the barrier, the group's end, then an exit no gloo thread can abort
 
 
 if __name__ == "__main__":

@@ -148,9 +148,7 @@ def main() -> None:
         print(f"done: {sampler.samples} samples on {bt.world_size()} workers in {state.steps} steps, final loss "
               f"{loss.item():.3f} (ln vocab {math.log(args.vocab):.2f}); median step {median:.3f} s over "
               f"{len(measured)} steps at this size: {semantics.samples_per_step() / median:.2f} samples/s", flush=True)
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    bt.exit_finished()
 
 
 if __name__ == "__main__":

@@ -108,8 +108,7 @@ def main() -> None:
         print(f"done: {sampler.samples} samples on {bt.world_size()} workers ({state.mesh.shape[0]} nodes of "
               f"{state.mesh.shape[1]}) in {state.steps} steps ({device.type}, {state.backend}, HSDP), final loss "
               f"{loss.item():.3f}", flush=True)
-    dist.barrier()  # every rank arrives before any tears down
-    dist.destroy_process_group()
+    bt.exit_finished()  # the barrier, the group's end, then an exit no gloo thread can abort
 
 
 if __name__ == "__main__":

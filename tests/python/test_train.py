@@ -140,6 +140,91 @@ def test_a_loop_that_never_checks_is_ended_after_the_grace_time(tmp_path):
     assert "no checkpoint within the 1 s grace time" in err  # the helper ended it, after the grace time
 
 
+ENDS_FINISHED = """
+    import atexit, concurrent.futures, sys, threading, time
+    import bft.train as bt
+    log = open(sys.argv[1], "w")
+    log.write("a line never flushed by the script\\n")
+    pool = concurrent.futures.ThreadPoolExecutor(2)  # its workers wait for work until told to finish
+    pool.submit(time.sleep, 0.1)
+    threading.Thread(target=lambda: (time.sleep(0.5), print("the thread finished", flush=True))).start()
+    atexit.register(lambda: print("atexit ran", flush=True))
+    bt.report(12345)
+    bt.exit_finished()
+    print("after exit_finished")
+"""
+
+
+def test_exit_finished_ends_as_a_normal_exit_does_threads_atexit_files_and_the_last_report(tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", 0))
+        rx.settimeout(10)
+        status = tmp_path / "status"
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(ENDS_FINISHED), str(tmp_path / "log")],
+                           env={**python_env(), **manager_env(rx.getsockname()[1], tmp_path),
+                                "BFT_AGENT_EXIT_FILE": str(status)}, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        got = [protocol.decode(rx.recv(1024), bytes.fromhex(SECRET))]
+        rx.settimeout(0.5)
+        while True:
+            try:
+                got.append(protocol.decode(rx.recv(1024), bytes.fromhex(SECRET)))
+            except socket.timeout:
+                break
+    assert r.stdout.splitlines() == ["the thread finished", "atexit ran"]  # in the interpreter's order
+    assert (tmp_path / "log").read_text() == "a line never flushed by the script\n"
+    assert status.read_text() == "0"
+    assert got[-1].samples == 12345
+
+
+def test_exit_finished_from_another_thread_is_refused_in_one_line(tmp_path):
+    r = run_py("""
+        import threading, bft.train as bt
+        def end():
+            try:
+                bt.exit_finished()
+            except RuntimeError as e:
+                print(e)
+        t = threading.Thread(target=end)
+        t.start()
+        t.join()
+        print("still running")
+    """, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["bft.train.exit_finished() ends the process: call it from the main thread",
+                                     "still running"]
+
+
+def test_exit_finished_ends_gloo_ranks_whose_ddp_model_still_holds_the_group(tmp_path):
+    """DDP's reducer keeps the group, and gloo's threads, alive past destroy_process_group: the case in
+    which a plain return sometimes aborted at exit. Each rank arrives, ends the group and exits 0."""
+    pytest.importorskip("torch", reason="the gloo ranks need PyTorch (./dev.sh installs torch==2.13.0)")
+    code = textwrap.dedent("""
+        import atexit, torch, torch.distributed as dist
+        import bft.train as bt
+        dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+        model(torch.randn(3, 4)).sum().backward()
+        loss = torch.ones(1)
+        dist.all_reduce(loss)
+        atexit.register(lambda: print("group ended:", not dist.is_initialized(), flush=True))
+        bt.exit_finished()
+    """)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, "-c", code], env={
+        **python_env(), "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for rank in range(2)]
+    try:
+        outs = [proc.communicate(timeout=120)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    assert [proc.returncode for proc in procs] == [0, 0], outs
+    assert all("group ended: True" in out for out in outs), outs
+
+
 @pytest.mark.parametrize("launcher", ["python", "torchrun"])
 def test_example_runs_unchanged_outside_the_manager(tmp_path, launcher):
     pytest.importorskip("torch", reason="the runtime examples need PyTorch (./dev.sh installs torch==2.13.0)")

@@ -1,6 +1,6 @@
 """The training-loop side of libbft: what a training script imports.
 
-The whole contract is four calls::
+The whole contract is four calls and an ending::
 
     import bft.train as bt
 
@@ -13,6 +13,7 @@ The whole contract is four calls::
         if bt.should_stop():                 # SIGTERM reached any rank: the job is being resized
             bt.checkpoint({"samples": samples, "model": model.state_dict()})
             bt.exit_for_resize()
+    bt.exit_finished()                       # done: every rank arrives, the group ends, exit 0
 
 Under ``bft manager`` the reports reach the manager (authenticated with the job's secret) and the
 checkpoints go to the job's checkpoint directory. Outside it (``python train.py``, plain
@@ -35,6 +36,7 @@ from .worker import (
     checkpoint,
     checkpoint_path,
     configuration,
+    exit_finished,
     exit_for_resize,
     job_id,
     rank,
@@ -62,6 +64,7 @@ __all__ = [
     "checkpoint_path",
     "should_stop",
     "exit_for_resize",
+    "exit_finished",
     "target_samples",
     "configuration",
     "job_id",
