@@ -122,6 +122,7 @@ def test_the_state_size_counts_weights_and_optimizer_state_and_reaches_the_repor
 _BROADCAST_WORKER = r"""
 import collections, os, sys
 import torch, torch.distributed as dist
+from bft.train import exit_finished
 from bft.train.elastic import broadcast_state
 
 dist.init_process_group("gloo")
@@ -146,7 +147,7 @@ def same(a, b):
 assert same(got, expected), got
 assert got["model"]["w"] is got["model"]["tied"]  # tied weights stay one tensor
 print("same", dist.get_rank(), flush=True)
-dist.destroy_process_group()
+exit_finished()  # barrier, group's end, an exit gloo cannot abort
 """
 
 
@@ -196,6 +197,7 @@ def test_an_in_place_worker_that_reaches_no_keeper_exits_76_naming_the_relay(tmp
 _DDP_HOOK_RANK = r"""
 import os, sys
 import torch, torch.distributed as dist
+from bft.train import exit_finished
 from bft.train.elastic import _allreduce_or_zero
 rank = int(sys.argv[1])
 dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
@@ -205,7 +207,7 @@ ddp = torch.nn.parallel.DistributedDataParallel(model)
 ddp.register_comm_hook(dist.group.WORLD, _allreduce_or_zero)
 ddp(torch.full((1, 3), float(rank + 1))).sum().backward()  # rank r's gradient is r + 1 everywhere
 print(model.weight.grad.tolist())
-dist.destroy_process_group()
+exit_finished()  # barrier, group's end, an exit gloo cannot abort
 """
 
 

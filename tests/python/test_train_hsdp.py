@@ -33,6 +33,7 @@ _TRANSFER_WORKER = """
 import os, torch, torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import fully_shard
+from bft.train import exit_finished
 from bft.train.hsdp import hsdp_mesh, local_shards, on_mesh, transfer_shards
 dist.init_process_group("gloo")
 rank, device = dist.get_rank(), torch.device("cpu")
@@ -63,7 +64,7 @@ model.load_state_dict(placed["model"])
 optimizer.load_state_dict(placed["optimizer"])
 print("loaded", rank, [p.to_local().reshape(-1).tolist() for p in model.parameters()], flush=True)
 print("stepped", rank, step(rank), flush=True)
-dist.destroy_process_group()
+exit_finished()  # barrier, group's end, an exit gloo cannot abort
 """
 
 
@@ -114,7 +115,7 @@ state._sync(has_state=True, lost_peer=rank == 2)
 params = list(state.model.parameters())
 momentum = [state.optimizer.state[p]["momentum_buffer"].to_local().reshape(-1).tolist() for p in params]
 print("synced", rank, state.steps, [p.to_local().reshape(-1).tolist() for p in params], momentum, flush=True)
-torch.distributed.destroy_process_group()
+bt.exit_finished()  # barrier, group's end, an exit gloo cannot abort
 """
 
 
