@@ -41,10 +41,20 @@ def test_report_outside_a_manager_is_a_noop_that_never_raises(tmp_path):
     assert r.stderr.count("not launched by bft manager") == 1
 
 
+def _received(rx: socket.socket) -> list:
+    """The reports that reached `rx` (signed with SECRET), read until it stays quiet for a second."""
+    got = []
+    rx.settimeout(1)
+    while True:
+        try:
+            got.append(protocol.decode(rx.recv(1024), bytes.fromhex(SECRET)))
+        except socket.timeout:
+            return got
+
+
 def test_reports_reach_the_manager_signed_and_the_last_one_at_exit(tmp_path):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
         rx.bind(("127.0.0.1", 0))
-        rx.settimeout(10)
         r = run_py("""
             import time, bft.train as bt
             for n in range(1, 6):
@@ -53,13 +63,7 @@ def test_reports_reach_the_manager_signed_and_the_last_one_at_exit(tmp_path):
             bt.report(12345)
         """, env=manager_env(rx.getsockname()[1], tmp_path), cwd=tmp_path)
         assert r.returncode == 0, r.stderr
-        got = []
-        rx.settimeout(1)
-        while True:
-            try:
-                got.append(protocol.decode(rx.recv(1024), bytes.fromhex(SECRET)))
-            except socket.timeout:
-                break
+        got = _received(rx)
     assert got, "no report arrived"
     assert got[0].samples == 100  # the first step is sent at once
     assert got[-1].samples == 12345  # the final count is flushed at exit
@@ -158,19 +162,13 @@ ENDS_FINISHED = """
 def test_exit_finished_ends_as_a_normal_exit_does_threads_atexit_files_and_the_last_report(tmp_path):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
         rx.bind(("127.0.0.1", 0))
-        rx.settimeout(10)
         status = tmp_path / "status"
         r = subprocess.run([sys.executable, "-c", textwrap.dedent(ENDS_FINISHED), str(tmp_path / "log")],
                            env={**python_env(), **manager_env(rx.getsockname()[1], tmp_path),
                                 "BFT_AGENT_EXIT_FILE": str(status)}, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
-        got = [protocol.decode(rx.recv(1024), bytes.fromhex(SECRET))]
-        rx.settimeout(0.5)
-        while True:
-            try:
-                got.append(protocol.decode(rx.recv(1024), bytes.fromhex(SECRET)))
-            except socket.timeout:
-                break
+        got = _received(rx)
+    assert got, "no report arrived"
     assert r.stdout.splitlines() == ["the thread finished", "atexit ran"]  # in the interpreter's order
     assert (tmp_path / "log").read_text() == "a line never flushed by the script\n"
     assert status.read_text() == "0"
