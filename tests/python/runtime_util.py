@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,6 +31,13 @@ from bft.train import protocol
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "runtime" / "ddp_synthetic.py"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 a moment ago, for a process that binds it itself (a rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def python_env() -> Dict[str, str]:

@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from bft.runtime.ops import metrics_http  # noqa: E402
 from bft.runtime.ops.metrics import MetricsError, MetricsExporter  # noqa: E402
 from bft.runtime.statedb.store import StateStore  # noqa: E402
-from runtime_util import REPO, bft, listening_sockets  # noqa: E402
+from runtime_util import REPO, bft, free_port, listening_sockets  # noqa: E402
 
 EMULATED = REPO / "python" / "bft" / "runtime" / "sources" / "emulated.py"
 
@@ -234,12 +234,6 @@ def _prometheus_binary() -> str:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait(predicate, timeout_s: float, what: str, log: Path):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -269,7 +263,7 @@ def prometheus_server(tmp_path):
     started = {}
 
     def configure(target: str) -> int:
-        port = _free_port()
+        port = free_port()
         config = tmp_path / "prometheus.yml"
         config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                           f"scrape_configs:\n  - job_name: bft\n    static_configs:\n      - targets: ['{target}']\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bft.train import EXIT_RESIZE, protocol
-from runtime_util import REPO, python_env
+from runtime_util import REPO, free_port, python_env
 
 SECRET = "5a" * 32
 
@@ -208,9 +208,7 @@ def test_exit_finished_ends_gloo_ranks_whose_ddp_model_still_holds_the_group(tmp
         atexit.register(lambda: print("group ended:", not dist.is_initialized(), flush=True))
         bt.exit_finished()
     """)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     procs = [subprocess.Popen([sys.executable, "-c", code], env={
         **python_env(), "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for rank in range(2)]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from runtime_util import python_env
+from runtime_util import free_port, python_env
 
 torch = pytest.importorskip("torch", reason="bft.train.ElasticState needs PyTorch")
 
@@ -155,12 +155,7 @@ def test_the_state_broadcast_to_a_newcomer_equals_the_senders_in_structure_dtype
     """What an in-place grow sends (bft.train.elastic.broadcast_state, two gloo ranks): nested dicts in
     their order and type, lists, tuples, plain values, tensors of several dtypes, a non-contiguous one,
     an empty one and a tied pair."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(python_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    env = dict(python_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
     procs = [subprocess.Popen([sys.executable, "-c", _BROADCAST_WORKER], env=dict(env, RANK=str(rank)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(2)]
     try:

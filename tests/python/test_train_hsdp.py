@@ -10,7 +10,6 @@ are compared with a fixed run's, to the tolerance test_train_semantics states an
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import List
 
 import pytest
 
-from runtime_util import REPO, python_env, write_trace
+from runtime_util import REPO, free_port, python_env, write_trace
 from test_train_semantics import GLOBAL_BATCH, MICRO_BATCH, TOLERANCE, _max_difference, _read_params, _run_all
 
 HSDP = REPO / "examples" / "runtime" / "hsdp_synthetic.py"
@@ -121,10 +120,8 @@ bt.exit_finished()  # barrier, group's end, an exit gloo cannot abort
 
 def _four_processes_as_two_nodes(worker: str) -> List[str]:
     """Runs `worker` (python -c) as ranks 0-3 of one gloo group, 2 per node; each rank's output."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(python_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="4", LOCAL_WORLD_SIZE="2")
+    env = dict(python_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="4",
+               LOCAL_WORLD_SIZE="2")
     procs = [subprocess.Popen([sys.executable, "-c", worker],
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r % 2)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(4)]
@@ -195,16 +192,10 @@ def test_hsdp_model_resized_in_place_by_whole_nodes_trains_the_same_model_as_a_f
     assert moved > 1e4 * TOLERANCE, moved
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _torchrun_nodes(nodes: int, procs_per_node: int, samples: int, root: Path) -> None:
     """`nodes` torchrun agents of `procs_per_node` workers each on this host (c10d rendezvous), as the
     manager's relaunch method starts them on real nodes; waits for them to finish."""
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     env = python_env()
     env["BFT_CHECKPOINT_DIR"] = str(root / "checkpoints")
     agents: List[subprocess.Popen] = []

@@ -8,7 +8,6 @@ manager's relaunch method does, and compares the parameters after every step.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Dict, List, Sequence, Tuple
 import pytest
 
 import bft.train as bt
-from runtime_util import REPO, python_env, write_trace
+from runtime_util import REPO, free_port, python_env, write_trace
 
 ELASTIC = REPO / "examples" / "runtime" / "elastic_synthetic.py"
 FSDP = REPO / "examples" / "runtime" / "fsdp_synthetic.py"
@@ -114,17 +113,11 @@ STEPS = STEPS_PER_SIZE * len(RESIZES)
 TOLERANCE = 1e-12
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch(command: Sequence[str], world: int, samples: int, checkpoints: Path,
             params: Path) -> List[subprocess.Popen]:
     """Starts `world` workers of an example (`command`: its path and arguments) as torchrun would
     (RANK, WORLD_SIZE, MASTER_*), resuming from the checkpoint in `checkpoints` if there is one."""
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(world):
         env = python_env()
